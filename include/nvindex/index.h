@@ -1,0 +1,160 @@
+// The index interface (DESIGN.md §4): every index design in nvindex implements
+// Index<K>, is created by name through make_index<K>(), and describes itself
+// through IndexInfo so that the harness runs only what it claims.
+//
+// Keys: K = uint64_t (compared numerically). Byte-string keys (K =
+// std::string_view) come with a later issue. Values: 8 bytes, every 64-bit
+// value including 0 is valid.
+//
+// Thread-safety: an index whose IndexInfo::caps.thread_safe is true accepts
+// concurrent calls of every method from any number of threads (each call is
+// linearizable; persistent ones are durably linearizable). Otherwise callers
+// must serialize all calls.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "nvindex/status.h"
+
+namespace nvindex {
+
+namespace pm {
+class Pool;
+}
+
+/// An 8-byte value. Every value is valid, 0 included.
+using Value = uint64_t;
+
+/// The owned form of a key, as returned by scans: uint64_t for integer keys,
+/// std::string for byte-string keys.
+template <class K>
+struct OwnedKeyOf {
+  using type = K;
+};
+template <>
+struct OwnedKeyOf<std::string_view> {
+  using type = std::string;
+};
+template <class K>
+using OwnedKey = typename OwnedKeyOf<K>::type;
+
+/// Where an index keeps its nodes.
+enum class Placement : uint8_t {
+  kDram,       ///< volatile: everything in DRAM, nothing survives a restart
+  kPmOnly,     ///< every node in persistent memory
+  kSelective,  ///< inner nodes in DRAM (rebuilt on recovery), leaves in PM
+};
+
+/// What an index supports. The harness skips operations an index does not
+/// claim, and every result it gets is checked, so a claim must be true.
+struct Capabilities {
+  bool ordered = false;      ///< scan() and find_last_less_than() work
+  bool persistent = false;   ///< survives close/reopen and crashes (needs a pool)
+  bool thread_safe = false;  ///< concurrent calls allowed (see file comment)
+  bool string_keys = false;  ///< has a std::string_view instantiation
+  Placement placement = Placement::kDram;
+};
+
+/// Self-description of an index instance.
+struct IndexInfo {
+  std::string name;          ///< registry name, e.g. "fastfair"
+  std::string description;   ///< one line: design and source paper
+  Capabilities caps;
+  uint32_t node_size = 0;    ///< bytes per node (0 when not applicable)
+  uint64_t dram_bytes = 0;   ///< DRAM in use by the index structure, bytes
+  uint64_t pm_bytes = 0;     ///< PM allocated to the index, bytes
+  bool recovered = false;    ///< true when opened on an existing pool
+  double recovery_seconds = 0;  ///< wall time of that recovery, seconds
+};
+
+/// Outcome of Index::verify(): the structural check of DESIGN.md §6.
+struct VerifyReport {
+  uint64_t keys = 0;         ///< live keys found by a full traversal
+  uint64_t leaves = 0;       ///< leaf nodes visited
+  uint64_t inner_nodes = 0;  ///< inner nodes visited
+  uint32_t height = 0;       ///< levels, leaves included (1 = root is a leaf)
+};
+
+/// Options given to make_index(). Unused fields are ignored by an index that
+/// has no such knob; a value out of an index's range is InvalidArgument.
+struct IndexOptions {
+  /// The pool a persistent index lives in (must outlive the index). Required
+  /// when caps.persistent; ignored otherwise. An empty pool (root offset 0)
+  /// gets a new index; a pool with a root is recovered.
+  pm::Pool* pool = nullptr;
+  uint32_t node_size = 512;   ///< bytes per node; each index states its range
+  double fill_factor = 1.0;   ///< bulk-load fill, (0, 1]
+  unsigned threads = 1;       ///< worker threads the caller will use (hint)
+  /// Index-specific knobs, "name" -> "value" (e.g. from --index-opt k=v).
+  std::map<std::string, std::string> extra;
+};
+
+/// A key-value index over keys of type K (DESIGN.md §4).
+template <class K>
+class Index {
+ public:
+  virtual ~Index() = default;
+
+  /// Inserts key -> value. Ok, or AlreadyExists (nothing changed), or
+  /// OutOfSpace (pool full; nothing changed).
+  virtual Status insert(K key, Value value) = 0;
+  /// Replaces the value of an existing key. Ok, or NotFound.
+  virtual Status update(K key, Value value) = 0;
+  /// Removes a key. Ok, or NotFound.
+  virtual Status remove(K key) = 0;
+  /// The value of key, or nullopt when absent.
+  virtual std::optional<Value> lookup(K key) = 0;
+
+  /// Ordered indexes only: clears *out, then appends up to `count` pairs with
+  /// key >= start in ascending key order; returns how many it appended.
+  /// Unordered indexes return 0 and leave *out empty.
+  virtual size_t scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) = 0;
+
+  /// Ordered indexes only: the largest key strictly less than `key`, with its
+  /// value; nullopt when there is none (or the index is unordered).
+  virtual std::optional<std::pair<OwnedKey<K>, Value>> find_last_less_than(K key) = 0;
+
+  /// Looks up keys[i] into out[i] for every i (spans of equal length). The
+  /// default calls lookup() in a loop; an index may interleave the batch.
+  virtual void multi_lookup(std::span<const K> keys, std::span<std::optional<Value>> out) {
+    for (size_t i = 0; i < keys.size(); ++i) out[i] = lookup(keys[i]);
+  }
+
+  /// Name, capabilities, footprint, recovery time.
+  virtual IndexInfo info() const = 0;
+
+  /// Checks every structural invariant (keys ordered within and across nodes,
+  /// separators bound children, sibling links consistent and acyclic, no
+  /// transient state left over) with no concurrent writers. Ok and a filled
+  /// report, or Corruption naming the first violation.
+  virtual Status verify(VerifyReport* report) const = 0;
+};
+
+/// Creates (or, on a pool with a root, recovers) the index registered as
+/// `name`. Errors: InvalidArgument (unknown name: the message lists the known
+/// ones; a bad option), InvalidArgument (persistent index without a pool),
+/// Corruption (the pool holds another index or a damaged one), OutOfSpace.
+template <class K>
+Status make_index(std::string_view name, const IndexOptions& options,
+                  std::unique_ptr<Index<K>>* out);
+
+/// One registry entry: what `nvindex bench --help` lists.
+struct IndexEntry {
+  std::string_view name;
+  std::string_view description;
+  bool persistent;
+  Status (*make)(const IndexOptions&, std::unique_ptr<Index<uint64_t>>*);
+};
+
+/// Every registered index for uint64_t keys, in registration order.
+std::span<const IndexEntry> registered_indexes();
+
+}  // namespace nvindex

@@ -1,0 +1,175 @@
+// Persist primitives and the PM store helpers (DESIGN.md §3).
+//
+// Hardware model (DESIGN.md §6): x86 with ADR. Caches are volatile; a line is
+// durable only after a flush of it followed by a fence by the same thread; an
+// aligned store of 8 bytes or less is never torn.
+//
+// Every store an index makes to persistent memory goes through pm::store,
+// pm::copy or pm::move (never a raw assignment or memcpy), so that the crash
+// simulator can follow it (issue 3). Today they are plain stores.
+//
+// The process-wide configuration (mode, injected latency, media model) is set
+// once by configure() before any index runs; changing it while indexes run is
+// not supported.
+#pragma once
+
+#include <immintrin.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+
+#include "nvindex/pm/counters.h"
+#include "nvindex/status.h"
+
+namespace nvindex::pm {
+
+/// Size of a CPU cache line, the unit of flushing, in bytes.
+inline constexpr size_t kLineSize = 64;
+/// Size of an Optane XPLine, the media's internal write unit, in bytes.
+inline constexpr size_t kXPLineSize = 256;
+
+/// How persistent memory is provided (DESIGN.md §3 "Modes").
+enum class Mode : uint8_t {
+  kDram,      ///< volatile: flush and fence do nothing (and count nothing)
+  kEmulated,  ///< DRAM-backed mapping, real clwb/clflushopt/sfence (default)
+  kDax,       ///< real persistent memory on a DAX file system
+  kCrashSim,  ///< every primitive routed to the crash simulator (issue 3)
+};
+
+/// "dram", "emulated", "dax", "crash-sim".
+std::string_view mode_name(Mode mode);
+/// Parses a mode name; InvalidArgument listing the valid names otherwise.
+Status parse_mode(std::string_view name, Mode* out);
+
+/// The flush instruction in use, chosen once at start-up from CPUID:
+/// clwb if present, else clflushopt, else clflush.
+enum class FlushInstruction : uint8_t { kClwb, kClflushopt, kClflush };
+std::string_view flush_instruction_name(FlushInstruction f);
+
+/// Process-wide persistence settings.
+struct PersistConfig {
+  Mode mode = Mode::kEmulated;
+  uint32_t flush_latency_ns = 0;  ///< busy-wait added per flushed line, ns
+  uint32_t fence_latency_ns = 0;  ///< busy-wait added per fence, ns
+  bool media_model = false;       ///< feed flushed lines to the XPLine model
+};
+
+/// Installs `config` for the whole process. Call before creating indexes.
+void configure(const PersistConfig& config);
+/// Parses "flush=N,fence=N" (either part optional, N in ns) into *config.
+/// InvalidArgument on any other text.
+Status parse_latency(std::string_view spec, PersistConfig* config);
+
+namespace detail {
+struct Globals {
+  Mode mode = Mode::kEmulated;
+  FlushInstruction flush = FlushInstruction::kClflush;
+  uint32_t flush_latency_ns = 0;
+  uint32_t fence_latency_ns = 0;
+  bool media_model = false;
+  bool slow_path = false;  ///< latency or media model on
+};
+extern Globals g;
+/// Latency injection and media model for one flushed line (cold path).
+void after_flush_line(uintptr_t line);
+/// Latency injection after a fence (cold path).
+void after_fence();
+}  // namespace detail
+
+/// The configuration in force.
+PersistConfig current_config();
+/// The flush instruction chosen at start-up.
+inline FlushInstruction flush_instruction() { return detail::g.flush; }
+
+/// Flushes every 64 B line overlapping [addr, addr+len) with one flush
+/// instruction per line (clwb, clflushopt or clflush). Not ordered until the
+/// next fence(). Counts one flush and one line per line. No-op in kDram.
+inline void flush(const void* addr, size_t len) {
+  if (detail::g.mode == Mode::kDram || len == 0) return;
+  uintptr_t line = reinterpret_cast<uintptr_t>(addr) & ~(kLineSize - 1);
+  const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
+  uint64_t n = 0;
+  for (; line < end; line += kLineSize, ++n) {
+    char* p = reinterpret_cast<char*>(line);
+    switch (detail::g.flush) {
+      case FlushInstruction::kClwb:
+        asm volatile(".byte 0x66; xsaveopt %0" : "+m"(*p));
+        break;
+      case FlushInstruction::kClflushopt:
+        asm volatile(".byte 0x66; clflush %0" : "+m"(*p));
+        break;
+      case FlushInstruction::kClflush:
+        asm volatile("clflush %0" : "+m"(*p));
+        break;
+    }
+    if (__builtin_expect(detail::g.slow_path, 0)) detail::after_flush_line(line);
+  }
+  ThreadCounters& c = thread_counters();
+  bump(c.flushes, n);
+  bump(c.lines_flushed, n);
+}
+
+/// Store fence (sfence): orders every earlier flush and non-temporal store of
+/// this thread before every later store. Counts one fence. No-op in kDram.
+inline void fence() {
+  if (detail::g.mode == Mode::kDram) return;
+  _mm_sfence();
+  bump(thread_counters().fences);
+  if (__builtin_expect(detail::g.slow_path, 0)) detail::after_fence();
+}
+
+/// flush(addr, len) then fence(): [addr, addr+len) is durable on return.
+inline void persist(const void* addr, size_t len) {
+  flush(addr, len);
+  fence();
+}
+
+/// The 8-byte NVM atomic write: store `value` to the aligned commit word, then
+/// flush its line and fence. After a crash the word holds the old or the new
+/// value, never a mix. Counts one NAW (plus its flush and fence).
+inline void naw(std::atomic<uint64_t>* word, uint64_t value) {
+  word->store(value, std::memory_order_release);
+  persist(word, sizeof(*word));
+  bump(thread_counters().naws);
+}
+
+/// PM store helper: *dst = value for a trivially copyable T of at most 8
+/// bytes, naturally aligned (never torn). Every PM store goes through here.
+template <class T>
+inline void store(T* dst, T value) {
+  static_assert(sizeof(T) <= 8, "pm::store is for words; use pm::copy");
+  *dst = value;
+}
+
+/// PM store helper for a commit word that concurrent readers load: an atomic
+/// release store, not yet flushed (pair with flush/fence, or use naw()).
+inline void store(std::atomic<uint64_t>* dst, uint64_t value) {
+  dst->store(value, std::memory_order_release);
+}
+
+/// PM copy helper: memcpy into PM (regions must not overlap).
+inline void copy(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
+
+/// PM move helper: memmove into PM (regions may overlap).
+inline void move(void* dst, const void* src, size_t n) { std::memmove(dst, src, n); }
+
+/// PM fill helper: memset into PM.
+inline void fill(void* dst, int byte, size_t n) { std::memset(dst, byte, n); }
+
+/// Non-temporal copy of n bytes into PM (bypasses the cache; still needs a
+/// fence() to be ordered). Counts n non-temporal bytes. Any alignment.
+void nt_copy(void* dst, const void* src, size_t n);
+
+/// Adds n bytes to this thread's log-bytes counter (WAL and micro-logs call
+/// this for every record they append).
+inline void count_log_bytes(uint64_t n) { bump(thread_counters().log_bytes, n); }
+
+/// Media model (DESIGN.md §3): drains the write-combining buffer (each entry
+/// still held becomes one 256 B media write) so that the media_writes counter
+/// is complete. Call at the end of a measured phase. No-op when the model is off.
+void media_drain();
+
+}  // namespace nvindex::pm

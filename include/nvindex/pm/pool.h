@@ -1,0 +1,162 @@
+// Pool: a mapped region of persistent memory (DESIGN.md §3), mapped with
+// PMDK's libpmem2. Addressed by 8-byte offsets from the pool base, never raw
+// pointers, so a pool may be mapped at any address. Offset 0 is the header,
+// so offset 0 doubles as the null offset.
+//
+// On-media format of the header (the first 4096 bytes of the file):
+//
+//   offset size  field               written
+//   ------ ----  ------------------  ----------------------------------------
+//        0    8  magic "NVIDXPL\0"   once, at create
+//        8    4  format version (1)  once
+//       12    4  header bytes (4096) once
+//       16   32  layout name, NUL-padded (the index name, e.g. "fastfair")
+//       48    8  pool size, bytes    once
+//       56    8  checksum: XXH64 (seed 0) of bytes [0, 56)
+//   ---- line 1: mutable words, each written only by NAW, outside the checksum
+//       64    8  root offset (0 = no root yet)
+//       72    8  clean-shutdown flag (1 = closed cleanly, 0 = open or crashed)
+//       80   48  reserved, zero
+//   ---- 128 .. 4096: reserved for the allocator's fixed metadata (see
+//        allocator.h); the allocator's chunk table and heap follow.
+//
+// Create writes and persists every field and the allocator metadata first,
+// then writes and persists the magic: a crash during create leaves a file
+// that open() rejects as "not an nvindex pool", never a half-formatted pool.
+//
+// Thread-safety: root()/set_root() and the mapping accessors are safe from any
+// thread; create/open/destruction are not concurrent with other use.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "nvindex/pm/persist.h"
+#include "nvindex/status.h"
+
+namespace nvindex::pm {
+
+class Allocator;
+
+/// The header as stored at offset 0 (see the table above).
+struct PoolHeader {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_size;
+  char layout[32];
+  uint64_t size;
+  uint64_t checksum;
+  std::atomic<uint64_t> root;
+  std::atomic<uint64_t> clean_shutdown;
+  uint64_t reserved[6];
+};
+static_assert(sizeof(PoolHeader) == 128);
+
+inline constexpr char kPoolMagic[8] = {'N', 'V', 'I', 'D', 'X', 'P', 'L', '\0'};
+inline constexpr uint32_t kPoolVersion = 1;
+inline constexpr uint64_t kPoolHeaderBytes = 4096;
+/// Smallest pool create() accepts, bytes.
+inline constexpr uint64_t kMinPoolSize = 4ull << 20;
+/// Longest layout name, bytes (the field is NUL-terminated).
+inline constexpr size_t kMaxLayoutLen = 31;
+
+/// A plain copy of the header fields, for `nvindex info`.
+struct PoolHeaderInfo {
+  std::string layout;
+  uint32_t version = 0;
+  uint64_t size = 0;
+  uint64_t root = 0;
+  bool clean_shutdown = false;
+  uint64_t checksum = 0;
+  bool checksum_ok = false;
+};
+
+class Pool {
+ public:
+  /// Creates a pool file of `size` bytes (>= kMinPoolSize, rounded down to a
+  /// multiple of 4096) at `path` holding layout `layout` (1..31 bytes), maps
+  /// it in `mode` (kEmulated, kDax or kCrashSim; kDax requires a DAX mapping
+  /// and fails otherwise) and formats the header and allocator metadata.
+  /// Errors: InvalidArgument (size, layout, mode), AlreadyExists (the file
+  /// exists: create never overwrites), IOError (create, fallocate, map).
+  static Status create(const std::string& path, uint64_t size, std::string_view layout, Mode mode,
+                       std::unique_ptr<Pool>* out);
+
+  /// Opens an existing pool file and validates it before touching it: magic
+  /// (Corruption "not an nvindex pool"), version, size equal to the file size
+  /// (Corruption "truncated"), checksum (Corruption), layout equal to
+  /// `layout` (InvalidArgument naming both layouts). On any error the file is
+  /// not modified. On success clears the clean-shutdown flag (NAW) and
+  /// remembers whether it was set. The allocator then needs recovery (see
+  /// Allocator::begin_recovery) before it hands out blocks.
+  static Status open(const std::string& path, std::string_view layout, Mode mode,
+                     std::unique_ptr<Pool>* out);
+
+  /// Creates a pool in anonymous DRAM (no file), formatted like create().
+  /// For volatile runs and tests; nothing survives the process.
+  static Status create_anonymous(uint64_t size, std::string_view layout,
+                                 std::unique_ptr<Pool>* out);
+
+  /// Reads and validates the header of a pool file without mapping it for
+  /// writing and without changing it. Errors as for open(), except that a
+  /// bad checksum is reported in info->checksum_ok rather than as an error.
+  static Status read_header(const std::string& path, PoolHeaderInfo* info);
+
+  /// Sets the clean-shutdown flag (NAW) and unmaps.
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  char* base() const { return base_; }
+  uint64_t size() const { return size_; }
+  Mode mode() const { return mode_; }
+  const std::string& path() const { return path_; }
+  std::string_view layout() const;
+
+  /// Pointer to the object at offset `off` (nullptr for 0). No bounds check
+  /// on the hot path; use contains() to validate untrusted offsets.
+  template <class T>
+  T* ptr(uint64_t off) const {
+    return off == 0 ? nullptr : reinterpret_cast<T*>(base_ + off);
+  }
+  /// Offset of a pointer into the pool (0 for nullptr).
+  uint64_t offset(const void* p) const {
+    return p == nullptr ? 0 : static_cast<uint64_t>(static_cast<const char*>(p) - base_);
+  }
+  /// True when [off, off+len) lies inside the pool past the header.
+  bool contains(uint64_t off, uint64_t len) const {
+    return off >= kPoolHeaderBytes && off <= size_ && len <= size_ - off;
+  }
+
+  /// The root offset (0 until set_root()).
+  uint64_t root() const { return header()->root.load(std::memory_order_acquire); }
+  /// Publishes the root object by NAW. The object must be persisted first.
+  void set_root(uint64_t off) { naw(&header()->root, off); }
+  /// Whether the previous session closed the pool cleanly (false after a crash
+  /// and for a newly created pool).
+  bool was_clean_shutdown() const { return was_clean_; }
+
+  Allocator& allocator() { return *allocator_; }
+  const Allocator& allocator() const { return *allocator_; }
+
+ private:
+  Pool() = default;
+  PoolHeader* header() const { return reinterpret_cast<PoolHeader*>(base_); }
+
+  char* base_ = nullptr;
+  uint64_t size_ = 0;
+  Mode mode_ = Mode::kEmulated;
+  std::string path_;
+  bool was_clean_ = false;
+  bool anonymous_ = false;
+  struct pmem2_map* map_ = nullptr;
+  int fd_ = -1;
+  std::unique_ptr<Allocator> allocator_;
+
+  friend class PoolFactory;
+};
+
+}  // namespace nvindex::pm

@@ -1,0 +1,35 @@
+// The index registry: one line per index design (DESIGN.md §4, "adding an
+// index = one folder + one registration line"). Each index folder exposes one
+// factory function, declared here.
+#include <string>
+
+#include "nvindex/index.h"
+#include "indexes/absl_btree/absl_btree.h"
+
+namespace nvindex {
+
+// Factories, one per index folder (src/indexes/<name>/), declared in the
+// folder's header included above.
+
+namespace {
+constexpr IndexEntry kIndexes[] = {
+    // {name, description, persistent, factory}
+    {"absl-btree", kAbslBtreeDescription, false, &make_absl_btree},
+};
+}  // namespace
+
+std::span<const IndexEntry> registered_indexes() { return kIndexes; }
+
+template <>
+Status make_index<uint64_t>(std::string_view name, const IndexOptions& options,
+                            std::unique_ptr<Index<uint64_t>>* out) {
+  std::string known;
+  for (const IndexEntry& e : kIndexes) {
+    if (e.name == name) return e.make(options, out);
+    if (!known.empty()) known += ", ";
+    known += e.name;
+  }
+  return Status::InvalidArgument("unknown index '" + std::string(name) + "' (known: " + known + ")");
+}
+
+}  // namespace nvindex

@@ -1,0 +1,18 @@
+// The `nvindex` subcommands. Each lives in its own file (src/tools/<name>.cc)
+// and adds itself to the CLI11 app through one function declared here; main.cc
+// calls them all. A subcommand's callback returns the process exit code
+// through *exit_code (0 success, 1 a failed check or run, 2 bad usage).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace nvindex::tools {
+
+/// `nvindex bench`: the benchmark harness (src/tools/bench.cc).
+void add_bench_command(CLI::App& app, int* exit_code);
+/// `nvindex verify`: open, recover and check a pool's index (src/tools/verify.cc).
+void add_verify_command(CLI::App& app, int* exit_code);
+/// `nvindex info`: print a pool's header (src/tools/info.cc).
+void add_info_command(CLI::App& app, int* exit_code);
+
+}  // namespace nvindex::tools

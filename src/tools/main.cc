@@ -1,0 +1,23 @@
+// nvindex: the command line. One subcommand per file in src/tools/.
+#include <cstdio>
+
+#include "tools/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "nvindex: persistent indexes for non-volatile memory, and the harness that compares them.\n"
+      "Run `nvindex <command> --help` for a command's options."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "nvindex 0.1.0");
+  int exit_code = 0;
+  nvindex::tools::add_bench_command(app, &exit_code);
+  nvindex::tools::add_verify_command(app, &exit_code);
+  nvindex::tools::add_info_command(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  return exit_code;
+}
