@@ -1,0 +1,130 @@
+// Workloads (DESIGN.md §5): what the benchmark driver feeds to an index.
+//
+// A Workload is generated completely before any timing starts: the keys to
+// load, and for each worker thread its own stream of operations, each with the
+// outcome the driver must see (so that an index that answers wrongly is
+// caught, never silently counted).
+//
+// Key discipline (what PiBench does, with what its users asked for):
+//  - inserts use fresh keys (never loaded, never inserted before), and the
+//    fresh keys are split evenly and disjointly across threads;
+//  - reads, updates and read-modify-writes target keys that exist;
+//  - removes target keys that exist and that no other operation of the run
+//    touches (each thread removes from its own disjoint share of the loaded
+//    keys), so every remove expects Ok and no read can race with it;
+//  - each thread's share of the operations is even (differs by at most 1).
+// Where an outcome depends on how threads interleave (a trace replayed by
+// several threads reading a key another thread inserts), the expectation is
+// Expect::kAny and only the value's integrity is checked.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nvindex/status.h"
+
+namespace nvindex::bench {
+
+/// Operation kinds. kReadModifyWrite is YCSB F: a read, then an update of the
+/// same key with a new value.
+enum class OpType : uint8_t { kRead, kInsert, kUpdate, kRemove, kScan, kReadModifyWrite };
+inline constexpr int kOpTypes = 6;
+/// "read", "insert", "update", "remove", "scan", "rmw".
+std::string_view op_name(OpType type);
+
+/// What the driver must observe for an operation.
+enum class Expect : uint8_t {
+  kFound,     ///< read/update/rmw/remove: key present (Ok); insert: Ok (fresh key);
+              ///< scan: at least one pair returned
+  kNotFound,  ///< read: absent; update/remove: NotFound; insert: AlreadyExists
+  kAny,       ///< outcome depends on thread interleaving; value integrity still checked
+};
+
+/// One operation, 16 bytes. For kScan, scan_length is the number of pairs
+/// asked for; otherwise 0.
+struct Operation {
+  uint64_t key;
+  uint32_t scan_length;
+  OpType type;
+  Expect expect;
+};
+static_assert(sizeof(Operation) == 16);
+
+/// Key-choice distributions (for reads, updates, scans, rmw).
+enum class Distribution : uint8_t {
+  kUniform,        ///< every existing key equally likely
+  kZipfian,        ///< YCSB scrambled zipfian over the loaded keys (skew = theta, 0.99)
+  kSelfSimilar,    ///< PiBench self-similar: skew h, e.g. 0.2 = 80% of ops on 20% of keys
+  kLatest,         ///< YCSB latest: zipfian over recency, newest keys most likely
+  kSequential,     ///< keys in load order, wrapping around
+};
+/// "uniform", "zipfian", "selfsimilar", "latest", "sequential".
+std::string_view distribution_name(Distribution d);
+Status parse_distribution(std::string_view name, Distribution* out);
+
+/// Everything that defines a workload. Ratios are fractions that sum to 1
+/// (checked by make_workload: InvalidArgument otherwise).
+struct WorkloadSpec {
+  std::string name = "custom";   ///< "ycsb-a".."ycsb-f", "trace", or "custom"
+  uint64_t records = 1'000'000;  ///< keys loaded before the run
+  uint64_t operations = 1'000'000;  ///< run operations, all threads together
+  unsigned threads = 1;          ///< worker threads (>= 1)
+  double read_ratio = 1.0;
+  double insert_ratio = 0.0;
+  double update_ratio = 0.0;
+  double remove_ratio = 0.0;
+  double scan_ratio = 0.0;
+  double rmw_ratio = 0.0;
+  uint32_t scan_size = 100;      ///< pairs per scan (max length when scan_uniform)
+  bool scan_uniform = false;     ///< YCSB E: scan length uniform in [1, scan_size]
+  Distribution distribution = Distribution::kUniform;
+  double skew = 0.99;            ///< zipfian theta, or self-similar h
+  /// Key values: false = the i-th key is FNV-1a 64 of i (YCSB's hashed
+  /// insert order: random-looking 64-bit keys); true = the i-th key is i+1.
+  bool sequential_keys = false;
+  uint64_t seed = 1;             ///< every random choice derives from it
+  std::string keys_file;         ///< one decimal key per line; load keys come from it
+  std::string trace_load;        ///< index-microbench load file (INSERT <key> lines)
+  std::string trace_run;         ///< index-microbench run file
+};
+
+/// Sets `spec` to YCSB workload `name` ("ycsb-a" .. "ycsb-f") with YCSB's own
+/// parameters, keeping records, operations, threads and seed:
+///   A: 50% read, 50% update, zipfian 0.99     B: 95% read, 5% update, zipfian
+///   C: 100% read, zipfian                     D: 95% read, 5% insert, latest
+///   E: 95% scan (length uniform 1-100), 5% insert, zipfian
+///   F: 50% read, 50% read-modify-write, zipfian
+/// InvalidArgument for any other name.
+Status apply_preset(std::string_view name, WorkloadSpec* spec);
+
+/// A generated workload.
+struct Workload {
+  WorkloadSpec spec;
+  std::vector<uint64_t> load_keys;              ///< loaded in this order, split across threads
+  std::vector<std::vector<Operation>> per_thread;  ///< run operations, one stream per thread
+  uint64_t total_operations() const;
+};
+
+/// Generates the workload: keys from the key file, the trace or the key
+/// generator; operations drawn with spec.seed, expectations computed by
+/// simulating the run. Errors: InvalidArgument (ratios, sizes, threads 0),
+/// NotFound/IOError (a missing or unreadable file), Corruption (a malformed
+/// line: the message names file and line number).
+Status make_workload(const WorkloadSpec& spec, Workload* out);
+
+/// The value written for `key` by its `version`-th write: the upper 32 bits
+/// are a hash of the key, the lower 32 bits the version. A value read back for
+/// `key` whose upper half does not match is wrong (another key's value or
+/// garbage), whatever the interleaving.
+inline uint64_t make_value(uint64_t key, uint32_t version) {
+  uint64_t h = key * 0x9E3779B97F4A7C15ull;
+  h ^= h >> 29;
+  return (h & 0xFFFFFFFF00000000ull) | version;
+}
+inline bool value_matches(uint64_t key, uint64_t value) {
+  return (make_value(key, 0) >> 32) == (value >> 32);
+}
+
+}  // namespace nvindex::bench
