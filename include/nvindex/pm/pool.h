@@ -37,6 +37,9 @@
 #include "nvindex/pm/persist.h"
 #include "nvindex/status.h"
 
+/// libpmem2's mapping handle (global namespace, declared in <libpmem2.h>).
+struct pmem2_map;
+
 namespace nvindex::pm {
 
 class Allocator;
@@ -152,7 +155,7 @@ class Pool {
   std::string path_;
   bool was_clean_ = false;
   bool anonymous_ = false;
-  struct pmem2_map* map_ = nullptr;
+  ::pmem2_map* map_ = nullptr;
   int fd_ = -1;
   std::unique_ptr<Allocator> allocator_;
 
