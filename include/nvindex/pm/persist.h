@@ -129,11 +129,12 @@ inline void persist(const void* addr, size_t len) {
 
 /// The 8-byte NVM atomic write: store `value` to the aligned commit word, then
 /// flush its line and fence. After a crash the word holds the old or the new
-/// value, never a mix. Counts one NAW (plus its flush and fence).
+/// value, never a mix. Counts one NAW (plus its flush and fence); in kDram
+/// it is a plain store and counts nothing.
 inline void naw(std::atomic<uint64_t>* word, uint64_t value) {
   word->store(value, std::memory_order_release);
   persist(word, sizeof(*word));
-  bump(thread_counters().naws);
+  if (detail::g.mode != Mode::kDram) bump(thread_counters().naws);
 }
 
 /// PM store helper: *dst = value for a trivially copyable T of at most 8
