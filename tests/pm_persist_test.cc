@@ -1,0 +1,294 @@
+// Persist primitives and counters: mode and latency parsing, the flush
+// instruction choice, exact counts of flushes/lines/fences/NAWs/nt bytes,
+// nt_copy correctness at every alignment, snapshot sums over live and exited
+// threads, dram mode counting nothing, the XPLine media model, and latency
+// injection (lower bounds only).
+#include <cpuid.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "nvindex/pm/counters.h"
+#include "nvindex/pm/persist.h"
+
+namespace nvindex::pm {
+namespace {
+
+/// Restores the default configuration after each test.
+class Persist : public ::testing::Test {
+ protected:
+  void SetUp() override { configure(PersistConfig{}); }
+  void TearDown() override { configure(PersistConfig{}); }
+};
+
+/// A buffer of `n` bytes aligned to 4096, zeroed.
+struct Aligned {
+  explicit Aligned(size_t n) : p(static_cast<char*>(std::aligned_alloc(4096, n))), size(n) {
+    std::memset(p, 0, n);
+  }
+  ~Aligned() { std::free(p); }
+  char* p;
+  size_t size;
+};
+
+TEST_F(Persist, ParseMode) {
+  for (std::string_view name : {"dram", "emulated", "dax", "crash-sim"}) {
+    Mode m = Mode::kDram;
+    ASSERT_TRUE(parse_mode(name, &m).ok()) << name;
+    EXPECT_EQ(mode_name(m), name);
+  }
+  Mode m = Mode::kDax;
+  const Status s = parse_mode("pmem", &m);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("'pmem'"), std::string::npos);
+  EXPECT_NE(s.message().find("crash-sim"), std::string::npos);
+  EXPECT_EQ(m, Mode::kDax);  // untouched on error
+  EXPECT_EQ(parse_mode("", &m).code(), Code::kInvalidArgument);
+  EXPECT_EQ(parse_mode("DRAM", &m).code(), Code::kInvalidArgument);
+}
+
+TEST_F(Persist, ParseLatency) {
+  PersistConfig c;
+  ASSERT_TRUE(parse_latency("flush=300,fence=100", &c).ok());
+  EXPECT_EQ(c.flush_latency_ns, 300u);
+  EXPECT_EQ(c.fence_latency_ns, 100u);
+  PersistConfig d;
+  ASSERT_TRUE(parse_latency("fence=7", &d).ok());
+  EXPECT_EQ(d.flush_latency_ns, 0u);
+  EXPECT_EQ(d.fence_latency_ns, 7u);
+  ASSERT_TRUE(parse_latency("fence=1,flush=2", &d).ok());
+  EXPECT_EQ(d.flush_latency_ns, 2u);
+  EXPECT_EQ(d.fence_latency_ns, 1u);
+  for (std::string_view bad :
+       {"", "flush", "flush=", "flush=abc", "flush=-1", "flush=1.5", "flush=1,", ",fence=1",
+        "flush=1,flush=2", "latency=3", "flush=99999999999", "flush = 1", "fence=1;flush=2"}) {
+    PersistConfig e;
+    e.flush_latency_ns = 11;
+    const Status s = parse_latency(bad, &e);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << "'" << bad << "'";
+    EXPECT_NE(s.message().find("flush=N,fence=N"), std::string::npos) << s.ToString();
+    EXPECT_EQ(e.flush_latency_ns, 11u) << "config changed on error for '" << bad << "'";
+  }
+}
+
+TEST_F(Persist, ConfigureAndCurrentConfig) {
+  PersistConfig c;
+  c.mode = Mode::kCrashSim;
+  c.flush_latency_ns = 5;
+  c.fence_latency_ns = 6;
+  c.media_model = true;
+  configure(c);
+  const PersistConfig got = current_config();
+  EXPECT_EQ(got.mode, Mode::kCrashSim);
+  EXPECT_EQ(got.flush_latency_ns, 5u);
+  EXPECT_EQ(got.fence_latency_ns, 6u);
+  EXPECT_TRUE(got.media_model);
+  EXPECT_TRUE(detail::g.slow_path);
+  configure(PersistConfig{});
+  EXPECT_FALSE(detail::g.slow_path);
+}
+
+TEST_F(Persist, FlushInstructionMatchesCpuid) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  FlushInstruction want = FlushInstruction::kClflush;
+  if (__get_cpuid_max(0, nullptr) >= 7) {
+    __cpuid_count(7, 0, a, b, c, d);
+    if (b & (1u << 24)) {
+      want = FlushInstruction::kClwb;
+    } else if (b & (1u << 23)) {
+      want = FlushInstruction::kClflushopt;
+    }
+  }
+  EXPECT_EQ(flush_instruction(), want) << flush_instruction_name(flush_instruction());
+  EXPECT_EQ(flush_instruction_name(FlushInstruction::kClwb), "clwb");
+  EXPECT_EQ(flush_instruction_name(FlushInstruction::kClflushopt), "clflushopt");
+  EXPECT_EQ(flush_instruction_name(FlushInstruction::kClflush), "clflush");
+}
+
+TEST_F(Persist, FlushCountsLines) {
+  Aligned buf(4096);
+  CounterSnapshot before = snapshot();
+  flush(buf.p + 60, 100);  // [60, 160) overlaps lines 0, 1 and 2
+  CounterSnapshot d = snapshot() - before;
+  EXPECT_EQ(d.flushes, 3u);
+  EXPECT_EQ(d.lines_flushed, 3u);
+  EXPECT_EQ(d.fences, 0u);
+
+  before = snapshot();
+  flush(buf.p, 100);  // lines 0 and 1
+  flush(buf.p + 64, 64);
+  flush(buf.p + 63, 1);
+  flush(buf.p, 0);
+  d = snapshot() - before;
+  EXPECT_EQ(d.lines_flushed, 4u);
+
+  before = snapshot();
+  persist(buf.p + 128, 256);
+  d = snapshot() - before;
+  EXPECT_EQ(d.lines_flushed, 4u);
+  EXPECT_EQ(d.fences, 1u);
+  EXPECT_EQ(d.naws, 0u);
+}
+
+TEST_F(Persist, NawFenceAndLogCounts) {
+  alignas(64) std::atomic<uint64_t> word{0};
+  const CounterSnapshot before = snapshot();
+  naw(&word, 42);
+  fence();
+  count_log_bytes(100);
+  const CounterSnapshot d = snapshot() - before;
+  EXPECT_EQ(word.load(), 42u);
+  EXPECT_EQ(d.naws, 1u);
+  EXPECT_EQ(d.flushes, 1u);
+  EXPECT_EQ(d.fences, 2u);
+  EXPECT_EQ(d.log_bytes, 100u);
+}
+
+TEST_F(Persist, NtCopyEveryAlignment) {
+  Aligned dst(4096);
+  std::vector<char> src(1024);
+  std::iota(src.begin(), src.end(), 1);
+  for (size_t align = 0; align < 24; ++align) {
+    for (size_t n : {0, 1, 7, 8, 15, 16, 17, 64, 100, 255, 256, 257, 1000}) {
+      std::memset(dst.p, 0x5a, 2048);
+      const CounterSnapshot before = snapshot();
+      nt_copy(dst.p + align, src.data() + 3, n);
+      fence();
+      const CounterSnapshot d = snapshot() - before;
+      ASSERT_EQ(std::memcmp(dst.p + align, src.data() + 3, n), 0) << align << " " << n;
+      ASSERT_EQ(dst.p[align + n], 0x5a) << "wrote past the end";
+      if (align > 0) {
+        ASSERT_EQ(dst.p[align - 1], 0x5a) << "wrote before the start";
+      }
+      ASSERT_LE(d.nt_bytes, n);
+      ASSERT_EQ(d.nt_bytes % 8, 0u);
+    }
+  }
+  // Aligned 256 B: all of it non-temporal, nothing flushed.
+  const CounterSnapshot before = snapshot();
+  nt_copy(dst.p, src.data(), 256);
+  CounterSnapshot d = snapshot() - before;
+  EXPECT_EQ(d.nt_bytes, 256u);
+  EXPECT_EQ(d.lines_flushed, 0u);
+  // 100 bytes at dst+3: 13 B head (flushed), 80 B movntdq, 7 B tail (flushed).
+  const CounterSnapshot b2 = snapshot();
+  nt_copy(dst.p + 3, src.data(), 100);
+  d = snapshot() - b2;
+  EXPECT_EQ(d.nt_bytes, 80u);
+  EXPECT_EQ(d.lines_flushed, 2u);  // head in line 0, tail in line 1
+}
+
+TEST_F(Persist, SnapshotSumsLiveAndExitedThreads) {
+  const CounterSnapshot before = snapshot();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([] {
+      for (int i = 0; i < 10; ++i) fence();
+      count_log_bytes(5);
+    });
+  }
+  for (auto& t : threads) t.join();  // the threads have exited
+  fence();
+  const CounterSnapshot d = snapshot() - before;
+  EXPECT_EQ(d.fences, 31u);
+  EXPECT_EQ(d.log_bytes, 15u);
+  CounterSnapshot sum;
+  sum += d;
+  sum += d;
+  EXPECT_EQ(sum.fences, 62u);
+}
+
+TEST_F(Persist, DramModeCountsNothing) {
+  PersistConfig c;
+  c.mode = Mode::kDram;
+  configure(c);
+  Aligned buf(4096);
+  alignas(64) std::atomic<uint64_t> word{0};
+  std::vector<char> src(300, 'q');
+  const CounterSnapshot before = snapshot();
+  flush(buf.p, 4096);
+  fence();
+  persist(buf.p, 64);
+  naw(&word, 9);
+  nt_copy(buf.p + 1, src.data(), src.size());
+  const CounterSnapshot d = snapshot() - before;
+  EXPECT_EQ(word.load(), 9u);
+  EXPECT_EQ(std::memcmp(buf.p + 1, src.data(), src.size()), 0);
+  EXPECT_EQ(d.flushes, 0u);
+  EXPECT_EQ(d.lines_flushed, 0u);
+  EXPECT_EQ(d.fences, 0u);
+  EXPECT_EQ(d.naws, 0u);
+  EXPECT_EQ(d.nt_bytes, 0u);
+}
+
+/// Media writes caused by `fn`, including those left in the buffer.
+template <class Fn>
+uint64_t media_writes_of(Fn fn) {
+  media_drain();
+  const CounterSnapshot before = snapshot();
+  fn();
+  media_drain();
+  return (snapshot() - before).media_writes;
+}
+
+TEST_F(Persist, MediaModelCombinesWithinAnXPLine) {
+  PersistConfig c;
+  c.media_model = true;
+  configure(c);
+  Aligned buf(64 * 1024);
+  // Four lines of one XPLine, flushed one by one: one 256 B media write.
+  EXPECT_EQ(media_writes_of([&] {
+              for (int i = 0; i < 4; ++i) persist(buf.p + 64 * i, 64);
+            }),
+            1u);
+  // The same line flushed 10 times while buffered: one media write.
+  EXPECT_EQ(media_writes_of([&] {
+              for (int i = 0; i < 10; ++i) persist(buf.p + 512, 8);
+            }),
+            1u);
+  // One line in each of 8 XPLines: one media write each.
+  EXPECT_EQ(media_writes_of([&] {
+              for (int i = 0; i < 8; ++i) persist(buf.p + 256 * i + 64, 64);
+            }),
+            8u);
+  // More distinct XPLines than buffer entries: evictions count before drain.
+  media_drain();
+  const CounterSnapshot before = snapshot();
+  for (int i = 0; i < 65; ++i) persist(buf.p + 256 * i, 64);
+  EXPECT_EQ((snapshot() - before).media_writes, 1u);  // the 65th evicted the 1st
+  media_drain();
+  EXPECT_EQ((snapshot() - before).media_writes, 65u);
+}
+
+TEST_F(Persist, MediaModelOffCountsNothing) {
+  Aligned buf(4096);
+  EXPECT_EQ(media_writes_of([&] { persist(buf.p, 4096); }), 0u);
+}
+
+TEST_F(Persist, FenceLatencyIsInjected) {
+  PersistConfig c;
+  c.fence_latency_ns = 200'000;
+  configure(c);
+  const auto t0 = std::chrono::steady_clock::now();
+  fence();
+  const auto dt = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(dt, std::chrono::nanoseconds(200'000));
+}
+
+TEST_F(Persist, FlushLatencyIsPerLine) {
+  PersistConfig c;
+  c.flush_latency_ns = 50'000;
+  configure(c);
+  Aligned buf(4096);
+  const auto t0 = std::chrono::steady_clock::now();
+  flush(buf.p, 256);  // 4 lines
+  const auto dt = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(dt, std::chrono::nanoseconds(200'000));
+}
+
+}  // namespace
+}  // namespace nvindex::pm
