@@ -54,11 +54,11 @@ static_assert(sizeof(Operation) == 16);
 
 /// Key-choice distributions (for reads, updates, scans, rmw).
 enum class Distribution : uint8_t {
-  kUniform,        ///< every existing key equally likely
-  kZipfian,        ///< YCSB scrambled zipfian over the loaded keys (skew = theta, 0.99)
-  kSelfSimilar,    ///< PiBench self-similar: skew h, e.g. 0.2 = 80% of ops on 20% of keys
-  kLatest,         ///< YCSB latest: zipfian over recency, newest keys most likely
-  kSequential,     ///< keys in load order, wrapping around
+  kUniform,      ///< every existing key equally likely
+  kZipfian,      ///< YCSB scrambled zipfian over the loaded keys (skew = theta, 0.99)
+  kSelfSimilar,  ///< PiBench self-similar: skew h, e.g. 0.2 = 80% of ops on 20% of keys
+  kLatest,       ///< YCSB latest: zipfian over recency, newest keys most likely
+  kSequential,   ///< keys in load order, wrapping around
 };
 /// "uniform", "zipfian", "selfsimilar", "latest", "sequential".
 std::string_view distribution_name(Distribution d);
@@ -67,31 +67,36 @@ Status parse_distribution(std::string_view name, Distribution* out);
 /// Everything that defines a workload. Ratios are fractions that sum to 1
 /// (checked by make_workload: InvalidArgument otherwise).
 struct WorkloadSpec {
-  std::string name = "custom";   ///< "ycsb-a".."ycsb-f", "trace", or "custom"
-  uint64_t records = 1'000'000;  ///< keys loaded before the run
+  std::string name = "custom";      ///< "ycsb-a".."ycsb-f", "trace", or "custom"
+  uint64_t records = 1'000'000;     ///< keys loaded before the run
   uint64_t operations = 1'000'000;  ///< run operations, all threads together
-  unsigned threads = 1;          ///< worker threads (>= 1)
+  unsigned threads = 1;             ///< worker threads (>= 1)
   double read_ratio = 1.0;
   double insert_ratio = 0.0;
   double update_ratio = 0.0;
   double remove_ratio = 0.0;
   double scan_ratio = 0.0;
   double rmw_ratio = 0.0;
-  uint32_t scan_size = 100;      ///< pairs per scan (max length when scan_uniform)
-  bool scan_uniform = false;     ///< YCSB E: scan length uniform in [1, scan_size]
+  uint32_t scan_size = 100;   ///< pairs per scan (max length when scan_uniform)
+  bool scan_uniform = false;  ///< YCSB E: scan length uniform in [1, scan_size]
   Distribution distribution = Distribution::kUniform;
-  double skew = 0.99;            ///< zipfian theta, or self-similar h
+  double skew = 0.99;  ///< zipfian theta, or self-similar h
   /// Key values: false = the i-th key is FNV-1a 64 of i (YCSB's hashed
   /// insert order: random-looking 64-bit keys); true = the i-th key is i+1.
   bool sequential_keys = false;
-  uint64_t seed = 1;             ///< every random choice derives from it
-  std::string keys_file;         ///< one decimal key per line; load keys come from it
-  std::string trace_load;        ///< index-microbench load file (INSERT <key> lines)
-  std::string trace_run;         ///< index-microbench run file
+  uint64_t seed = 1;       ///< every random choice derives from it
+  std::string keys_file;   ///< one decimal key per line; load keys come from it
+  std::string trace_load;  ///< index-microbench load file (INSERT <key> lines)
+  std::string trace_run;   ///< index-microbench run file
 };
 
 /// Sets `spec` to YCSB workload `name` ("ycsb-a" .. "ycsb-f") with YCSB's own
-/// parameters, keeping records, operations, threads and seed:
+/// parameters (YCSB workloads/workload[a-f], CoreWorkload defaults:
+/// requestdistribution zipfian = scrambled zipfian, zipfian constant 0.99,
+/// hashed insert order, maxscanlength 100 with scanlengthdistribution
+/// uniform), keeping records, operations, threads, seed and the key source
+/// (sequential_keys, keys_file, trace_load, trace_run); every other field is
+/// reset (all other ratios 0, scan_size 100, scan_uniform false except E):
 ///   A: 50% read, 50% update, zipfian 0.99     B: 95% read, 5% update, zipfian
 ///   C: 100% read, zipfian                     D: 95% read, 5% insert, latest
 ///   E: 95% scan (length uniform 1-100), 5% insert, zipfian
@@ -100,18 +105,71 @@ struct WorkloadSpec {
 Status apply_preset(std::string_view name, WorkloadSpec* spec);
 
 /// A generated workload.
+///
+/// Layout of the keys (generated and keys-file workloads):
+///  - load_keys[0, records - R) are the *target* keys: reads, updates, rmw
+///    and scan start keys are drawn from them by the distribution (item i of
+///    a distribution = load_keys[i]; for kLatest, items past the target keys
+///    are the keys this thread inserted, newest last);
+///  - load_keys[records - R, records) (the last R in load order, R = number
+///    of remove operations) are reserved for removes: thread t removes its
+///    own contiguous share of them, in load order, and no other operation of
+///    any thread targets them;
+///  - insert keys are fresh: key indices records, records+1, ... of the same
+///    key function (spec.sequential_keys), dealt round-robin to the threads
+///    (thread t takes indices records + t, records + t + threads, ...), with
+///    any key equal to an earlier one (or to a keys-file key) skipped.
+/// So every operation's Expect is exact (kFound) whatever the interleaving.
 struct Workload {
-  WorkloadSpec spec;
-  std::vector<uint64_t> load_keys;              ///< loaded in this order, split across threads
+  WorkloadSpec spec;                ///< as given, with records/operations/ratios filled in
+                                    ///< from the keys file or trace when one is used
+  std::vector<uint64_t> load_keys;  ///< loaded in this order, split across threads
   std::vector<std::vector<Operation>> per_thread;  ///< run operations, one stream per thread
+  /// Keys skipped because they repeat an earlier key of the keys file or of
+  /// the trace load file (the first occurrence is kept, in its place).
+  uint64_t duplicate_keys = 0;
   uint64_t total_operations() const;
 };
 
 /// Generates the workload: keys from the key file, the trace or the key
 /// generator; operations drawn with spec.seed, expectations computed by
-/// simulating the run. Errors: InvalidArgument (ratios, sizes, threads 0),
-/// NotFound/IOError (a missing or unreadable file), Corruption (a malformed
-/// line: the message names file and line number).
+/// simulating the run. Deterministic: the same spec gives the same Workload.
+///
+/// Generated workloads: the operation mix is exact, not sampled: the count
+/// of each type is round(ratio * operations) (largest remainder, so the
+/// counts sum to operations), the types are shuffled with spec.seed and
+/// dealt round-robin, so thread t gets operations/threads ops (+1 for the
+/// first operations % threads threads). Each thread then draws its keys with
+/// its own Rng stream (Rng::for_stream(seed, t + 1)) and its own copy of the
+/// distribution (see Workload for the key layout). Scan length is scan_size,
+/// or uniform in [1, scan_size] when scan_uniform. Every Expect is kFound.
+///
+/// keys_file: load keys are the file's keys in file order (duplicates are
+/// skipped and counted in duplicate_keys); spec.records becomes their count.
+///
+/// Traces (trace_load and/or trace_run set; keys_file must be empty): load
+/// keys are the load file's keys (duplicates skipped, counted); run op i goes
+/// to thread i % threads, keeping each thread's order; READ -> kRead,
+/// UPDATE -> kUpdate, INSERT -> kInsert, SCAN -> kScan. Expect comes from
+/// replaying the trace sequentially over the key set: a READ/UPDATE of a
+/// loaded key, or of a key the same thread inserted earlier, is kFound; of a
+/// key only other threads insert (before or after) kAny; of a key nobody
+/// inserts kNotFound. An INSERT of a loaded key, or of a key the same thread
+/// inserted before, is kNotFound (AlreadyExists); of a key another thread
+/// also inserts kAny; else kFound. A SCAN is kFound when a key >= start is
+/// surely present (loaded, inserted before by the same thread, or with one
+/// thread inserted before by anyone), else kAny. spec.name becomes "trace",
+/// records/operations the trace's counts, the ratios its verb mix.
+///
+/// Errors: InvalidArgument (a ratio outside [0, 1] or ratios not summing to 1
+/// within 1e-9, threads 0, records 0 without a trace, scan_size 0, a skew
+/// outside (0, 1) for zipfian/latest/selfsimilar, more removes than records,
+/// no target key left for reads, an empty keys file, keys_file together with
+/// a trace), NotFound/IOError (a missing or unreadable file, naming it),
+/// Corruption (a malformed line: "file:line: expected ..."). *out is reset
+/// to an empty Workload on error.
+/// Cost: O(records + operations) time and memory, plus a sort of the keys
+/// when they are FNV-hashed (to prove them distinct).
 Status make_workload(const WorkloadSpec& spec, Workload* out);
 
 /// The value written for `key` by its `version`-th write: the upper 32 bits
