@@ -1,0 +1,1037 @@
+// fastfair: FAST & FAIR (Hwang et al., FAST'18). See fastfair.h for the
+// persistent layout and the reader rule, docs/architecture-fastfair.md for
+// the overview. Crash model: DESIGN.md §6 (a line holds a prefix, in program
+// order, of the stores made to it since it was last durable; an aligned
+// 8-byte store is never torn). Every entry slot (16 B at 64 + 16 i) lies in
+// one line, so the value and key stores of one slot persist in store order.
+#include "indexes/fastfair/fastfair.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <unordered_set>
+
+#include "nvindex/pm/persist.h"
+
+namespace nvindex {
+namespace fastfair {
+namespace {
+
+constexpr uint64_t kObsolete = 1;
+constexpr uint64_t kLocked = 2;
+constexpr auto kAcq = std::memory_order_acquire;
+constexpr auto kRlx = std::memory_order_relaxed;
+
+uintptr_t line_of(const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kLineSize; }
+
+void backoff(unsigned* spins) {
+  if (++*spins < 64) {
+    _mm_pause();
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+bool valid_node_size(uint32_t s) { return s >= 128 && s <= 4096 && (s & (s - 1)) == 0; }
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- LockTable
+
+LockTable::LockTable(uint64_t pool_size, uint32_t node_size)
+    : node_size_(node_size),
+      per_chunk_(static_cast<uint32_t>(pm::Allocator::kChunkSize / node_size)),
+      nchunks_(pool_size / pm::Allocator::kChunkSize + 1),
+      chunks_(new std::atomic<std::atomic<uint64_t>*>[nchunks_]) {
+  for (size_t i = 0; i < nchunks_; ++i) chunks_[i].store(nullptr, kRlx);
+}
+
+LockTable::~LockTable() {
+  for (size_t i = 0; i < nchunks_; ++i) delete[] chunks_[i].load(kRlx);
+}
+
+std::atomic<uint64_t>& LockTable::word(uint64_t off) {
+  const size_t c = off / pm::Allocator::kChunkSize;
+  std::atomic<uint64_t>* arr = chunks_[c].load(kAcq);
+  if (arr == nullptr) {
+    auto* fresh = new std::atomic<uint64_t>[per_chunk_];
+    for (uint32_t i = 0; i < per_chunk_; ++i) fresh[i].store(0, kRlx);
+    if (chunks_[c].compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, kAcq)) {
+      arr = fresh;
+      allocated_.fetch_add(1, kRlx);
+    } else {
+      delete[] fresh;  // another thread installed the array first (arr = it)
+    }
+  }
+  return arr[(off % pm::Allocator::kChunkSize) / node_size_];
+}
+
+uint64_t LockTable::dram_bytes() const {
+  return nchunks_ * sizeof(void*) + allocated_.load(kRlx) * per_chunk_ * sizeof(uint64_t);
+}
+
+// ---------------------------------------------------------------- Stash
+
+/// Nodes allocated before an SMO starts, so that OutOfSpace is reported
+/// before anything changes. take() falls back to allocating when empty.
+struct FastFair::Stash {
+  pm::Allocator* alloc;
+  uint32_t size;
+  std::vector<uint64_t> blocks;
+  Status fill(size_t n) {
+    while (blocks.size() < n) {
+      uint64_t off = 0;
+      Status s = alloc->allocate(size, &off);
+      if (!s.ok()) return s;
+      blocks.push_back(off);
+    }
+    return Status::Ok();
+  }
+  Status take(uint64_t* off) {
+    if (!blocks.empty()) {
+      *off = blocks.back();
+      blocks.pop_back();
+      return Status::Ok();
+    }
+    return alloc->allocate(size, off);
+  }
+  /// Frees what was not used (never published, so free() is safe).
+  ~Stash() {
+    for (uint64_t b : blocks) alloc->free(b);
+  }
+};
+
+// ---------------------------------------------------------------- basics
+
+FastFair::FastFair(pm::Pool* pool) : pool_(pool) {}
+
+FastFair::~FastFair() {
+  // Retired nodes were unlinked from every persistent pointer by their merge
+  // (or root collapse) and no thread can read them once the index is gone.
+  for (uint64_t off : retired_) pool_->allocator().free(off);
+}
+
+uint32_t FastFair::clamp_count(const Node* n) const {
+  // An optimistic read may see any count a writer stored; it is always
+  // <= cap_, but clamp so that a torn view can never index past the node.
+  return static_cast<uint32_t>(std::min<uint64_t>(n->count.load(kAcq), cap_));
+}
+
+bool FastFair::upper_bound_of(Node* n, uint64_t* ub) const {
+  const uint64_t sib = n->sibling.load(kAcq);
+  if (sib == 0) return false;
+  *ub = node(sib)->low_key.load(kAcq);
+  return true;
+}
+
+// Index of the last slot in [0, n) with key <= `key`, or -1. Keys are
+// non-decreasing (equal pairs allowed), so the slot found is never the left
+// (hole) of an equal pair.
+static int last_le(Entry* e, uint32_t n, uint64_t key) {
+  int lo = 0, hi = static_cast<int>(n);  // answer + 1 lies in [lo, hi]
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (e[mid].key.load(kAcq) <= key) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo - 1;
+}
+
+uint64_t FastFair::route(Node* n, uint64_t key) const {
+  const int i = last_le(n->entries(), clamp_count(n), key);
+  return i < 0 ? n->leftmost.load(kAcq) : n->entries()[i].value.load(kAcq);
+}
+
+bool FastFair::read_lock(uint64_t off, uint64_t* v) const {
+  std::atomic<uint64_t>& w = locks_->word(off);
+  unsigned spins = 0;
+  uint64_t x = w.load(kAcq);
+  while (x & kLocked) {
+    backoff(&spins);
+    x = w.load(kAcq);
+  }
+  *v = x;
+  return (x & kObsolete) == 0;
+}
+
+bool FastFair::validate(uint64_t off, uint64_t v) const {
+  std::atomic_thread_fence(std::memory_order_acquire);  // node reads before re-read
+  return locks_->word(off).load(kAcq) == v;
+}
+
+bool FastFair::lock(uint64_t off) const {
+  std::atomic<uint64_t>& w = locks_->word(off);
+  unsigned spins = 0;
+  while (true) {
+    uint64_t x = w.load(kAcq);
+    if (x & kObsolete) return false;
+    if ((x & kLocked) == 0 &&
+        w.compare_exchange_weak(x, x | kLocked, std::memory_order_acquire, kRlx)) {
+      return true;
+    }
+    backoff(&spins);
+  }
+}
+
+bool FastFair::upgrade(uint64_t off, uint64_t v) const {
+  return locks_->word(off).compare_exchange_strong(v, v | kLocked, std::memory_order_acquire, kRlx);
+}
+
+void FastFair::unlock(uint64_t off) const {
+  locks_->word(off).fetch_add(kLocked, std::memory_order_release);  // clears locked, version+1
+}
+
+void FastFair::unlock_obsolete(uint64_t off) const {
+  locks_->word(off).fetch_add(kLocked | kObsolete, std::memory_order_release);
+}
+
+void FastFair::retire(uint64_t off) {
+  std::lock_guard g(retire_mu_);
+  retired_.push_back(off);
+}
+
+// ---------------------------------------------------------------- create
+
+void FastFair::init_node(uint64_t off, uint32_t level, uint64_t low_key, uint64_t leftmost,
+                         uint64_t sibling) {
+  // The block is unpublished: no reader can reach it until a later NAW or
+  // sibling store, which comes after the caller persists it.
+  Node* n = node(off);
+  pm::store(&n->count, 0);
+  pm::store(&n->sibling, sibling);
+  pm::store(&n->low_key, low_key);
+  pm::store(&n->leftmost, leftmost);
+  pm::store(&n->level_magic, static_cast<uint64_t>(kNodeMagic) << 32 | level);
+  for (auto& r : n->reserved) pm::store(&r, 0);
+}
+
+Status FastFair::create(uint32_t node_size) {
+  node_size_ = node_size;
+  cap_ = (node_size - kHeaderBytes) / kEntryBytes;
+  locks_ = std::make_unique<LockTable>(pool_->size(), node_size_);
+  pm::Allocator& alloc = pool_->allocator();
+  uint64_t ro = 0;
+  Status s = alloc.allocate(sizeof(RootObject), &ro);
+  if (s.code() == Code::kBusy) {
+    // An opened pool whose root was never set (crash during create):
+    // nothing is reachable, so recovery reclaims every block.
+    alloc.begin_recovery();
+    alloc.end_recovery();
+    s = alloc.allocate(sizeof(RootObject), &ro);
+  }
+  if (!s.ok()) return s;
+  uint64_t leaf = 0;
+  s = alloc.allocate(node_size_, &leaf);
+  if (!s.ok()) {
+    alloc.free(ro);
+    return s;
+  }
+  // Crash argument: the leaf and the root object are persisted before
+  // Pool::set_root (a NAW) publishes them; a crash earlier leaves a pool with
+  // no root whose blocks the next create reclaims (see above).
+  init_node(leaf, 0, 0, 0, 0);
+  pm::persist(node(leaf), kHeaderBytes);
+  root_obj_ = pool_->ptr<RootObject>(ro);
+  pm::store(&root_obj_->magic, kRootMagic);
+  pm::store(&root_obj_->node_size, static_cast<uint64_t>(node_size_));
+  pm::store(&root_obj_->root_node, leaf);
+  for (auto& r : root_obj_->reserved) pm::store(&r, uint64_t{0});
+  pm::persist(root_obj_, sizeof(RootObject));
+  pool_->set_root(ro);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- FAST
+
+// FAST insert (paper §3.1, Algorithm 1 mended) of (key, value) at slot p of
+// locked node x holding n < cap_ entries.
+//
+// Crash argument. The store sequence is: [slot n := slot n-1; persist;
+// NAW count = n+1]; then for j = n-1 .. p+1: slot j := slot j-1 (value, then
+// key); then slot p := (value, key). Before the count NAW slot n is beyond
+// count (invisible). After it, slots n-1, n form an equal pair: content
+// unchanged. Invariant before each step j: slots j, j+1 are an equal pair
+// (j is the hole). Storing slot j's value leaves it a hole (its key still
+// equals key[j+1]); storing its key makes slot j equal to slot j-1, so the
+// hole moves to j-1 and the content is unchanged. Finally slot p (a hole)
+// gets value then key: the key store commits the insert. A line is flushed
+// and fenced whenever the next slot is on a lower line, so every durable
+// state is a prefix of this sequence, and every prefix reads, under the
+// reader rule, as the old or the new content.
+void FastFair::fast_insert(Node* x, uint32_t n, uint32_t p, uint64_t key, uint64_t value) {
+  Entry* e = x->entries();
+  if (p < n) {
+    pm::store(&e[n].value, e[n - 1].value.load(kRlx));
+    pm::store(&e[n].key, e[n - 1].key.load(kRlx));
+    pm::persist(&e[n], kEntryBytes);
+    pm::naw(&x->count, n + 1);
+    for (uint32_t j = n - 1; j > p; --j) {
+      pm::store(&e[j].value, e[j - 1].value.load(kRlx));
+      pm::store(&e[j].key, e[j - 1].key.load(kRlx));
+      if (line_of(&e[j - 1]) != line_of(&e[j])) pm::persist(&e[j], kEntryBytes);
+    }
+    pm::store(&e[p].value, value);
+    pm::store(&e[p].key, key);
+    pm::persist(&e[p], kEntryBytes);
+    return;
+  }
+  // Append: slot n is beyond count until the NAW.
+  pm::store(&e[n].value, value);
+  pm::store(&e[n].key, key);
+  pm::persist(&e[n], kEntryBytes);
+  pm::naw(&x->count, n + 1);
+}
+
+// FAST delete (paper §3.1 mended) of slot p of locked node x holding n
+// entries.
+//
+// Crash argument. For j = p .. n-2: slot j := slot j+1, key first, then
+// value. The key store at slot p commits the delete: slot p then equals
+// slot p+1 in key and is the hole of an equal pair (the real entry p+1 is
+// intact). Storing its value completes the copy; the key store at j+1 then
+// makes j+1 the hole while j holds a full copy. Before moving to a slot on a
+// higher line, the finished line is flushed and fenced; the last modified
+// line is persisted; then NAW count = n-1 drops the final duplicate. Every
+// prefix reads as the old content with key[p] removed or not at all.
+void FastFair::fast_delete(Node* x, uint32_t n, uint32_t p) {
+  Entry* e = x->entries();
+  for (uint32_t j = p; j + 1 < n; ++j) {
+    pm::store(&e[j].key, e[j + 1].key.load(kRlx));
+    pm::store(&e[j].value, e[j + 1].value.load(kRlx));
+    if (j + 2 < n && line_of(&e[j + 1]) != line_of(&e[j])) pm::persist(&e[j], kEntryBytes);
+  }
+  if (p + 1 < n) pm::persist(&e[n - 2], kEntryBytes);
+  pm::naw(&x->count, n - 1);
+}
+
+// FAIR split (paper §4.1, mended) of the full, locked node at xoff into the
+// fresh block noff. Returns the separator (N's low_key).
+//
+// Crash argument. N is filled and persisted entirely before anything points
+// to it (a crash before leaves an unreachable block that recovery reclaims).
+// Then, in X's header line, sibling := N and count := m (same line, in that
+// order): durable states are {}, {sibling}, {sibling, count}. With only the
+// sibling, X's entries >= N.low_key lie beyond X's upper bound and are
+// ignored (and dropped by recovery), so X and N together hold the old
+// content exactly once. N is reachable through X.sibling only until the
+// caller inserts the separator into the parent (B-link); recovery re-inserts
+// a missing separator.
+uint64_t FastFair::split(uint64_t xoff, uint64_t noff) {
+  Node* x = node(xoff);
+  Node* nn = node(noff);
+  Entry* xe = x->entries();
+  Entry* ne = nn->entries();
+  const uint32_t n = clamp_count(x);
+  const uint32_t m = n / 2;
+  const bool leaf = x->level() == 0;
+  const uint64_t low = xe[m].key.load(kRlx);
+  // Inner nodes push the middle key up: its child becomes N's leftmost.
+  const uint32_t from = leaf ? m : m + 1;
+  init_node(noff, x->level(), low, leaf ? 0 : xe[m].value.load(kRlx), x->sibling.load(kRlx));
+  for (uint32_t i = from; i < n; ++i) {
+    pm::store(&ne[i - from].key, xe[i].key.load(kRlx));
+    pm::store(&ne[i - from].value, xe[i].value.load(kRlx));
+  }
+  pm::store(&nn->count, static_cast<uint64_t>(n - from));
+  pm::persist(nn, kHeaderBytes + (n - from) * kEntryBytes);
+  pm::store(&x->sibling, noff);
+  pm::store(&x->count, static_cast<uint64_t>(m));
+  pm::persist(x, kHeaderBytes);
+  return low;
+}
+
+// ---------------------------------------------------------------- descent
+
+// Optimistic descent (OLC) from the root to the node at `level` whose range
+// holds `key`, moving right whenever key >= a node's upper bound (B-link).
+// On kOk, *off is that node and *ver its version (not locked).
+FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
+                                    uint64_t* ver) const {
+  uint64_t cur = root_offset();
+  uint64_t v = 0;
+  if (!read_lock(cur, &v)) return Descend::kRestart;
+  if (node(cur)->level() < level) {
+    return validate(cur, v) ? Descend::kNoLevel : Descend::kRestart;
+  }
+  while (true) {
+    Node* n = node(cur);
+    const uint32_t lvl = n->level();
+    uint64_t ub = 0;
+    const bool has_ub = upper_bound_of(n, &ub);
+    uint64_t next;
+    if (has_ub && key >= ub) {
+      next = n->sibling.load(kAcq);
+    } else if (lvl <= level) {
+      if (!validate(cur, v) || lvl != level) return Descend::kRestart;
+      *off = cur;
+      *ver = v;
+      return Descend::kOk;
+    } else {
+      next = route(n, key);
+    }
+    if (!validate(cur, v)) return Descend::kRestart;
+    uint64_t nv = 0;
+    if (!read_lock(next, &nv)) return Descend::kRestart;
+    cur = next;
+    v = nv;
+  }
+}
+
+// Locks the node at `level` covering `key` (moving right, lock coupling
+// left-to-right, while key >= its upper bound). kNoLevel when the tree has
+// no such level.
+FastFair::Descend FastFair::lock_covering(uint64_t key, uint32_t level, uint64_t* off) {
+  while (true) {
+    uint64_t cur = 0, v = 0;
+    const Descend d = descend(key, level, &cur, &v);
+    if (d == Descend::kNoLevel) return d;
+    if (d == Descend::kRestart || !upgrade(cur, v)) continue;
+    bool ok = true;
+    while (true) {
+      uint64_t ub = 0;
+      if (!upper_bound_of(node(cur), &ub) || key < ub) break;
+      const uint64_t sib = node(cur)->sibling.load(kRlx);
+      // A locked node's sibling is never obsolete (a merge unlinks R while
+      // holding L's lock), but stay safe: restart if it is.
+      if (!lock(sib)) {
+        ok = false;
+        unlock(cur);
+        break;
+      }
+      unlock(cur);
+      cur = sib;
+    }
+    if (!ok) continue;
+    *off = cur;
+    return Descend::kOk;
+  }
+}
+
+// ---------------------------------------------------------------- reads
+
+std::optional<Value> FastFair::lookup(uint64_t key) {
+  while (true) {
+    uint64_t off = 0, v = 0;
+    if (descend(key, 0, &off, &v) != Descend::kOk) continue;
+    Node* n = node(off);
+    const int i = last_le(n->entries(), clamp_count(n), key);
+    const bool found = i >= 0 && n->entries()[i].key.load(kAcq) == key;
+    const Value val = found ? n->entries()[i].value.load(kAcq) : 0;
+    if (!validate(off, v)) continue;
+    if (found) return val;
+    return std::nullopt;
+  }
+}
+
+size_t FastFair::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) {
+  out->clear();
+  if (count == 0) return 0;
+  uint64_t cursor = start;  // every key < cursor has been returned or skipped
+  std::vector<std::pair<uint64_t, Value>> buf;
+  while (true) {
+    uint64_t off = 0, v = 0;
+    if (descend(cursor, 0, &off, &v) != Descend::kOk) continue;
+    bool restart = false;
+    while (!restart) {
+      Node* n = node(off);
+      buf.clear();
+      const uint32_t cnt = clamp_count(n);
+      uint64_t ub = 0;
+      const bool has_ub = upper_bound_of(n, &ub);
+      const uint64_t sib = n->sibling.load(kAcq);
+      Entry* e = n->entries();
+      for (uint32_t i = 0; i < cnt; ++i) {
+        const uint64_t k = e[i].key.load(kAcq);
+        if (i + 1 < cnt && e[i + 1].key.load(kAcq) == k) continue;  // hole
+        if (has_ub && k >= ub) break;                               // moved right
+        if (k >= cursor) buf.emplace_back(k, e[i].value.load(kAcq));
+      }
+      if (!validate(off, v)) {
+        if (!read_lock(off, &v)) restart = true;  // obsolete: from the root
+        continue;
+      }
+      for (const auto& kv : buf) {
+        if (out->size() == count) break;
+        out->push_back(kv);
+      }
+      if (out->size() == count || sib == 0) return out->size();
+      cursor = ub;  // every key of this leaf is < ub
+      if (!read_lock(sib, &v)) {
+        restart = true;
+        continue;
+      }
+      off = sib;
+    }
+  }
+}
+
+std::optional<std::pair<uint64_t, Value>> FastFair::find_last_less_than(uint64_t key) {
+  if (key == 0) return std::nullopt;
+  uint64_t target = key - 1;
+  while (true) {
+    uint64_t off = 0, v = 0;
+    if (descend(target, 0, &off, &v) != Descend::kOk) continue;
+    Node* n = node(off);
+    const int i = last_le(n->entries(), clamp_count(n), target);
+    uint64_t k = 0, val = 0;
+    if (i >= 0) {
+      k = n->entries()[i].key.load(kAcq);
+      val = n->entries()[i].value.load(kAcq);
+    }
+    const uint64_t low = n->low_key.load(kAcq);
+    if (!validate(off, v)) continue;
+    if (i >= 0) return std::make_pair(k, val);
+    // Nothing <= target here: the answer, if any, is left of low_key.
+    if (low == 0) return std::nullopt;
+    target = low - 1;
+  }
+}
+
+// ---------------------------------------------------------------- writes
+
+Status FastFair::update(uint64_t key, Value value) {
+  uint64_t off = 0;
+  lock_covering(key, 0, &off);
+  Node* n = node(off);
+  const uint32_t cnt = clamp_count(n);
+  const int i = last_le(n->entries(), cnt, key);
+  if (i < 0 || n->entries()[i].key.load(kRlx) != key) {
+    unlock(off);
+    return Status::NotFound();
+  }
+  // In-place 8-byte store of the value: a crash leaves the old or the new
+  // value (never torn), durable once its line is persisted.
+  pm::store(&n->entries()[i].value, value);
+  pm::persist(&n->entries()[i], kEntryBytes);
+  unlock(off);
+  return Status::Ok();
+}
+
+Status FastFair::insert(uint64_t key, Value value) {
+  uint64_t off = 0;
+  lock_covering(key, 0, &off);
+  Node* x = node(off);
+  uint32_t n = clamp_count(x);
+  int i = last_le(x->entries(), n, key);
+  if (i >= 0 && x->entries()[i].key.load(kRlx) == key) {
+    unlock(off);
+    return Status::AlreadyExists();
+  }
+  if (n < cap_) {
+    fast_insert(x, n, static_cast<uint32_t>(i + 1), key, value);
+    unlock(off);
+    return Status::Ok();
+  }
+  // Split. Allocate every node the SMO may need (one per level plus a new
+  // root) before changing anything, so OutOfSpace leaves the tree unchanged.
+  Stash stash{&pool_->allocator(), node_size_, {}};
+  Status s = stash.fill(node(root_offset())->level() + 2);
+  if (!s.ok()) {
+    unlock(off);
+    return s;
+  }
+  uint64_t noff = 0;
+  (void)stash.take(&noff);  // the stash is non-empty
+  const uint64_t sep = split(off, noff);
+  Node* target = key >= sep ? node(noff) : x;
+  n = clamp_count(target);
+  i = last_le(target->entries(), n, key);
+  fast_insert(target, n, static_cast<uint32_t>(i + 1), key, value);
+  // N is reachable only through X.sibling, and X is locked: the insert into
+  // N above was exclusive. The child is consistent on its own (B-link), so
+  // release it before locking the parent.
+  unlock(off);
+  // If the root grew concurrently beyond the stash and the pool is full, the
+  // separator stays missing: correct for every operation (B-link), and
+  // recovery re-inserts it. The key itself is inserted.
+  (void)insert_separator(1, sep, noff, &stash);
+  return Status::Ok();
+}
+
+// Inserts the separator (sep -> child) into the node at `level` covering
+// sep, splitting it (recursively) when full; grows a new root when the tree
+// has no node at `level` (the child's level is the root's).
+Status FastFair::insert_separator(uint32_t level, uint64_t sep, uint64_t child, Stash* stash) {
+  while (true) {
+    uint64_t off = 0;
+    if (lock_covering(sep, level, &off) == Descend::kNoLevel) {
+      std::lock_guard g(root_mu_);
+      const uint64_t old_root = root_offset();
+      const uint32_t root_level = node(old_root)->level();
+      if (root_level >= level) continue;  // another thread grew the tree
+      if (root_level + 1 != level) return Status::Corruption("fastfair: level skipped");
+      uint64_t r = 0;
+      Status s = stash->take(&r);
+      if (!s.ok()) return s;
+      // Root split (failure-atomic): the new root is built and persisted
+      // while unreachable, then one NAW of the root offset publishes it. The
+      // old root is the leftmost node of its level, so {leftmost = old root,
+      // (sep, child)} routes correctly even if other separators of that
+      // level are still missing (they are found by moving right).
+      init_node(r, level, 0, old_root, 0);
+      Entry* e = node(r)->entries();
+      pm::store(&e[0].key, sep);
+      pm::store(&e[0].value, child);
+      pm::store(&node(r)->count, 1);
+      pm::persist(node(r), kHeaderBytes + kEntryBytes);
+      pm::naw(&root_obj_->root_node, r);
+      return Status::Ok();
+    }
+    Node* p = node(off);
+    const uint32_t n = clamp_count(p);
+    const int i = last_le(p->entries(), n, sep);
+    if (i >= 0 && p->entries()[i].key.load(kRlx) == sep) {
+      unlock(off);  // already present (recovery re-running): nothing to do
+      return Status::Ok();
+    }
+    if (n < cap_) {
+      fast_insert(p, n, static_cast<uint32_t>(i + 1), sep, child);
+      unlock(off);
+      return Status::Ok();
+    }
+    uint64_t noff = 0;
+    Status s = stash->take(&noff);
+    if (!s.ok()) {
+      unlock(off);
+      return s;
+    }
+    const uint64_t up = split(off, noff);
+    Node* target = sep >= up ? node(noff) : p;
+    const uint32_t tn = clamp_count(target);
+    fast_insert(target, tn, static_cast<uint32_t>(last_le(target->entries(), tn, sep) + 1), sep,
+                child);
+    unlock(off);
+    sep = up;
+    child = noff;
+    ++level;
+  }
+}
+
+Status FastFair::remove(uint64_t key) {
+  uint64_t off = 0;
+  lock_covering(key, 0, &off);
+  Node* x = node(off);
+  const uint32_t n = clamp_count(x);
+  const int i = last_le(x->entries(), n, key);
+  if (i < 0 || x->entries()[i].key.load(kRlx) != key) {
+    unlock(off);
+    return Status::NotFound();
+  }
+  fast_delete(x, n, static_cast<uint32_t>(i));
+  unlock(off);
+  if (n - 1 < cap_ / 4) try_merge(0, key);
+  return Status::Ok();
+}
+
+// FAIR merge (paper §4.2, mended), best effort: any failed condition leaves
+// the tree as it is (an underfull node is legal). Locks the parent P at
+// level+1 covering `key`, then L and R (top-down, left-to-right), where R is
+// absorbed into its left neighbour L under the same parent.
+//
+// Crash argument. 1) FAST-delete R's separator from P: R stays reachable
+// through L.sibling (B-link); recovery would re-insert the separator. 2)
+// Append R's entries (for inner nodes first (sep, R.leftmost)) after L's
+// count and persist them: invisible. 3) In L's header line store count, then
+// sibling := R.sibling, persist. Durable states {count}: the new entries are
+// >= L's upper bound (R.low_key) and ignored; {count, sibling}: merged. 4) R
+// is unreachable: retired (freed at destruction; after a crash recovery
+// reclaims it).
+void FastFair::try_merge(uint32_t level, uint64_t key) {
+  uint64_t poff = 0;
+  if (lock_covering(key, level + 1, &poff) == Descend::kNoLevel) return;
+  Node* p = node(poff);
+  const uint32_t pn = clamp_count(p);
+  Entry* pe = p->entries();
+  const bool p_is_root = poff == root_offset();
+  if (pn == 0) {
+    unlock(poff);
+    if (p_is_root) collapse_root();
+    return;
+  }
+  const int idx = last_le(pe, pn, key);
+  const uint32_t sepi = idx < 0 ? 0 : static_cast<uint32_t>(idx);
+  const uint64_t roff = pe[sepi].value.load(kRlx);
+  const uint64_t loff = sepi == 0 ? p->leftmost.load(kRlx) : pe[sepi - 1].value.load(kRlx);
+  const uint64_t sep = pe[sepi].key.load(kRlx);
+  const uint64_t coff = idx < 0 ? loff : roff;  // the underfull node
+  if (!lock(loff)) {
+    unlock(poff);
+    return;
+  }
+  if (!lock(roff)) {
+    unlock(loff);
+    unlock(poff);
+    return;
+  }
+  Node* l = node(loff);
+  Node* r = node(roff);
+  const uint32_t ln = clamp_count(l);
+  const uint32_t rn = clamp_count(r);
+  const uint32_t extra = level > 0 ? 1 : 0;
+  if (l->sibling.load(kRlx) != roff || r->low_key.load(kRlx) != sep ||
+      clamp_count(node(coff)) >= cap_ / 4 || ln + rn + extra > cap_ * 3 / 4) {
+    unlock(roff);
+    unlock(loff);
+    unlock(poff);
+    return;
+  }
+  fast_delete(p, pn, sepi);  // 1)
+  Entry* le = l->entries();
+  Entry* re = r->entries();
+  uint32_t at = ln;  // 2)
+  if (extra) {
+    pm::store(&le[at].key, sep);
+    pm::store(&le[at].value, r->leftmost.load(kRlx));
+    ++at;
+  }
+  for (uint32_t j = 0; j < rn; ++j, ++at) {
+    pm::store(&le[at].key, re[j].key.load(kRlx));
+    pm::store(&le[at].value, re[j].value.load(kRlx));
+  }
+  if (at > ln) pm::persist(&le[ln], (at - ln) * kEntryBytes);
+  pm::store(&l->count, static_cast<uint64_t>(at));  // 3)
+  pm::store(&l->sibling, r->sibling.load(kRlx));
+  pm::persist(l, kHeaderBytes);
+  unlock_obsolete(roff);  // 4)
+  retire(roff);
+  unlock(loff);
+  unlock(poff);
+  if (p_is_root) {
+    if (pn - 1 == 0) collapse_root();
+  } else if (pn - 1 < cap_ / 4) {
+    try_merge(level + 1, key);
+  }
+}
+
+// Root collapse: an inner root with no entry and no sibling is replaced by
+// its only child with one NAW of the root offset (failure-atomic; the old
+// root becomes unreachable and is retired, or reclaimed after a crash).
+void FastFair::collapse_root() {
+  std::lock_guard g(root_mu_);
+  const uint64_t r = root_offset();
+  Node* n = node(r);
+  if (n->level() == 0 || !lock(r)) return;
+  if (n->count.load(kRlx) == 0 && n->sibling.load(kRlx) == 0) {
+    pm::naw(&root_obj_->root_node, n->leftmost.load(kRlx));
+    unlock_obsolete(r);
+    retire(r);
+  } else {
+    unlock(r);
+  }
+}
+
+// ---------------------------------------------------------------- recovery
+
+// Collects every node level by level, top-down, each level as its sibling
+// chain from the leftmost node; validates offsets, alignment, block size,
+// magic, level and count; detects cycles. Never dereferences an offset it
+// has not validated.
+Status FastFair::walk_levels(std::vector<std::vector<uint64_t>>* levels) const {
+  levels->clear();
+  std::unordered_set<uint64_t> seen;
+  auto check = [&](uint64_t off, uint32_t level, const char* what) -> Status {
+    if (off == 0 || !pool_->contains(off, node_size_) || off % node_size_ != 0 ||
+        pool_->allocator().block_size(off) != node_size_) {
+      return Status::Corruption("fastfair: " + std::string(what) + " offset " + hex(off) +
+                                " is not a node block of the pool");
+    }
+    const Node* n = node(off);
+    if (n->magic() != kNodeMagic) {
+      return Status::Corruption("fastfair: bad node magic at " + hex(off));
+    }
+    if (n->level() != level) {
+      return Status::Corruption("fastfair: node " + hex(off) + " has level " +
+                                std::to_string(n->level()) + ", expected " + std::to_string(level));
+    }
+    if (n->count.load(kRlx) > cap_) {
+      return Status::Corruption("fastfair: node " + hex(off) + " count exceeds capacity");
+    }
+    if (!seen.insert(off).second) {
+      return Status::Corruption("fastfair: node " + hex(off) + " reached twice (cycle)");
+    }
+    return Status::Ok();
+  };
+  uint64_t first = root_offset();
+  if (first == 0 || !pool_->contains(first, node_size_)) {
+    return Status::Corruption("fastfair: root node offset " + hex(first) + " out of range");
+  }
+  // Read the level only after the range check; check() validates the rest.
+  if (node(first)->level() > 64) return Status::Corruption("fastfair: root level too large");
+  for (int64_t lvl = node(first)->level(); lvl >= 0; --lvl) {
+    std::vector<uint64_t> chain;
+    for (uint64_t off = first; off != 0; off = node(off)->sibling.load(kRlx)) {
+      Status s = check(off, static_cast<uint32_t>(lvl), chain.empty() ? "leftmost" : "sibling");
+      if (!s.ok()) return s;
+      chain.push_back(off);
+    }
+    if (lvl > 0) first = node(chain.front())->leftmost.load(kRlx);
+    levels->push_back(std::move(chain));
+  }
+  return Status::Ok();
+}
+
+// Normalises one node (single-threaded, during recovery): drops entries >=
+// its upper bound, then removes equal-pair holes.
+//
+// Crash argument (recovery itself may crash and run again): dropping the
+// tail is one NAW of count and removes only entries the reader rule already
+// ignores. A hole is removed by FAST delete of the hole's slot: its first key
+// store writes the key the slot already has, and every later state reads the
+// same content, so any prefix is an equivalent, still-normalisable node.
+Status FastFair::normalize(uint64_t off) {
+  Node* x = node(off);
+  Entry* e = x->entries();
+  uint32_t n = clamp_count(x);
+  for (uint32_t i = 0; i + 1 < n; ++i) {
+    if (e[i].key.load(kRlx) > e[i + 1].key.load(kRlx)) {
+      return Status::Corruption("fastfair: keys out of order in node " + hex(off));
+    }
+  }
+  uint64_t ub = 0;
+  if (upper_bound_of(x, &ub)) {
+    uint32_t cut = n;
+    while (cut > 0 && e[cut - 1].key.load(kRlx) >= ub) --cut;
+    if (cut < n) {
+      pm::naw(&x->count, cut);
+      n = cut;
+    }
+  }
+  for (uint32_t i = n - (n > 0 ? 1 : 0); i-- > 0;) {
+    if (e[i].key.load(kRlx) == e[i + 1].key.load(kRlx)) {
+      fast_delete(x, n, i);
+      --n;
+    }
+  }
+  return Status::Ok();
+}
+
+// Re-inserts separators missing from parents, bottom-up: a node on a
+// level's sibling chain that no parent references (a crash between a split's
+// sibling store and its parent insert, or during a merge after its parent
+// delete) gets (low_key, node) inserted into the parent covering low_key,
+// with the ordinary crash-safe insert (which may split or grow a new root).
+Status FastFair::repair_separators() {
+  Stash stash{&pool_->allocator(), node_size_, {}};
+  for (uint32_t lvl = 0;; ++lvl) {
+    std::vector<std::vector<uint64_t>> levels;
+    Status s = walk_levels(&levels);
+    if (!s.ok()) return s;
+    const uint32_t top = static_cast<uint32_t>(levels.size()) - 1;
+    if (lvl > top) return Status::Ok();
+    const std::vector<uint64_t>& chain = levels[top - lvl];
+    std::unordered_set<uint64_t> referenced;
+    if (lvl < top) {
+      for (uint64_t poff : levels[top - lvl - 1]) {
+        Node* p = node(poff);
+        referenced.insert(p->leftmost.load(kRlx));
+        for (uint32_t i = 0; i < clamp_count(p); ++i) {
+          referenced.insert(p->entries()[i].value.load(kRlx));
+        }
+      }
+    } else {
+      referenced.insert(chain.front());  // the root
+    }
+    for (uint64_t off : chain) {
+      if (referenced.count(off)) continue;
+      s = insert_separator(lvl + 1, node(off)->low_key.load(kRlx), off, &stash);
+      if (!s.ok()) return s;
+    }
+  }
+}
+
+// Recovery: validate the root object, walk every node (Corruption on a bad
+// offset, magic, level or a cycle; never a crash), hand the reachable set to
+// the allocator (every other block, e.g. an allocated-but-unpublished node,
+// is reclaimed), normalise every node, re-insert missing separators.
+Status FastFair::recover() {
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t ro = pool_->root();
+  if (!pool_->contains(ro, sizeof(RootObject)) || ro % 64 != 0) {
+    return Status::Corruption("fastfair: root object offset " + hex(ro) + " out of range");
+  }
+  root_obj_ = pool_->ptr<RootObject>(ro);
+  if (root_obj_->magic != kRootMagic) {
+    return Status::Corruption("fastfair: bad root object magic (not a fastfair tree)");
+  }
+  if (root_obj_->node_size > 4096 ||
+      !valid_node_size(static_cast<uint32_t>(root_obj_->node_size))) {
+    return Status::Corruption("fastfair: root object has invalid node size " +
+                              std::to_string(root_obj_->node_size));
+  }
+  node_size_ = static_cast<uint32_t>(root_obj_->node_size);
+  cap_ = (node_size_ - kHeaderBytes) / kEntryBytes;
+  locks_ = std::make_unique<LockTable>(pool_->size(), node_size_);
+
+  std::vector<std::vector<uint64_t>> levels;
+  Status s = walk_levels(&levels);
+  if (!s.ok()) return s;
+  // Children must lie on the next level's chain (else the walk missed them).
+  for (size_t li = 0; li + 1 < levels.size(); ++li) {
+    std::unordered_set<uint64_t> below(levels[li + 1].begin(), levels[li + 1].end());
+    for (uint64_t poff : levels[li]) {
+      Node* p = node(poff);
+      uint64_t ub = 0;
+      const bool has_ub = upper_bound_of(p, &ub);
+      if (!below.count(p->leftmost.load(kRlx))) {
+        return Status::Corruption("fastfair: leftmost child of " + hex(poff) +
+                                  " is not on the level below");
+      }
+      const uint32_t n = clamp_count(p);
+      Entry* e = p->entries();
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint64_t k = e[i].key.load(kRlx);
+        if ((i + 1 < n && e[i + 1].key.load(kRlx) == k) || (has_ub && k >= ub)) continue;
+        if (!below.count(e[i].value.load(kRlx))) {
+          return Status::Corruption("fastfair: child " + hex(e[i].value.load(kRlx)) + " of " +
+                                    hex(poff) + " is not on the level below");
+        }
+      }
+    }
+  }
+  pm::Allocator& alloc = pool_->allocator();
+  alloc.begin_recovery();
+  s = alloc.mark_reachable(ro);
+  for (const auto& chain : levels) {
+    for (uint64_t off : chain) {
+      if (s.ok()) s = alloc.mark_reachable(off);
+    }
+  }
+  alloc.end_recovery();
+  if (!s.ok()) return s;
+  for (const auto& chain : levels) {
+    for (uint64_t off : chain) {
+      s = normalize(off);
+      if (!s.ok()) return s;
+    }
+  }
+  s = repair_separators();
+  if (!s.ok()) return s;
+  recovered_ = true;
+  recovery_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- info, verify
+
+IndexInfo FastFair::info() const {
+  IndexInfo i;
+  i.name = "fastfair";
+  i.description = kFastFairDescription;
+  i.caps.ordered = true;
+  i.caps.persistent = true;
+  i.caps.thread_safe = true;
+  i.caps.placement = Placement::kPmOnly;
+  i.node_size = node_size_;
+  i.pm_bytes = pool_->allocator().bytes_in_use();
+  i.dram_bytes = locks_ ? locks_->dram_bytes() : 0;
+  i.recovered = recovered_;
+  i.recovery_seconds = recovery_seconds_;
+  return i;
+}
+
+Status FastFair::verify(VerifyReport* report) const {
+  std::vector<std::vector<uint64_t>> levels;
+  Status s = walk_levels(&levels);
+  if (!s.ok()) return s;
+  VerifyReport r;
+  r.height = static_cast<uint32_t>(levels.size());
+  if (levels.front().size() != 1) return Status::Corruption("fastfair: root has a sibling");
+  for (size_t li = 0; li < levels.size(); ++li) {
+    const std::vector<uint64_t>& chain = levels[li];
+    const bool leaf = li + 1 == levels.size();
+    std::vector<uint64_t> children;
+    if (node(chain.front())->low_key.load(kRlx) != 0) {
+      return Status::Corruption("fastfair: leftmost node of a level has low_key != 0");
+    }
+    for (uint64_t off : chain) {
+      Node* n = node(off);
+      Entry* e = n->entries();
+      const uint32_t cnt = clamp_count(n);
+      const uint64_t low = n->low_key.load(kRlx);
+      uint64_t ub = 0;
+      const bool has_ub = upper_bound_of(n, &ub);
+      if (has_ub && ub <= low) return Status::Corruption("fastfair: sibling chain out of order");
+      for (uint32_t i = 0; i < cnt; ++i) {
+        const uint64_t k = e[i].key.load(kRlx);
+        if (i > 0 && k <= e[i - 1].key.load(kRlx)) {
+          return Status::Corruption("fastfair: keys not strictly increasing (hole) in " + hex(off));
+        }
+        if (k < low || (has_ub && k >= ub)) {
+          return Status::Corruption("fastfair: key outside node bounds in " + hex(off));
+        }
+        // Leaves: low <= k; inner separators must exceed low (the leftmost
+        // child covers [low, first separator)).
+        if (!leaf && k == low) return Status::Corruption("fastfair: separator equals low_key");
+      }
+      if (leaf) {
+        r.keys += cnt;
+        ++r.leaves;
+        if (n->leftmost.load(kRlx) != 0) return Status::Corruption("fastfair: leaf has a child");
+        continue;
+      }
+      ++r.inner_nodes;
+      const uint64_t lm = n->leftmost.load(kRlx);
+      if (node(lm)->low_key.load(kRlx) != low) {
+        return Status::Corruption("fastfair: leftmost child low_key != parent low_key at " +
+                                  hex(off));
+      }
+      children.push_back(lm);
+      for (uint32_t i = 0; i < cnt; ++i) {
+        const uint64_t c = e[i].value.load(kRlx);
+        if (node(c)->low_key.load(kRlx) != e[i].key.load(kRlx)) {
+          return Status::Corruption("fastfair: child low_key != separator in " + hex(off));
+        }
+        children.push_back(c);
+      }
+    }
+    if (!leaf && children != levels[li + 1]) {
+      return Status::Corruption("fastfair: children of level " + std::to_string(li) +
+                                " do not match the sibling chain below (missing separator)");
+    }
+  }
+  *report = r;
+  return Status::Ok();
+}
+
+}  // namespace fastfair
+
+// ---------------------------------------------------------------- factory
+
+Status make_fastfair(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
+  if (options.pool == nullptr) {
+    return Status::InvalidArgument("fastfair is persistent: IndexOptions.pool is required");
+  }
+  if (options.pool->layout() != fastfair::kLayout) {
+    return Status::InvalidArgument("fastfair: pool layout is '" +
+                                   std::string(options.pool->layout()) + "', expected 'fastfair'");
+  }
+  auto idx = std::make_unique<fastfair::FastFair>(options.pool);
+  Status s;
+  if (options.pool->root() == 0) {
+    if (!fastfair::valid_node_size(options.node_size)) {
+      return Status::InvalidArgument("fastfair: node_size " + std::to_string(options.node_size) +
+                                     " invalid (128, or a power of two in 256..4096 bytes)");
+    }
+    s = idx->create(options.node_size);
+  } else {
+    s = idx->recover();  // the stored node size wins
+  }
+  if (!s.ok()) return s;
+  *out = std::move(idx);
+  return Status::Ok();
+}
+
+}  // namespace nvindex

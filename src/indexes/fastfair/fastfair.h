@@ -1,0 +1,223 @@
+// fastfair: FAST & FAIR, a persistent B+-tree with failure-atomic shift (FAST)
+// and failure-atomic in-place rebalance (FAIR), no logging. Source: Hwang,
+// Kim, Won, Nam, "Endurable Transient Inconsistency in Byte-Addressable
+// Persistent B+-Tree", FAST'18 (§3 FAST, §4 FAIR, §5 lock-free search).
+// docs/architecture-fastfair.md summarises the protocols and our departures
+// from the paper and its code; fastfair.cc holds the crash argument of every
+// persistent update where the update is.
+//
+// Persistent layout (pool layout name "fastfair"):
+//
+//   Root object (one 64 B allocator block; Pool::root() -> it):
+//   offset size  field
+//   ------ ----  -----------------------------------------------------------
+//        0    8  magic kRootMagic ("FFAIRv1\0"), written once
+//        8    8  node_size, bytes (128 .. 4096, power of two), written once
+//       16    8  root node offset (std::atomic, changed only by NAW)
+//       24   40  reserved, zero
+//
+//   Node (one allocator block of node_size bytes). Line 0 is the header:
+//   offset size  field
+//   ------ ----  -----------------------------------------------------------
+//        0    8  count: live entries are slots [0, count)
+//        8    8  sibling offset (0 = rightmost node of its level)
+//       16    8  low_key: smallest key the node may hold (immutable); its
+//                upper bound is sibling ? sibling->low_key : +infinity
+//       24    8  leftmost child (inner nodes; 0 in leaves)
+//       32    4  level (0 = leaf)
+//       36    4  node magic kNodeMagic
+//       40   24  reserved, zero
+//       64  16*  entries {key, value-or-child}; capacity = (node_size-64)/16
+//                slots (128 B -> 4, 256 B -> 12, 512 B -> 28, 4096 B -> 252)
+//
+// Reader rule (transient duplicates, paper §3.2 mended): entries are sorted;
+// a slot i < count-1 with key[i] == key[i+1] is a hole and is skipped (the
+// right one of an equal pair is the real entry); entries with key >= the
+// node's upper bound are ignored (moved to the sibling by a split). Every
+// 64-bit value is valid: no NULL terminator, no pointer-equality tests.
+//
+// Concurrency: locks live in DRAM (LockTable), one version lock per node.
+// Readers are optimistic (OLC); writers lock top-down and left-to-right.
+// Thread-safety: every Index method may be called concurrently; verify()
+// needs no concurrent writers.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "nvindex/index.h"
+#include "nvindex/pm/allocator.h"
+#include "nvindex/pm/pool.h"
+
+namespace nvindex {
+
+inline constexpr char kFastFairDescription[] =
+    "FAST & FAIR persistent B+-tree: failure-atomic shift and in-place rebalance, "
+    "no logging (Hwang et al., FAST'18)";
+
+/// Factory for "fastfair". options.pool is required (InvalidArgument
+/// otherwise) and must have layout "fastfair" (InvalidArgument naming it
+/// otherwise). On a pool with no root: creates an empty tree with
+/// options.node_size (128 for tests, or 256..4096, power of two; else
+/// InvalidArgument). On a pool with a root: recovers; the stored node size
+/// wins over options.node_size. Errors: Corruption (bad root object or
+/// node), OutOfSpace (pool full at creation).
+Status make_fastfair(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+
+namespace fastfair {
+
+/// Pool layout name.
+inline constexpr char kLayout[] = "fastfair";
+/// Root object magic: "FFAIRv1\0" as a little-endian word.
+inline constexpr uint64_t kRootMagic = 0x0031764941524646ull;
+/// Node magic (bytes 36..39 of the header): "FFND".
+inline constexpr uint32_t kNodeMagic = 0x444e4646u;
+/// Node header bytes (line 0).
+inline constexpr uint32_t kHeaderBytes = 64;
+/// Bytes per entry {key, value}.
+inline constexpr uint32_t kEntryBytes = 16;
+
+/// The root object (64 B), see the table above.
+struct RootObject {
+  uint64_t magic;
+  uint64_t node_size;
+  std::atomic<uint64_t> root_node;
+  uint64_t reserved[5];
+};
+static_assert(sizeof(RootObject) == 64);
+
+/// One entry slot (16 B; never straddles a line). Words are atomics because
+/// optimistic readers load them while a writer may store them.
+struct Entry {
+  std::atomic<uint64_t> key;
+  std::atomic<uint64_t> value;
+};
+static_assert(sizeof(Entry) == kEntryBytes);
+
+/// Node header (line 0); entries follow at byte 64. See the table above.
+struct Node {
+  std::atomic<uint64_t> count;
+  std::atomic<uint64_t> sibling;
+  std::atomic<uint64_t> low_key;
+  std::atomic<uint64_t> leftmost;
+  std::atomic<uint64_t> level_magic;  ///< level (low 32 bits) | magic << 32
+  std::atomic<uint64_t> reserved[3];
+
+  Entry* entries() {
+    return reinterpret_cast<Entry*>(reinterpret_cast<char*>(this) + kHeaderBytes);
+  }
+  uint32_t level() const {
+    return static_cast<uint32_t>(level_magic.load(std::memory_order_acquire));
+  }
+  uint32_t magic() const {
+    return static_cast<uint32_t>(level_magic.load(std::memory_order_acquire) >> 32);
+  }
+};
+static_assert(sizeof(Node) == kHeaderBytes);
+
+/// DRAM table of per-node version locks (OLC, Leis et al. DaMoN'16): word =
+/// version << 2 | locked << 1 | obsolete. One word per node, no aliasing:
+/// chunk = off / Allocator::kChunkSize (array allocated lazily),
+/// slot = (off % kChunkSize) / node_size. Thread-safe.
+class LockTable {
+ public:
+  LockTable(uint64_t pool_size, uint32_t node_size);
+  ~LockTable();
+  LockTable(const LockTable&) = delete;
+  LockTable& operator=(const LockTable&) = delete;
+  /// The lock word of the node at pool offset `off` (node_size aligned).
+  std::atomic<uint64_t>& word(uint64_t off);
+  /// DRAM bytes held by the table, bytes.
+  uint64_t dram_bytes() const;
+
+ private:
+  uint32_t node_size_;
+  uint32_t per_chunk_;
+  size_t nchunks_;
+  std::unique_ptr<std::atomic<std::atomic<uint64_t>*>[]> chunks_;
+  std::atomic<uint64_t> allocated_{0};
+};
+
+/// The FAST & FAIR tree. Created by make_fastfair().
+class FastFair final : public Index<uint64_t> {
+ public:
+  FastFair(pm::Pool* pool);
+  /// Frees the nodes retired by merges (unreachable since their merge).
+  ~FastFair() override;
+
+  /// Creates an empty tree in a pool with no root (node_size checked by the
+  /// caller). Errors: OutOfSpace.
+  Status create(uint32_t node_size);
+  /// Recovers the tree of a pool with a root (see fastfair.cc "Recovery").
+  /// Errors: Corruption, OutOfSpace.
+  Status recover();
+
+  Status insert(uint64_t key, Value value) override;
+  Status update(uint64_t key, Value value) override;
+  Status remove(uint64_t key) override;
+  std::optional<Value> lookup(uint64_t key) override;
+  size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override;
+  std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override;
+  IndexInfo info() const override;
+  Status verify(VerifyReport* report) const override;
+
+  // --- internals exposed for tests (tests/index_fastfair_recovery_test.cc
+  // builds transient crash states with them) and tools; not for indexes'
+  // users: writing through them bypasses every lock.
+  /// The node at pool offset `off`.
+  Node* node(uint64_t off) const { return pool_->ptr<Node>(off); }
+  /// Offset of the current root node.
+  uint64_t root_offset() const { return root_obj_->root_node.load(std::memory_order_acquire); }
+  /// Entry slots per node.
+  uint32_t capacity() const { return cap_; }
+  /// Bytes per node.
+  uint32_t node_size() const { return node_size_; }
+
+ private:
+  enum class Descend { kOk, kRestart, kNoLevel };
+  struct Stash;
+
+  uint32_t clamp_count(const Node* n) const;
+  bool upper_bound_of(Node* n, uint64_t* ub) const;
+  uint64_t route(Node* n, uint64_t key) const;
+  bool read_lock(uint64_t off, uint64_t* v) const;
+  bool validate(uint64_t off, uint64_t v) const;
+  bool lock(uint64_t off) const;
+  bool upgrade(uint64_t off, uint64_t v) const;
+  void unlock(uint64_t off) const;
+  void unlock_obsolete(uint64_t off) const;
+
+  Descend descend(uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const;
+  Descend lock_covering(uint64_t key, uint32_t level, uint64_t* off);
+  void init_node(uint64_t off, uint32_t level, uint64_t low_key, uint64_t leftmost,
+                 uint64_t sibling);
+  void fast_insert(Node* x, uint32_t n, uint32_t p, uint64_t key, uint64_t value);
+  void fast_delete(Node* x, uint32_t n, uint32_t p);
+  uint64_t split(uint64_t xoff, uint64_t noff);
+  Status insert_separator(uint32_t level, uint64_t sep, uint64_t child, Stash* stash);
+  void try_merge(uint32_t level, uint64_t key);
+  void collapse_root();
+  void retire(uint64_t off);
+  Status walk_levels(std::vector<std::vector<uint64_t>>* levels) const;
+  Status normalize(uint64_t off);
+  Status repair_separators();
+
+  pm::Pool* pool_;
+  RootObject* root_obj_ = nullptr;
+  uint32_t node_size_ = 0;
+  uint32_t cap_ = 0;
+  std::unique_ptr<LockTable> locks_;
+  std::mutex root_mu_;    ///< serialises root creation and root collapse
+  std::mutex retire_mu_;  ///< guards retired_
+  std::vector<uint64_t> retired_;
+  bool recovered_ = false;
+  double recovery_seconds_ = 0;
+};
+
+}  // namespace fastfair
+}  // namespace nvindex
