@@ -1,0 +1,653 @@
+// The benchmark driver: load, run, check, verify, recover. See driver.h.
+#include "bench/driver.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <cinttypes>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "nvindex/pm/pool.h"
+
+namespace nvindex::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+/// One worker thread's private tallies, on its own cache lines. Only the
+/// owner writes them; the monitor reads `done` (relaxed) while the phase runs,
+/// everything else is read after join().
+struct alignas(64) ThreadState {
+  std::atomic<uint64_t> done{0};  ///< operations completed so far (progress)
+  alignas(64) std::array<TypeCounts, kOpTypes> by_type{};
+  uint64_t completed = 0;
+  uint64_t checked = 0;
+  uint64_t failures = 0;
+  uint64_t skipped = 0;
+  int64_t key_delta = 0;       ///< inserts expected to add a key minus removes expected to drop one
+  bool delta_unknown = false;  ///< an insert or remove had Expect::kAny
+  std::vector<std::string> examples;
+  std::vector<uint64_t> latencies;  ///< sampled run latencies, ns
+  Clock::time_point end;
+
+  void fail(std::string what) {
+    ++failures;
+    if (examples.size() < kMaxFailureExamples) examples.push_back(std::move(what));
+  }
+};
+
+/// The CPUs this process may run on, for round-robin pinning.
+std::vector<int> allowed_cpus() {
+  std::vector<int> cpus;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  return cpus;
+}
+
+void pin_current_thread(const std::vector<int>& cpus, unsigned t) {
+  if (cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpus[t % cpus.size()], &set);
+  // A refusal (containers, restricted cpusets) only costs stability: ignore it.
+  (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+}
+
+std::string hex(uint64_t key) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%" PRIu64, key);
+  return buf;
+}
+
+std::string_view expect_name(Expect e) {
+  switch (e) {
+    case Expect::kFound:
+      return "found";
+    case Expect::kNotFound:
+      return "not found";
+    case Expect::kAny:
+      return "any";
+  }
+  return "?";
+}
+
+std::string where(std::string_view phase, unsigned t, uint64_t i, std::string_view op,
+                  uint64_t key) {
+  return std::string(phase) + " thread " + std::to_string(t) + " op " + std::to_string(i) + ": " +
+         std::string(op) + " key " + hex(key);
+}
+
+/// Checks a write's Status against its expectation: Ok is the kFound outcome
+/// (update/remove of a present key, insert of a fresh key), `absent_code`
+/// (NotFound, or AlreadyExists for inserts) the kNotFound outcome, any other
+/// code an index error. Returns whether the operation succeeded (TypeCounts).
+bool check_write(const Status& st, Expect expect, Code absent_code, ThreadState& ts,
+                 std::string_view phase, unsigned t, uint64_t i, const Operation& op) {
+  const bool ok = st.ok();
+  const bool other = !ok && st.code() != absent_code;
+  if (other) {
+    ts.fail(where(phase, t, i, op_name(op.type), op.key) + ": index error " + st.ToString());
+    return false;
+  }
+  if (expect == Expect::kAny) return ok;
+  const bool want_ok = expect == Expect::kFound;
+  if (ok != want_ok) {
+    ts.fail(where(phase, t, i, op_name(op.type), op.key) + ": expected " +
+            (want_ok ? "Ok" : std::string(CodeName(absent_code))) + ", got " + st.ToString());
+    return false;
+  }
+  return true;
+}
+
+/// Checks a lookup's result. Returns whether it succeeded.
+bool check_read(const std::optional<Value>& v, Expect expect, ThreadState& ts,
+                std::string_view phase, unsigned t, uint64_t i, const Operation& op) {
+  if (v && !value_matches(op.key, *v)) {
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), "0x%016" PRIx64, *v);
+    ts.fail(where(phase, t, i, op_name(op.type), op.key) + ": wrong value " + buf);
+    return false;
+  }
+  if (expect == Expect::kAny) return v.has_value();
+  const bool want = expect == Expect::kFound;
+  if (v.has_value() != want) {
+    ts.fail(where(phase, t, i, op_name(op.type), op.key) + ": expected " +
+            std::string(expect_name(expect)) + ", got " + (v ? "found" : "not found"));
+    return false;
+  }
+  return true;
+}
+
+/// Checks a scan's pairs: count <= requested, keys >= start and strictly
+/// ascending, every value matches its key; Expect::kFound wants >= 1 pair,
+/// Expect::kNotFound wants none. Returns whether it succeeded.
+bool check_scan(const std::vector<std::pair<uint64_t, Value>>& out, size_t n, Expect expect,
+                ThreadState& ts, std::string_view phase, unsigned t, uint64_t i,
+                const Operation& op) {
+  auto bad = [&](const std::string& what) {
+    ts.fail(where(phase, t, i, "scan", op.key) + " count " + std::to_string(op.scan_length) + ": " +
+            what);
+    return false;
+  };
+  if (n != out.size()) {
+    return bad("returned " + std::to_string(n) + " but appended " + std::to_string(out.size()));
+  }
+  if (n > op.scan_length) return bad("returned " + std::to_string(n) + " pairs");
+  for (size_t j = 0; j < n; ++j) {
+    const uint64_t k = out[j].first;
+    if (j == 0 && k < op.key) return bad("first key " + hex(k) + " below start");
+    if (j > 0 && k <= out[j - 1].first) {
+      return bad("keys not ascending at pair " + std::to_string(j) + " (" + hex(out[j - 1].first) +
+                 " then " + hex(k) + ")");
+    }
+    if (!value_matches(k, out[j].second)) return bad("wrong value for key " + hex(k));
+  }
+  if (expect == Expect::kAny) return n > 0;
+  if ((n > 0) != (expect == Expect::kFound)) {
+    return bad("expected " + std::string(expect_name(expect)) + ", got " + std::to_string(n) +
+               " pairs");
+  }
+  return true;
+}
+
+/// Runs and checks one run-phase operation. `version` tags written values.
+/// Returns whether it succeeded; failures are recorded in ts.
+bool run_op(Index<uint64_t>& index, const Operation& op, uint32_t version,
+            std::vector<std::pair<uint64_t, Value>>* scratch, ThreadState& ts, unsigned t,
+            uint64_t i, std::optional<uint64_t>* latency_ns) {
+  const bool timed = latency_ns != nullptr;
+  Clock::time_point t0;
+  if (timed) t0 = Clock::now();
+  auto stop = [&] {
+    if (timed) {
+      *latency_ns = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+    }
+  };
+  switch (op.type) {
+    case OpType::kRead: {
+      std::optional<Value> v = index.lookup(op.key);
+      stop();
+      return check_read(v, op.expect, ts, "run", t, i, op);
+    }
+    case OpType::kInsert: {
+      Status st = index.insert(op.key, make_value(op.key, version));
+      stop();
+      return check_write(st, op.expect, Code::kAlreadyExists, ts, "run", t, i, op);
+    }
+    case OpType::kUpdate: {
+      Status st = index.update(op.key, make_value(op.key, version));
+      stop();
+      return check_write(st, op.expect, Code::kNotFound, ts, "run", t, i, op);
+    }
+    case OpType::kRemove: {
+      Status st = index.remove(op.key);
+      stop();
+      return check_write(st, op.expect, Code::kNotFound, ts, "run", t, i, op);
+    }
+    case OpType::kScan: {
+      size_t n = index.scan(op.key, op.scan_length, scratch);
+      stop();
+      return check_scan(*scratch, n, op.expect, ts, "run", t, i, op);
+    }
+    case OpType::kReadModifyWrite: {
+      std::optional<Value> v = index.lookup(op.key);
+      Status st;
+      if (v) st = index.update(op.key, make_value(op.key, version));
+      stop();
+      if (!check_read(v, op.expect, ts, "run", t, i, op)) return false;
+      if (!v) return op.expect == Expect::kNotFound;  // absent: nothing to modify
+      return check_write(st, op.expect == Expect::kNotFound ? Expect::kAny : op.expect,
+                         Code::kNotFound, ts, "run", t, i, op);
+    }
+  }
+  return false;
+}
+
+/// Runs `body(t, state, deadline)` on `threads` pinned std::threads that
+/// start together; the calling thread monitors progress (every 100 ms) and
+/// builds the per-second timeline. Fills phase operations/seconds/throughput
+/// and the PM counters spent.
+class PhaseRunner {
+ public:
+  PhaseRunner(unsigned threads, bool pin, const pm::PersistConfig& pm)
+      : n_(threads), pin_(pin), media_model_(pm.media_model), states_(threads) {}
+
+  using Body = std::function<void(unsigned t, ThreadState& ts, std::optional<Clock::time_point>)>;
+
+  void run(std::string_view phase, std::string_view index, uint64_t total_ops, double duration_s,
+           ProgressSink* progress, const Body& body, PhaseResult* out,
+           std::vector<uint64_t>* timeline, double* last_fraction) {
+    const std::vector<int> cpus = pin_ ? allowed_cpus() : std::vector<int>{};
+    std::atomic<unsigned> ready{0};
+    std::atomic<bool> go{false};
+    std::optional<Clock::time_point> deadline;
+    Clock::time_point start;
+    std::vector<std::thread> workers;
+    workers.reserve(n_);
+    for (unsigned t = 0; t < n_; ++t) {
+      workers.emplace_back([&, t] {
+        pin_current_thread(cpus, t);
+        pm::thread_counters();  // register before the clock starts
+        ready.fetch_add(1);
+        while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+        body(t, states_[t], deadline);
+        states_[t].end = Clock::now();
+        // Media model: complete this thread's media_writes before the
+        // after-phase snapshot (a no-op when the model is off).
+        if (media_model_) pm::media_drain();
+        std::lock_guard lock(mu_);
+        ++finished_;
+        cv_.notify_all();
+      });
+    }
+    while (ready.load() < n_) std::this_thread::yield();
+    const pm::CounterSnapshot before = pm::snapshot();
+    start = Clock::now();
+    if (duration_s > 0) {
+      deadline = start + std::chrono::duration_cast<Clock::duration>(
+                             std::chrono::duration<double>(duration_s));
+    }
+    go.store(true, std::memory_order_release);
+
+    // Monitor: wake every 100 ms (or when every worker is done).
+    uint64_t last_second_total = 0;
+    int tick = 0;
+    for (;;) {
+      ++tick;
+      const Clock::time_point wake = start + std::chrono::milliseconds(100) * tick;
+      {
+        std::unique_lock lock(mu_);
+        if (cv_.wait_until(lock, wake, [&] { return finished_ == n_; })) break;
+      }
+      const uint64_t total = done_total();
+      if (tick % 10 == 0 && timeline != nullptr) {
+        timeline->push_back(total - last_second_total);
+        last_second_total = total;
+      }
+      if (progress != nullptr) {
+        const double el = seconds_between(start, Clock::now());
+        double frac = duration_s > 0 ? el / duration_s
+                                     : (total_ops ? static_cast<double>(total) / total_ops : 1);
+        progress->update(phase, index, std::min(1.0, frac), el > 0 ? total / el : 0);
+      }
+    }
+    for (std::thread& w : workers) w.join();
+    if (media_model_) pm::media_drain();
+    const pm::CounterSnapshot after = pm::snapshot();
+
+    Clock::time_point end = start;
+    uint64_t ops = 0;
+    for (const ThreadState& s : states_) {
+      end = std::max(end, s.end);
+      ops += s.completed;
+    }
+    out->operations = ops;
+    out->seconds = seconds_between(start, end);
+    out->throughput = out->seconds > 0 ? ops / out->seconds : 0;
+    out->pm = after - before;
+    if (timeline != nullptr) {
+      timeline->push_back(ops - last_second_total);
+      const double whole = static_cast<double>(timeline->size() - 1);
+      *last_fraction = std::clamp(out->seconds - whole, 0.0, 1.0);
+    }
+    if (progress != nullptr) {
+      progress->update(phase, index, 1.0, out->throughput);
+      progress->finish(phase, index);
+    }
+  }
+
+  std::vector<ThreadState>& states() { return states_; }
+
+ private:
+  uint64_t done_total() const {
+    uint64_t s = 0;
+    for (const ThreadState& t : states_) s += t.done.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  const unsigned n_;
+  const bool pin_;
+  const bool media_model_;
+  std::vector<ThreadState> states_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  unsigned finished_ = 0;
+};
+
+/// Directory for temporary pool files: /dev/shm, else $TMPDIR, else /tmp.
+std::string temp_pool_dir() {
+  if (access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
+  if (const char* d = std::getenv("TMPDIR"); d != nullptr && *d != '\0') return d;
+  return "/tmp";
+}
+
+/// The automatic pool size: 64 MiB + 256 B per key the run can hold.
+uint64_t auto_pool_size(const Workload& w) {
+  uint64_t keys = w.load_keys.size() + w.total_operations();
+  uint64_t bytes = (64ull << 20) + keys * 256;
+  return (bytes + (1ull << 20) - 1) & ~((1ull << 20) - 1);
+}
+
+const IndexEntry* find_entry(std::string_view name) {
+  for (const IndexEntry& e : registered_indexes()) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+void merge_thread_states(std::vector<ThreadState>& states, IndexResult* out,
+                         std::vector<uint64_t>* latencies) {
+  for (ThreadState& s : states) {
+    out->checked += s.checked;
+    out->failures += s.failures;
+    out->skipped += s.skipped;
+    for (std::string& e : s.examples) {
+      if (out->failure_examples.size() < kMaxFailureExamples) {
+        out->failure_examples.push_back(std::move(e));
+      }
+    }
+    if (latencies != nullptr) {
+      for (int k = 0; k < kOpTypes; ++k) {
+        out->by_type[k].completed += s.by_type[k].completed;
+        out->by_type[k].succeeded += s.by_type[k].succeeded;
+      }
+      latencies->insert(latencies->end(), s.latencies.begin(), s.latencies.end());
+    }
+  }
+}
+
+/// The stderr progress line (see make_stderr_progress).
+class StderrProgress final : public ProgressSink {
+ public:
+  explicit StderrProgress(double interval_s) : tty_(isatty(2) == 1), interval_s_(interval_s) {}
+  void update(std::string_view phase, std::string_view index, double fraction,
+              double ops_per_s) override {
+    const Clock::time_point now = Clock::now();
+    if (!tty_ && printed_ && fraction < 1 && seconds_between(last_, now) < interval_s_) return;
+    last_ = now;
+    printed_ = true;
+    char line[160];
+    std::snprintf(line, sizeof(line), "%.*s %.*s %3.0f%% %.2f Mops/s",
+                  static_cast<int>(phase.size()), phase.data(), static_cast<int>(index.size()),
+                  index.data(), fraction * 100, ops_per_s / 1e6);
+    if (tty_) {
+      std::fprintf(stderr, "\r%-60s", line);
+    } else {
+      std::fprintf(stderr, "%s\n", line);
+    }
+    std::fflush(stderr);
+  }
+  void finish(std::string_view, std::string_view) override {
+    if (tty_) std::fputc('\n', stderr);
+    printed_ = false;
+  }
+
+ private:
+  const bool tty_;
+  const double interval_s_;
+  bool printed_ = false;
+  Clock::time_point last_;
+};
+
+}  // namespace
+
+std::unique_ptr<ProgressSink> make_stderr_progress(double interval_s) {
+  return std::make_unique<StderrProgress>(interval_s);
+}
+
+double media_write_amplification(const pm::CounterSnapshot& pm) {
+  if (pm.lines_flushed == 0) return 0;
+  return static_cast<double>(pm.media_writes) * pm::kXPLineSize /
+         (static_cast<double>(pm.lines_flushed) * pm::kLineSize);
+}
+
+Status run_benchmark(const BenchOptions& options, const Workload& workload,
+                     std::string_view index_name, IndexResult* out, ProgressSink* progress) {
+  *out = IndexResult{};
+  out->index = std::string(index_name);
+  const IndexEntry* entry = find_entry(index_name);
+  if (entry == nullptr) {
+    std::string known;
+    for (const IndexEntry& e : registered_indexes()) {
+      known += known.empty() ? "" : ", ";
+      known += e.name;
+    }
+    return Status::InvalidArgument("unknown index '" + std::string(index_name) +
+                                   "' (registered: " + known + ")");
+  }
+  if (workload.per_thread.empty()) {
+    return Status::InvalidArgument("workload has no thread streams (threads must be >= 1)");
+  }
+  const unsigned threads = static_cast<unsigned>(workload.per_thread.size());
+  out->persistent = entry->persistent;
+  out->media_model = options.pm.media_model;
+  pm::configure(options.pm);
+
+  // --- pool -------------------------------------------------------------
+  std::unique_ptr<pm::Pool> pool;
+  std::string pool_path;
+  const uint64_t pool_size = options.pool_size ? options.pool_size : auto_pool_size(workload);
+  if (entry->persistent) {
+    if (options.pm.mode == pm::Mode::kDram) {
+      Status st = pm::Pool::create_anonymous(pool_size, index_name, &pool);
+      if (!st.ok()) return st;
+    } else {
+      pool_path = options.pool_path;
+      if (pool_path.empty()) {
+        pool_path = temp_pool_dir() + "/nvindex-" + std::to_string(getpid()) + "-" +
+                    std::string(index_name) + ".pool";
+      }
+      Status st = pm::Pool::create(pool_path, pool_size, index_name, options.pm.mode, &pool);
+      if (!st.ok()) return st;
+    }
+  }
+  out->pool_path = pool_path;
+  // Removes the pool file on every return path unless asked to keep it.
+  struct PoolFileGuard {
+    const std::string& path;
+    bool keep;
+    ~PoolFileGuard() {
+      if (!keep && !path.empty()) {
+        std::error_code ec;
+        std::filesystem::remove(path, ec);
+      }
+    }
+  } guard{pool_path, options.keep_pool};
+
+  IndexOptions iopts;
+  iopts.pool = pool.get();
+  iopts.node_size = options.node_size;
+  iopts.threads = threads;
+  iopts.extra = options.index_extra;
+  std::unique_ptr<Index<uint64_t>> index;
+  if (Status st = make_index<uint64_t>(index_name, iopts, &index); !st.ok()) {
+    index.reset();
+    pool.reset();
+    return st;
+  }
+  const IndexInfo info0 = index->info();
+  if (threads > 1 && !info0.caps.thread_safe) {
+    index.reset();
+    pool.reset();
+    return Status::InvalidArgument("index '" + std::string(index_name) +
+                                   "' is not thread-safe; run it with --threads 1");
+  }
+  const bool ordered = info0.caps.ordered;
+
+  // --- LOAD -------------------------------------------------------------
+  {
+    PhaseRunner runner(threads, options.pin_threads, options.pm);
+    const std::vector<uint64_t>& keys = workload.load_keys;
+    const uint64_t n = keys.size();
+    auto body = [&](unsigned t, ThreadState& ts, std::optional<Clock::time_point>) {
+      const uint64_t begin = n * t / threads, end = n * (t + 1) / threads;
+      for (uint64_t i = begin; i < end; ++i) {
+        Status st = index->insert(keys[i], make_value(keys[i], 0));
+        ++ts.checked;
+        if (!st.ok()) ts.fail(where("load", t, i, "insert", keys[i]) + ": got " + st.ToString());
+        ++ts.completed;
+        ts.done.store(ts.completed, std::memory_order_relaxed);
+      }
+    };
+    runner.run("load", index_name, n, 0, progress, body, &out->load, nullptr, nullptr);
+    merge_thread_states(runner.states(), out, nullptr);
+  }
+
+  // --- RUN --------------------------------------------------------------
+  int64_t key_delta = 0;
+  bool delta_unknown = false;
+  {
+    PhaseRunner runner(threads, options.pin_threads, options.pm);
+    auto body = [&](unsigned t, ThreadState& ts, std::optional<Clock::time_point> deadline) {
+      const std::vector<Operation>& ops = workload.per_thread[t];
+      LatencySampler sampler(options.latency_sample, workload.spec.seed * 7919 + t + 1);
+      std::vector<std::pair<uint64_t, Value>> scratch;
+      ts.latencies.reserve(static_cast<size_t>(
+          std::min<double>(ops.size(), ops.size() * options.latency_sample * 1.2 + 16)));
+      for (uint64_t i = 0; i < ops.size(); ++i) {
+        if (deadline && (i & 255) == 0 && Clock::now() >= *deadline) break;
+        const Operation& op = ops[i];
+        if (op.type == OpType::kScan && !ordered) {
+          ++ts.skipped;
+          continue;
+        }
+        std::optional<uint64_t> lat;
+        const bool timed = sampler.should_sample(i);
+        const bool ok = run_op(*index, op, static_cast<uint32_t>(i + 1), &scratch, ts, t, i,
+                               timed ? &lat : nullptr);
+        ++ts.checked;
+        if (op.type == OpType::kInsert || op.type == OpType::kRemove) {
+          if (op.expect == Expect::kAny) ts.delta_unknown = true;
+          if (op.expect == Expect::kFound) ts.key_delta += op.type == OpType::kInsert ? 1 : -1;
+        }
+        TypeCounts& c = ts.by_type[static_cast<int>(op.type)];
+        ++c.completed;
+        c.succeeded += ok ? 1 : 0;
+        if (lat) ts.latencies.push_back(*lat);
+        ++ts.completed;
+        ts.done.store(ts.completed, std::memory_order_relaxed);
+      }
+    };
+    runner.run("run", index_name, workload.total_operations(), options.duration_seconds, progress,
+               body, &out->run, &out->timeline, &out->timeline_last_fraction);
+    std::vector<uint64_t> latencies;
+    for (const ThreadState& ts : runner.states()) {
+      key_delta += ts.key_delta;
+      delta_unknown |= ts.delta_unknown;
+    }
+    merge_thread_states(runner.states(), out, &latencies);
+    out->latency = summarize_latencies(&latencies);
+  }
+
+  // --- structure, footprint, recovery ------------------------------------
+  out->structure = index->verify(&out->verify_report);
+  out->info = index->info();
+  // Final key count: catches an index that acknowledges an insert it dropped
+  // (no later operation need touch that key). Exact when no insert or remove
+  // had Expect::kAny: loaded keys + fresh inserts - removes of present keys.
+  if (out->structure.ok() && !delta_unknown) {
+    const int64_t want = static_cast<int64_t>(workload.load_keys.size()) + key_delta;
+    ++out->checked;
+    if (static_cast<int64_t>(out->verify_report.keys) != want) {
+      ++out->failures;
+      if (out->failure_examples.size() < kMaxFailureExamples) {
+        out->failure_examples.push_back("after run: index holds " +
+                                        std::to_string(out->verify_report.keys) +
+                                        " keys, expected " + std::to_string(want));
+      }
+    }
+  }
+  if (entry->persistent && !pool_path.empty()) {
+    index.reset();
+    pool.reset();  // sets the clean-shutdown flag
+    const Clock::time_point t0 = Clock::now();
+    Status st = pm::Pool::open(pool_path, index_name, options.pm.mode, &pool);
+    iopts.pool = pool.get();
+    if (st.ok()) st = make_index<uint64_t>(index_name, iopts, &index);
+    out->recovery_seconds = seconds_between(t0, Clock::now());
+    if (st.ok()) {
+      VerifyReport r;
+      st = index->verify(&r);
+      if (st.ok() && out->structure.ok() && r.keys != out->verify_report.keys) {
+        st = Status::Corruption("recovered index holds " + std::to_string(r.keys) + " keys, " +
+                                std::to_string(out->verify_report.keys) +
+                                " before the pool was closed");
+      }
+    }
+    out->recovery = st;
+  }
+  index.reset();
+  pool.reset();
+  return Status::Ok();
+}
+
+Status parse_byte_size(std::string_view text, uint64_t* out) {
+  auto bad = [&] {
+    return Status::InvalidArgument("bad size '" + std::string(text) +
+                                   "' (expected e.g. 4096, 512M, 4G)");
+  };
+  size_t i = 0;
+  uint64_t v = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    const uint64_t d = static_cast<uint64_t>(text[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) return bad();
+    v = v * 10 + d;
+    ++i;
+  }
+  if (i == 0) return bad();
+  std::string suffix;
+  for (; i < text.size(); ++i) suffix += static_cast<char>(std::toupper(text[i]));
+  unsigned shift = 0;
+  if (!suffix.empty()) {
+    const char unit = suffix[0];
+    std::string rest = suffix.substr(1);
+    if (unit == 'B' && rest.empty()) {
+      shift = 0;
+    } else {
+      switch (unit) {
+        case 'K':
+          shift = 10;
+          break;
+        case 'M':
+          shift = 20;
+          break;
+        case 'G':
+          shift = 30;
+          break;
+        case 'T':
+          shift = 40;
+          break;
+        default:
+          return bad();
+      }
+      if (!(rest.empty() || rest == "B" || rest == "IB")) return bad();
+    }
+  }
+  if (shift > 0 && v > (UINT64_MAX >> shift)) return bad();
+  *out = v << shift;
+  return Status::Ok();
+}
+
+}  // namespace nvindex::bench

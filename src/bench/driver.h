@@ -1,0 +1,165 @@
+// The benchmark driver (DESIGN.md §5): runs one generated Workload against one
+// index, the same way for every index, so that differences come from the
+// indexes and not from the harness.
+//
+// Per index, run_benchmark():
+//  1. configures the PM layer (pm::configure: mode, injected latency, media
+//     model) and, for a persistent index, creates a fresh pool (a temporary
+//     file in /dev/shm, else $TMPDIR, else /tmp, unless BenchOptions::pool_path
+//     names one; an anonymous DRAM pool in pm::Mode::kDram);
+//  2. LOAD: inserts Workload::load_keys, split evenly across the threads (each
+//     thread a contiguous share), value make_value(key, 0), every result
+//     checked;
+//  3. RUN: each thread replays its own pre-generated stream
+//     (Workload::per_thread[t]); threads start together on a barrier and the
+//     clock starts when the barrier opens, so generation is never timed. With
+//     a duration, each thread checks the clock every 256 operations and stops
+//     when the time is up (or when its stream ends, whichever comes first);
+//  4. checks the structure with Index::verify() and the final key count
+//     (loaded keys + inserts expected to succeed - removes expected to
+//     succeed, when no insert or remove had Expect::kAny: this catches an
+//     index that acknowledges an insert and drops it), and, for a persistent index,
+//     closes and reopens the pool to measure recovery (and checks that the
+//     recovered index holds the same number of keys);
+//  5. removes the temporary pool file unless keep_pool.
+// Every operation is checked against its Expect and every value returned with
+// value_matches(); each mismatch is a verification failure, the first
+// kMaxFailureExamples of which are kept with a description.
+//
+// Threads are std::thread (no OpenMP), pinned round-robin to the CPUs the
+// process may run on with pthread_setaffinity_np when allowed (a refusal is
+// ignored). A monitor thread samples per-thread completed-operation counters
+// every 100 ms for the progress line and the per-second throughput timeline.
+//
+// Thread-safety: run_benchmark() configures the process-wide PM settings, so
+// only one run_benchmark() may execute at a time in a process.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench/stats.h"
+#include "bench/workload.h"
+#include "nvindex/index.h"
+#include "nvindex/pm/counters.h"
+#include "nvindex/pm/persist.h"
+#include "nvindex/status.h"
+
+namespace nvindex::bench {
+
+/// How many failure descriptions a run keeps for the report.
+inline constexpr size_t kMaxFailureExamples = 10;
+
+/// Driver settings that are not part of the workload (the workload's own
+/// settings are in WorkloadSpec).
+struct BenchOptions {
+  /// Pool file for a persistent index. Empty: a fresh temporary file
+  /// <dir>/nvindex-<pid>-<index>.pool, dir = /dev/shm, else $TMPDIR, else
+  /// /tmp. A named file must not exist yet (pools are never overwritten).
+  std::string pool_path;
+  /// Pool size in bytes; 0 = automatic: 64 MiB + 256 B per key that the run
+  /// can hold (loaded keys + run operations), rounded up to 1 MiB.
+  uint64_t pool_size = 0;
+  /// Keep the pool file after the run (for `nvindex verify` / `info`). The
+  /// file, temporary or named, is removed otherwise.
+  bool keep_pool = false;
+  /// PM mode, injected flush/fence latency (ns), media model.
+  pm::PersistConfig pm;
+  /// Node size for indexes that take one, bytes.
+  uint32_t node_size = 512;
+  /// Index-specific knobs passed through to IndexOptions::extra.
+  std::map<std::string, std::string> index_extra;
+  /// Run phase time limit in seconds; 0 = run every operation.
+  double duration_seconds = 0;
+  /// Fraction of run operations whose latency is measured (0.01 = 1%).
+  double latency_sample = 0.01;
+  /// Pin worker threads to CPUs (ignored when the OS refuses).
+  bool pin_threads = true;
+};
+
+/// Measurements of one phase (load or run).
+struct PhaseResult {
+  uint64_t operations = 0;  ///< operations completed by all threads
+  double seconds = 0;       ///< wall time from barrier release to the last thread's end, s
+  double throughput = 0;    ///< operations / seconds, ops/s
+  pm::CounterSnapshot pm;   ///< PM counters spent in the phase (after - before)
+};
+
+/// Completed and succeeded operations of one OpType in the run phase.
+/// succeeded = the index returned the expected outcome (a found key for a read
+/// of an existing key, Ok for an insert of a fresh key, ...); for Expect::kAny
+/// an operation succeeds when it found its key (read, update, rmw, remove),
+/// inserted it, or returned a non-empty scan.
+struct TypeCounts {
+  uint64_t completed = 0;
+  uint64_t succeeded = 0;
+};
+
+/// Everything run_benchmark() measured for one index.
+struct IndexResult {
+  std::string index;  ///< registry name
+  IndexInfo info;     ///< info() after the run (footprint, capabilities)
+  PhaseResult load;
+  PhaseResult run;
+  std::array<TypeCounts, kOpTypes> by_type{};  ///< indexed by OpType
+  uint64_t skipped = 0;    ///< operations the index does not claim (scans on unordered)
+  LatencySummary latency;  ///< run phase, sampled
+  std::vector<uint64_t>
+      timeline;  ///< completed run operations in each second (last may be partial)
+  double timeline_last_fraction = 1;          ///< length of the last timeline bucket, s (<= 1)
+  uint64_t checked = 0;                       ///< operations checked (load + run)
+  uint64_t failures = 0;                      ///< operations whose outcome or value was wrong
+  std::vector<std::string> failure_examples;  ///< first kMaxFailureExamples descriptions
+  Status structure;                           ///< Index::verify() after the run
+  VerifyReport verify_report;                 ///< filled when structure.ok()
+  bool persistent = false;
+  double recovery_seconds = 0;  ///< reopen of the pool after the run (persistent only), s
+  Status recovery;              ///< outcome of that reopen
+  bool media_model = false;     ///< media model was on (media_writes meaningful)
+  std::string pool_path;        ///< file used ("" for volatile or anonymous)
+};
+
+/// Media write amplification of a phase: media_writes * 256 B over
+/// lines_flushed * 64 B (1.0 = every 256 B XPLine written once per four line
+/// writes). 0 when nothing was flushed.
+double media_write_amplification(const pm::CounterSnapshot& pm);
+
+/// Receives progress reports while a benchmark runs (called from the monitor
+/// thread, about every 100 ms, and once with fraction 1 at a phase's end).
+class ProgressSink {
+ public:
+  virtual ~ProgressSink() = default;
+  /// phase: "load" or "run"; fraction of the phase done in [0, 1] (with a
+  /// duration: of the time); ops_per_s over the phase so far.
+  virtual void update(std::string_view phase, std::string_view index, double fraction,
+                      double ops_per_s) = 0;
+  /// The phase ended.
+  virtual void finish(std::string_view phase, std::string_view index) = 0;
+};
+
+/// A progress line on stderr, "load fastfair  45%  1.20 Mops/s": rewritten in
+/// place with '\r' when stderr is a terminal, otherwise one line every
+/// `interval_s` seconds.
+std::unique_ptr<ProgressSink> make_stderr_progress(double interval_s = 5.0);
+
+/// Runs `workload` against the index registered as `index_name` (see the file
+/// comment) and fills *out. Returns Ok when the benchmark ran to the end, even
+/// with verification failures (they are in out->failures); errors:
+/// InvalidArgument (unknown index, threads > 1 on an index that is not
+/// thread-safe, workload with no thread streams, bad pool size), any error of
+/// pm::Pool::create / make_index (pool, recovery), IOError (temporary pool
+/// directory). `progress` may be null.
+Status run_benchmark(const BenchOptions& options, const Workload& workload,
+                     std::string_view index_name, IndexResult* out, ProgressSink* progress);
+
+/// Parses a byte size "4096", "512K", "512M", "4G", "1T" (binary multiples,
+/// optional trailing 'B' or 'iB', case-insensitive) into *out bytes.
+/// InvalidArgument on anything else or on overflow.
+Status parse_byte_size(std::string_view text, uint64_t* out);
+
+}  // namespace nvindex::bench

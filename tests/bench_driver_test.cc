@@ -1,0 +1,264 @@
+// Tests of the benchmark driver (src/bench/driver.h): counts per operation
+// type, checking of every result (an honest index has 0 failures, the lying
+// test index has some), PM counters of volatile indexes, latency sampling,
+// the throughput timeline, 1 and 2 threads, and byte-size parsing.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <numeric>
+#include <string>
+
+#include "bench/driver.h"
+#include "bench/workload.h"
+#include "nvindex/index.h"
+
+namespace nvindex::bench {
+namespace {
+
+constexpr uint64_t kLoaded = 1000;
+constexpr uint64_t kReservedForRemove = 100;
+
+uint64_t loaded_key(uint64_t i) { return i * 1000 + 1; }
+
+bool registered(std::string_view name) {
+  for (const IndexEntry& e : registered_indexes()) {
+    if (e.name == name) return true;
+  }
+  return false;
+}
+
+/// A hand-made workload over kLoaded keys: per thread, reads of present and
+/// absent keys, inserts of fresh and present keys, updates, removes of the
+/// thread's own reserved keys, scans and read-modify-writes, every one with
+/// an exact expectation. counts[type] receives the operations of each type.
+Workload hand_made(unsigned threads, std::array<uint64_t, kOpTypes>* counts) {
+  Workload w;
+  w.spec.name = "hand-made";
+  w.spec.threads = threads;
+  w.spec.records = kLoaded;
+  for (uint64_t i = 0; i < kLoaded; ++i) w.load_keys.push_back(loaded_key(i));
+  w.per_thread.resize(threads);
+  counts->fill(0);
+  const uint64_t targets = kLoaded - kReservedForRemove;
+  for (unsigned t = 0; t < threads; ++t) {
+    std::vector<Operation>& ops = w.per_thread[t];
+    auto add = [&](OpType type, uint64_t key, Expect e, uint32_t len = 0) {
+      ops.push_back(Operation{key, len, type, e});
+      ++(*counts)[static_cast<int>(type)];
+    };
+    for (uint64_t j = 0; j < 200; ++j) {
+      const uint64_t target = loaded_key((j * 37 + t * 11) % targets);
+      add(OpType::kRead, target, Expect::kFound);
+      add(OpType::kRead, target + 1, Expect::kNotFound);  // keys are 1 mod 1000
+      add(OpType::kUpdate, target, Expect::kFound);
+      add(OpType::kUpdate, target + 2, Expect::kNotFound);
+      add(OpType::kInsert, 1'000'000'000ull + t * 100'000 + j, Expect::kFound);
+      add(OpType::kInsert, target, Expect::kNotFound);
+      add(OpType::kScan, target, Expect::kFound, 10);
+      add(OpType::kReadModifyWrite, target, Expect::kFound);
+    }
+    // Removes: this thread's share of the reserved keys (the last ones).
+    for (uint64_t i = targets + t; i < kLoaded; i += threads) {
+      add(OpType::kRemove, loaded_key(i), Expect::kFound);
+      add(OpType::kRemove, loaded_key(i) + 3, Expect::kNotFound);
+    }
+  }
+  w.spec.operations = w.total_operations();
+  return w;
+}
+
+BenchOptions quiet_options() {
+  BenchOptions o;
+  o.latency_sample = 1.0;  // time every operation: samples == operations
+  o.pm.mode = pm::Mode::kEmulated;
+  return o;
+}
+
+class DriverThreads : public ::testing::TestWithParam<unsigned> {};
+
+TEST_P(DriverThreads, AbslBtreeHandMadeWorkloadCountsAndNoFailures) {
+  const unsigned threads = GetParam();
+  std::array<uint64_t, kOpTypes> counts;
+  Workload w = hand_made(threads, &counts);
+  IndexResult r;
+  ASSERT_TRUE(run_benchmark(quiet_options(), w, "absl-btree", &r, nullptr).ok());
+
+  EXPECT_EQ(r.failures, 0u) << (r.failure_examples.empty() ? "" : r.failure_examples[0]);
+  EXPECT_TRUE(r.failure_examples.empty());
+  EXPECT_EQ(r.load.operations, kLoaded);
+  EXPECT_EQ(r.run.operations, w.total_operations());
+  // Every load and run operation, plus the final key-count check.
+  EXPECT_EQ(r.checked, kLoaded + w.total_operations() + 1);
+  for (int k = 0; k < kOpTypes; ++k) {
+    EXPECT_EQ(r.by_type[k].completed, counts[k]) << op_name(static_cast<OpType>(k));
+    EXPECT_EQ(r.by_type[k].succeeded, counts[k]) << op_name(static_cast<OpType>(k));
+  }
+  EXPECT_GT(r.load.seconds, 0);
+  EXPECT_GT(r.run.seconds, 0);
+  EXPECT_GT(r.run.throughput, 0);
+
+  // Volatile index: no PM cost at all.
+  EXPECT_EQ(r.load.pm.flushes, 0u);
+  EXPECT_EQ(r.load.pm.fences, 0u);
+  EXPECT_EQ(r.run.pm.flushes, 0u);
+  EXPECT_EQ(r.run.pm.lines_flushed, 0u);
+  EXPECT_EQ(r.run.pm.fences, 0u);
+  EXPECT_EQ(r.run.pm.naws, 0u);
+  EXPECT_FALSE(r.persistent);
+
+  // Every operation timed; percentiles ordered.
+  EXPECT_EQ(r.latency.samples, w.total_operations());
+  EXPECT_LE(r.latency.min, r.latency.p50);
+  EXPECT_LE(r.latency.p50, r.latency.p99);
+  EXPECT_LE(r.latency.p99, r.latency.max);
+
+  // The timeline accounts for every run operation.
+  ASSERT_FALSE(r.timeline.empty());
+  EXPECT_EQ(std::accumulate(r.timeline.begin(), r.timeline.end(), uint64_t{0}), r.run.operations);
+
+  // Structure and the final key count: loaded + fresh inserts - removes.
+  ASSERT_TRUE(r.structure.ok()) << r.structure.ToString();
+  EXPECT_EQ(r.verify_report.keys, kLoaded + 200 * threads - kReservedForRemove);
+  EXPECT_EQ(r.info.name, "absl-btree");
+  EXPECT_GT(r.info.dram_bytes, 0u);
+}
+
+TEST_P(DriverThreads, LyingIndexIsCaught) {
+  const unsigned threads = GetParam();
+  std::array<uint64_t, kOpTypes> counts;
+  Workload w = hand_made(threads, &counts);
+  IndexResult r;
+  ASSERT_TRUE(run_benchmark(quiet_options(), w, "lying-test", &r, nullptr).ok());
+  // Dropped loads (every 10th insert) make reads, updates and scans of those
+  // keys fail; every 16th lookup returns a foreign value.
+  EXPECT_GT(r.failures, 0u);
+  EXPECT_FALSE(r.failure_examples.empty());
+  EXPECT_LE(r.failure_examples.size(), kMaxFailureExamples);
+  const uint64_t reads = r.by_type[static_cast<int>(OpType::kRead)].completed;
+  EXPECT_LT(r.by_type[static_cast<int>(OpType::kRead)].succeeded, reads);
+  EXPECT_EQ(r.run.operations, w.total_operations());
+}
+
+INSTANTIATE_TEST_SUITE_P(Threads, DriverThreads, ::testing::Values(1u, 2u));
+
+TEST(Driver, SamplingFractionGivesSomeSamples) {
+  std::array<uint64_t, kOpTypes> counts;
+  Workload w = hand_made(1, &counts);
+  BenchOptions o = quiet_options();
+  o.latency_sample = 0.05;
+  IndexResult r;
+  ASSERT_TRUE(run_benchmark(o, w, "absl-btree", &r, nullptr).ok());
+  EXPECT_GT(r.latency.samples, 0u);
+  EXPECT_LT(r.latency.samples, w.total_operations());
+}
+
+TEST(Driver, DurationStopsEarlyAndCountsStayConsistent) {
+  std::array<uint64_t, kOpTypes> counts;
+  Workload w = hand_made(2, &counts);
+  BenchOptions o = quiet_options();
+  o.duration_seconds = 1e-9;  // expired before the first clock check
+  IndexResult r;
+  ASSERT_TRUE(run_benchmark(o, w, "absl-btree", &r, nullptr).ok());
+  EXPECT_LT(r.run.operations, w.total_operations());
+  uint64_t sum = 0;
+  for (const TypeCounts& c : r.by_type) sum += c.completed;
+  EXPECT_EQ(sum, r.run.operations);
+  EXPECT_EQ(r.failures, 0u);
+}
+
+TEST(Driver, GeneratedYcsbWorkloadsHaveNoFailures) {
+  for (const char* preset : {"ycsb-a", "ycsb-e", "ycsb-f"}) {
+    for (unsigned threads : {1u, 2u}) {
+      WorkloadSpec spec;
+      spec.records = 3000;
+      spec.operations = 3000;
+      spec.threads = threads;
+      ASSERT_TRUE(apply_preset(preset, &spec).ok());
+      Workload w;
+      Status st = make_workload(spec, &w);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      for (const char* index : {"absl-btree", "btree"}) {
+        if (!registered(index)) continue;
+        IndexResult r;
+        BenchOptions o = quiet_options();
+        o.latency_sample = 0.01;
+        st = run_benchmark(o, w, index, &r, nullptr);
+        ASSERT_TRUE(st.ok()) << index << ": " << st.ToString();
+        EXPECT_EQ(r.failures, 0u) << index << " " << preset << " threads " << threads << ": "
+                                  << (r.failure_examples.empty() ? "" : r.failure_examples[0]);
+        EXPECT_EQ(r.run.operations, w.total_operations());
+        EXPECT_TRUE(r.structure.ok()) << r.structure.ToString();
+      }
+      IndexResult lie;
+      ASSERT_TRUE(run_benchmark(quiet_options(), w, "lying-test", &lie, nullptr).ok());
+      EXPECT_GT(lie.failures, 0u) << preset;
+    }
+  }
+}
+
+TEST(Driver, PersistentIndexUsesATemporaryPoolAndRecovers) {
+  const IndexEntry* entry = nullptr;
+  for (const IndexEntry& e : registered_indexes()) {
+    if (e.persistent && e.name != "lying-test") {
+      entry = &e;
+      break;
+    }
+  }
+  if (entry == nullptr) GTEST_SKIP() << "no persistent index registered yet";
+  std::array<uint64_t, kOpTypes> counts;
+  Workload w = hand_made(1, &counts);
+  BenchOptions o = quiet_options();
+  o.pool_path = ::testing::TempDir() + "nvindex-driver-test-" + std::to_string(getpid()) + ".pool";
+  IndexResult r;
+  Status st = run_benchmark(o, w, entry->name, &r, nullptr);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(r.failures, 0u) << (r.failure_examples.empty() ? "" : r.failure_examples[0]);
+  EXPECT_TRUE(r.persistent);
+  EXPECT_TRUE(r.recovery.ok()) << r.recovery.ToString();
+  EXPECT_GT(r.run.pm.flushes, 0u);
+  EXPECT_GT(r.run.pm.fences, 0u);
+  EXPECT_FALSE(std::filesystem::exists(o.pool_path)) << "pool not removed without keep_pool";
+}
+
+TEST(Driver, UnknownIndexAndEmptyWorkloadAreInvalidArgument) {
+  std::array<uint64_t, kOpTypes> counts;
+  Workload w = hand_made(1, &counts);
+  IndexResult r;
+  Status st = run_benchmark(quiet_options(), w, "no-such-index", &r, nullptr);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("absl-btree"), std::string::npos) << st.message();
+  Workload empty;
+  st = run_benchmark(quiet_options(), empty, "absl-btree", &r, nullptr);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument);
+}
+
+TEST(Driver, ParseByteSize) {
+  uint64_t v = 0;
+  ASSERT_TRUE(parse_byte_size("4096", &v).ok());
+  EXPECT_EQ(v, 4096u);
+  ASSERT_TRUE(parse_byte_size("512M", &v).ok());
+  EXPECT_EQ(v, 512ull << 20);
+  ASSERT_TRUE(parse_byte_size("4G", &v).ok());
+  EXPECT_EQ(v, 4ull << 30);
+  ASSERT_TRUE(parse_byte_size("2gib", &v).ok());
+  EXPECT_EQ(v, 2ull << 30);
+  ASSERT_TRUE(parse_byte_size("64KB", &v).ok());
+  EXPECT_EQ(v, 64ull << 10);
+  EXPECT_FALSE(parse_byte_size("", &v).ok());
+  EXPECT_FALSE(parse_byte_size("G", &v).ok());
+  EXPECT_FALSE(parse_byte_size("12X", &v).ok());
+  EXPECT_FALSE(parse_byte_size("-1", &v).ok());
+  EXPECT_FALSE(parse_byte_size("99999999999T", &v).ok());
+}
+
+TEST(Driver, MediaWriteAmplification) {
+  pm::CounterSnapshot c;
+  EXPECT_EQ(media_write_amplification(c), 0.0);
+  c.lines_flushed = 8;  // 512 B of line writes
+  c.media_writes = 4;   // 1024 B of media writes
+  EXPECT_DOUBLE_EQ(media_write_amplification(c), 2.0);
+}
+
+}  // namespace
+}  // namespace nvindex::bench
