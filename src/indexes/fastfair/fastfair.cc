@@ -657,8 +657,14 @@ void FastFair::try_merge(uint32_t level, uint64_t key) {
   Entry* pe = p->entries();
   const bool p_is_root = poff == root_offset();
   if (pn == 0) {
+    // P has a single child: nothing to merge at this level, but P itself is
+    // underfull: merge it one level up (or collapse it if it is the root).
     unlock(poff);
-    if (p_is_root) collapse_root();
+    if (p_is_root) {
+      collapse_root();
+    } else {
+      try_merge(level + 1, key);
+    }
     return;
   }
   const int idx = last_le(pe, pn, key);
@@ -681,8 +687,13 @@ void FastFair::try_merge(uint32_t level, uint64_t key) {
   const uint32_t ln = clamp_count(l);
   const uint32_t rn = clamp_count(r);
   const uint32_t extra = level > 0 ? 1 : 0;
-  if (l->sibling.load(kRlx) != roff || r->low_key.load(kRlx) != sep ||
-      clamp_count(node(coff)) >= cap_ / 4 || ln + rn + extra > cap_ * 3 / 4) {
+  // Merge when the combined node is at most 3/4 full (paper: leaves room, no
+  // split right after); an empty node is absorbed whenever everything fits,
+  // so that empty nodes do not linger next to a fuller neighbour.
+  const uint32_t cn = clamp_count(node(coff));
+  const uint32_t limit = cn == 0 ? cap_ : cap_ * 3 / 4;
+  if (l->sibling.load(kRlx) != roff || r->low_key.load(kRlx) != sep || cn >= cap_ / 4 ||
+      ln + rn + extra > limit) {
     unlock(roff);
     unlock(loff);
     unlock(poff);
