@@ -5,6 +5,7 @@
 
 #include "nvindex/index.h"
 #include "indexes/absl_btree/absl_btree.h"
+#include "indexes/fastfair/fastfair.h"
 #include "indexes/lying/lying.h"
 
 namespace nvindex {
@@ -16,6 +17,7 @@ namespace {
 constexpr IndexEntry kIndexes[] = {
     // {name, description, persistent, factory}
     {"absl-btree", kAbslBtreeDescription, false, &make_absl_btree},
+    {"fastfair", kFastFairDescription, true, &make_fastfair},
     {"lying-test", kLyingDescription, false, &make_lying_index},  // test-only: lies on purpose
 };
 }  // namespace
