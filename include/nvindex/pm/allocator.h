@@ -41,9 +41,9 @@ class Pool;
 
 class Allocator {
  public:
-  static constexpr uint32_t kMinBlock = 64;    ///< smallest class, bytes
-  static constexpr uint32_t kMaxBlock = 4096;  ///< largest class, bytes
-  static constexpr uint32_t kClasses = 7;      ///< 64 .. 4096, powers of two
+  static constexpr uint32_t kMinBlock = 64;          ///< smallest class, bytes
+  static constexpr uint32_t kMaxBlock = 4096;        ///< largest class, bytes
+  static constexpr uint32_t kClasses = 7;            ///< 64 .. 4096, powers of two
   static constexpr uint64_t kChunkSize = 64 * 1024;  ///< bytes per chunk
 
   /// Statistics of one recovery pass.
@@ -70,25 +70,35 @@ class Allocator {
   /// finished on an opened pool). Counts one allocation.
   Status allocate(uint32_t size, uint64_t* off);
 
-  /// Returns a block to the free lists. The caller must have unpublished it
-  /// (no persistent pointer to it remains) first. Counts one free.
+  /// Returns a block to this thread's cache (spilled to the shared list 32 at
+  /// a time). The caller must have unpublished it (no persistent pointer to it
+  /// remains) first. Freeing an offset that is not the start of a block, or
+  /// freeing during recovery, is a program bug: it prints the offset and
+  /// aborts. A double free is not detected. Counts one free.
   void free(uint64_t off);
 
   /// Class size of the block starting at `off`, or 0 if `off` is not the start
   /// of a block in an assigned chunk.
   uint32_t block_size(uint64_t off) const;
 
-  /// Starts a recovery pass: every block is considered unreachable.
+  /// Starts a recovery pass: every block is considered unreachable, the free
+  /// lists and every thread's cached blocks of this allocator are forgotten
+  /// (a new cache generation), allocate() returns Busy until end_recovery().
+  /// DRAM: one 128 B mark bitmap per assigned chunk.
   void begin_recovery();
   /// Marks one block as owned by the index. Corruption if `off` is not the
   /// start of a block in an assigned chunk, or if it was already marked (a
-  /// block owned twice).
+  /// block owned twice); InvalidArgument outside a recovery pass. Safe from
+  /// several threads at once (atomic bit-or on the mark bitmap).
   Status mark_reachable(uint64_t off);
   /// Ends the pass: every unmarked block of every assigned chunk goes to the
-  /// free lists; allocate() works again.
+  /// free lists; allocate() works again. A chunk once assigned keeps its class
+  /// forever (no chunk is returned to the unassigned pool). Without a pass in
+  /// progress it does nothing and returns zero stats.
   RecoveryStats end_recovery();
 
-  /// Bytes in blocks currently handed out (live), by class size.
+  /// Bytes in blocks currently handed out (live), by class size (after
+  /// recovery: the marked blocks).
   uint64_t bytes_in_use() const;
   /// Bytes of the heap (chunks assigned or not).
   uint64_t heap_bytes() const;

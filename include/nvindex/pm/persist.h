@@ -36,7 +36,8 @@ enum class Mode : uint8_t {
   kDram,      ///< volatile: flush and fence do nothing (and count nothing)
   kEmulated,  ///< DRAM-backed mapping, real clwb/clflushopt/sfence (default)
   kDax,       ///< real persistent memory on a DAX file system
-  kCrashSim,  ///< every primitive routed to the crash simulator (issue 3)
+  kCrashSim,  ///< every primitive routed to the crash simulator (issue 3). Until
+              ///< the simulator exists it behaves exactly like kEmulated.
 };
 
 /// "dram", "emulated", "dax", "crash-sim".
@@ -57,7 +58,9 @@ struct PersistConfig {
   bool media_model = false;       ///< feed flushed lines to the XPLine model
 };
 
-/// Installs `config` for the whole process. Call before creating indexes.
+/// Installs `config` for the whole process. Call before creating indexes; not
+/// thread-safe against running primitives. Latency or the media model turn on
+/// the slow path of flush()/fence() (one predictable branch when off).
 void configure(const PersistConfig& config);
 /// Parses "flush=N,fence=N" (either part optional, N in ns) into *config.
 /// InvalidArgument on any other text.
@@ -161,14 +164,26 @@ inline void move(void* dst, const void* src, size_t n) { std::memmove(dst, src, 
 inline void fill(void* dst, int byte, size_t n) { std::memset(dst, byte, n); }
 
 /// Non-temporal copy of n bytes into PM (bypasses the cache; still needs a
-/// fence() to be ordered). Counts n non-temporal bytes. Any alignment.
+/// fence() to be ordered and durable). Any alignment: the 16 B-aligned part of
+/// the destination is written with movntdq, an 8 B remainder with movnti, and
+/// the unaligned head and tail (< 16 B each) with plain stores that are
+/// flushed. Counts only the streamed bytes as nt_bytes (plus the flushed head
+/// and tail lines). In kDram a plain memcpy that counts nothing.
 void nt_copy(void* dst, const void* src, size_t n);
 
 /// Adds n bytes to this thread's log-bytes counter (WAL and micro-logs call
 /// this for every record they append).
 inline void count_log_bytes(uint64_t n) { bump(thread_counters().log_bytes, n); }
 
-/// Media model (DESIGN.md §3): drains the write-combining buffer (each entry
+/// Media model (DESIGN.md §3): flushed lines enter a FIFO write-combining
+/// buffer of 64 XPLines (16 KiB, like Optane's XPBuffer, Yang et al. FAST'20
+/// §3.2); a line whose XPLine is buffered combines for free, an XPLine that
+/// leaves the buffer counts one 256 B media write (media_writes) in the thread
+/// that evicted it. Media write amplification = media_writes * 256 /
+/// (lines_flushed * 64), computed by the harness. Lines written with nt_copy's
+/// non-temporal stores are not fed to the model.
+///
+/// media_drain() drains the write-combining buffer (each entry
 /// still held becomes one 256 B media write) so that the media_writes counter
 /// is complete. Call at the end of a measured phase. No-op when the model is off.
 void media_drain();

@@ -83,8 +83,11 @@ class Pool {
   /// multiple of 4096) at `path` holding layout `layout` (1..31 bytes), maps
   /// it in `mode` (kEmulated, kDax or kCrashSim; kDax requires a DAX mapping
   /// and fails otherwise) and formats the header and allocator metadata.
-  /// Errors: InvalidArgument (size, layout, mode), AlreadyExists (the file
-  /// exists: create never overwrites), IOError (create, fallocate, map).
+  /// Errors: InvalidArgument (size, layout, or mode kDram: use
+  /// create_anonymous), AlreadyExists (the file exists: create never
+  /// overwrites), NotSupported (kDax on a file libpmem2 cannot map with
+  /// cache-line store granularity, i.e. not on a DAX file system), IOError
+  /// (create, fallocate, map). On error no file is left behind.
   static Status create(const std::string& path, uint64_t size, std::string_view layout, Mode mode,
                        std::unique_ptr<Pool>* out);
 
@@ -94,12 +97,20 @@ class Pool {
   /// `layout` (InvalidArgument naming both layouts). On any error the file is
   /// not modified. On success clears the clean-shutdown flag (NAW) and
   /// remembers whether it was set. The allocator then needs recovery (see
-  /// Allocator::begin_recovery) before it hands out blocks.
+  /// Allocator::begin_recovery) before it hands out blocks. Other errors:
+  /// NotFound (no such file), Corruption "not an nvindex pool (file too
+  /// small)" / "(bad magic)", a damaged allocator metadata or chunk table,
+  /// Busy (the pool is open already: an exclusive flock is held while open),
+  /// InvalidArgument (mode kDram), NotSupported/IOError as for create().
   static Status open(const std::string& path, std::string_view layout, Mode mode,
                      std::unique_ptr<Pool>* out);
 
   /// Creates a pool in anonymous DRAM (no file), formatted like create().
-  /// For volatile runs and tests; nothing survives the process.
+  /// For volatile runs and tests; nothing survives the process. Mapped with
+  /// plain mmap (MAP_ANONYMOUS | MAP_NORESERVE), not libpmem2: there is no file
+  /// whose store granularity libpmem2 could detect, and nothing is durable.
+  /// mode() is the process-wide mode at creation (the primitives follow it).
+  /// Errors: InvalidArgument (size, layout), IOError (mmap).
   static Status create_anonymous(uint64_t size, std::string_view layout,
                                  std::unique_ptr<Pool>* out);
 
@@ -108,7 +119,8 @@ class Pool {
   /// bad checksum is reported in info->checksum_ok rather than as an error.
   static Status read_header(const std::string& path, PoolHeaderInfo* info);
 
-  /// Sets the clean-shutdown flag (NAW) and unmaps.
+  /// Sets the clean-shutdown flag (NAW: the index must have persisted its
+  /// state before), unmaps, closes the file (releasing the lock).
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
