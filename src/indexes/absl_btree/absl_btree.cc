@@ -7,6 +7,7 @@
 // scale writes, and says so by being what it is.
 #include "indexes/absl_btree/absl_btree.h"
 
+#include <mutex>
 #include <shared_mutex>
 
 #include "absl/container/btree_map.h"
