@@ -6,6 +6,7 @@
 #include "nvindex/index.h"
 #include "indexes/absl_btree/absl_btree.h"
 #include "indexes/fastfair/fastfair.h"
+#include "indexes/btree/btree.h"
 #include "indexes/lying/lying.h"
 
 namespace nvindex {
@@ -18,6 +19,7 @@ constexpr IndexEntry kIndexes[] = {
     // {name, description, persistent, factory}
     {"absl-btree", kAbslBtreeDescription, false, &make_absl_btree},
     {"fastfair", kFastFairDescription, true, &make_fastfair},
+    {"btree", kBtreeDescription, false, &make_btree},
     {"lying-test", kLyingDescription, false, &make_lying_index},  // test-only: lies on purpose
 };
 }  // namespace

@@ -1,0 +1,29 @@
+// btree: the volatile B+-tree baseline (DESIGN.md §1), with optimistic
+// version-lock concurrency. See btree.cc for the node layout and the protocol.
+#pragma once
+
+#include <memory>
+
+#include "nvindex/index.h"
+
+namespace nvindex {
+
+inline constexpr char kBtreeDescription[] =
+    "volatile B+-tree, sorted nodes, linear search, optimistic lock coupling with B-link "
+    "right links and fence keys (Ni et al. 2020 §3.1; Cha et al. OLFIT, VLDB'01)";
+
+/// Smallest and largest node size "btree" accepts, bytes (IndexOptions::node_size).
+inline constexpr uint32_t kBtreeMinNodeSize = 128;
+inline constexpr uint32_t kBtreeMaxNodeSize = 4096;
+
+/// Factory for "btree": a volatile (Placement::kDram), ordered, thread-safe
+/// B+-tree over uint64_t keys and 8-byte values (every value, 0 included, is
+/// valid). Uses IndexOptions::node_size (bytes per node: 128..4096, a multiple
+/// of 64; default 512); a 512 B leaf holds 29 pairs, a 512 B inner node 29
+/// separators and 30 children (see the layout table in btree.cc). Ignores the
+/// pool, fill factor and extra options.
+/// Errors: InvalidArgument when node_size is outside [128, 4096] or not a
+/// multiple of 64.
+Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+
+}  // namespace nvindex
