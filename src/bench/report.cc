@@ -1,0 +1,379 @@
+// Text and JSON benchmark reports. See report.h.
+#include "bench/report.h"
+
+#include <fmt/format.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "nvindex/pm/persist.h"
+
+namespace nvindex::bench {
+namespace {
+
+using nlohmann::json;
+
+constexpr OpType kAllTypes[] = {OpType::kRead,   OpType::kInsert, OpType::kUpdate,
+                                OpType::kRemove, OpType::kScan,   OpType::kReadModifyWrite};
+
+double per_op(uint64_t count, uint64_t ops) {
+  return ops ? static_cast<double>(count) / static_cast<double>(ops) : 0.0;
+}
+
+json pm_json(const pm::CounterSnapshot& c, uint64_t ops) {
+  return json{{"flushes", c.flushes},
+              {"lines_flushed", c.lines_flushed},
+              {"fences", c.fences},
+              {"naws", c.naws},
+              {"media_writes", c.media_writes},
+              {"nt_bytes", c.nt_bytes},
+              {"log_bytes", c.log_bytes},
+              {"allocs", c.allocs},
+              {"frees", c.frees},
+              {"media_write_amplification", media_write_amplification(c)},
+              {"per_op",
+               {{"flushes", per_op(c.flushes, ops)},
+                {"lines_flushed", per_op(c.lines_flushed, ops)},
+                {"fences", per_op(c.fences, ops)},
+                {"naws", per_op(c.naws, ops)},
+                {"media_writes", per_op(c.media_writes, ops)},
+                {"log_bytes", per_op(c.log_bytes, ops)}}}};
+}
+
+std::string_view placement_name(Placement p) {
+  switch (p) {
+    case Placement::kDram:
+      return "dram";
+    case Placement::kPmOnly:
+      return "pm-only";
+    case Placement::kSelective:
+      return "selective";
+  }
+  return "?";
+}
+
+json info_json(const IndexInfo& i) {
+  return json{{"name", i.name},
+              {"description", i.description},
+              {"ordered", i.caps.ordered},
+              {"persistent", i.caps.persistent},
+              {"thread_safe", i.caps.thread_safe},
+              {"string_keys", i.caps.string_keys},
+              {"placement", placement_name(i.caps.placement)},
+              {"node_size", i.node_size},
+              {"dram_bytes", i.dram_bytes},
+              {"pm_bytes", i.pm_bytes}};
+}
+
+std::string si(double v) {
+  if (v >= 1e9) return fmt::format("{:.2f} G", v / 1e9);
+  if (v >= 1e6) return fmt::format("{:.2f} M", v / 1e6);
+  if (v >= 1e3) return fmt::format("{:.2f} K", v / 1e3);
+  return fmt::format("{:.2f} ", v);
+}
+
+std::string bytes_str(uint64_t b) {
+  if (b >= (1ull << 30)) return fmt::format("{:.2f} GiB", b / double(1ull << 30));
+  if (b >= (1ull << 20)) return fmt::format("{:.2f} MiB", b / double(1ull << 20));
+  if (b >= (1ull << 10)) return fmt::format("{:.2f} KiB", b / double(1ull << 10));
+  return fmt::format("{} B", b);
+}
+
+void pm_text(std::string* s, std::string_view phase, const pm::CounterSnapshot& c, uint64_t ops,
+             bool media) {
+  *s += fmt::format(
+      "\t{} PM: flushes {} ({:.2f}/op), lines flushed {} ({:.2f}/op), fences {} ({:.2f}/op), "
+      "NAWs {} ({:.2f}/op)",
+      phase, c.flushes, per_op(c.flushes, ops), c.lines_flushed, per_op(c.lines_flushed, ops),
+      c.fences, per_op(c.fences, ops), c.naws, per_op(c.naws, ops));
+  if (media) {
+    *s += fmt::format(", media writes {} ({:.2f}/op, write amplification {:.2f})", c.media_writes,
+                      per_op(c.media_writes, ops), media_write_amplification(c));
+  }
+  *s += "\n";
+}
+
+}  // namespace
+
+MachineInfo collect_machine_info() {
+  MachineInfo m;
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) == 0) m.hostname = host;
+  m.cpu_model = "unknown";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        size_t b = line.find_first_not_of(" \t", colon + 1);
+        m.cpu_model = b == std::string::npos ? "" : line.substr(b);
+      }
+      break;
+    }
+  }
+  m.cores = std::thread::hardware_concurrency();
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) m.memory_bytes = static_cast<uint64_t>(pages) * page;
+  m.flush_instruction = std::string(pm::flush_instruction_name(pm::flush_instruction()));
+  struct utsname u;
+  if (uname(&u) == 0) m.kernel = std::string(u.sysname) + " " + u.release;
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char date[32];
+  std::strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  m.date = date;
+  return m;
+}
+
+json options_json(const BenchReport& r) {
+  const WorkloadSpec& w = r.spec;
+  const BenchOptions& o = r.options;
+  json j{{"indexes", r.indexes},
+         {"workload", w.name},
+         {"records", w.records},
+         {"operations", w.operations},
+         {"threads", w.threads},
+         {"read_ratio", w.read_ratio},
+         {"insert_ratio", w.insert_ratio},
+         {"update_ratio", w.update_ratio},
+         {"remove_ratio", w.remove_ratio},
+         {"scan_ratio", w.scan_ratio},
+         {"rmw_ratio", w.rmw_ratio},
+         {"scan_size", w.scan_size},
+         {"scan_uniform", w.scan_uniform},
+         {"distribution", distribution_name(w.distribution)},
+         {"skew", w.skew},
+         {"sequential_keys", w.sequential_keys},
+         {"seed", w.seed},
+         {"keys_file", w.keys_file},
+         {"trace_load", w.trace_load},
+         {"trace_run", w.trace_run},
+         {"duration_seconds", o.duration_seconds},
+         {"latency_sample", o.latency_sample},
+         {"pool", o.pool_path},
+         {"pool_size", o.pool_size},
+         {"keep_pool", o.keep_pool},
+         {"pm_mode", pm::mode_name(o.pm.mode)},
+         {"flush_latency_ns", o.pm.flush_latency_ns},
+         {"fence_latency_ns", o.pm.fence_latency_ns},
+         {"media_model", o.pm.media_model},
+         {"node_size", o.node_size},
+         {"pin_threads", o.pin_threads},
+         {"index_options", o.index_extra}};
+  if (r.extra_options.is_object()) {
+    for (auto it = r.extra_options.begin(); it != r.extra_options.end(); ++it) j[it.key()] = *it;
+  }
+  return j;
+}
+
+json result_json(const IndexResult& r) {
+  json by_type = json::object();
+  for (OpType t : kAllTypes) {
+    const TypeCounts& c = r.by_type[static_cast<int>(t)];
+    by_type[std::string(op_name(t))] = {
+        {"completed", c.completed},
+        {"succeeded", c.succeeded},
+        {"throughput", r.run.seconds > 0 ? c.completed / r.run.seconds : 0.0}};
+  }
+  const LatencySummary& l = r.latency;
+  json j{
+      {"index", r.index},
+      {"info", info_json(r.info)},
+      {"load",
+       {{"operations", r.load.operations},
+        {"seconds", r.load.seconds},
+        {"throughput", r.load.throughput},
+        {"pm", pm_json(r.load.pm, r.load.operations)}}},
+      {"run",
+       {{"operations", r.run.operations},
+        {"seconds", r.run.seconds},
+        {"throughput", r.run.throughput},
+        {"skipped", r.skipped},
+        {"by_type", by_type},
+        {"latency_ns",
+         {{"samples", l.samples},
+          {"min", l.min},
+          {"p50", l.p50},
+          {"p90", l.p90},
+          {"p99", l.p99},
+          {"p99_9", l.p99_9},
+          {"p99_99", l.p99_99},
+          {"p99_999", l.p99_999},
+          {"max", l.max}}},
+        {"pm", pm_json(r.run.pm, r.run.operations)},
+        {"timeline", r.timeline},
+        {"timeline_last_seconds", r.timeline_last_fraction}}},
+      {"verification",
+       {{"checked", r.checked},
+        {"failures", r.failures},
+        {"examples", r.failure_examples},
+        {"structure",
+         {{"ok", r.structure.ok()},
+          {"message", r.structure.ok() ? "" : r.structure.ToString()},
+          {"keys", r.verify_report.keys},
+          {"leaves", r.verify_report.leaves},
+          {"inner_nodes", r.verify_report.inner_nodes},
+          {"height", r.verify_report.height}}}}},
+      {"memory", {{"dram_bytes", r.info.dram_bytes}, {"pm_bytes", r.info.pm_bytes}}},
+      {"media_model", r.media_model},
+      {"media_write_amplification", r.media_model ? media_write_amplification(r.run.pm) : 0.0},
+  };
+  if (r.persistent) {
+    j["recovery_seconds"] = r.recovery_seconds;
+    j["recovery"] = r.recovery.ok() ? "ok" : r.recovery.ToString();
+    j["pool"] = r.pool_path;
+  }
+  return j;
+}
+
+json report_json(const BenchReport& r) {
+  const MachineInfo& m = r.machine;
+  json results = json::array();
+  for (const IndexResult& x : r.results) results.push_back(result_json(x));
+  json errors = json::array();
+  for (const auto& [name, st] : r.errors)
+    errors.push_back({{"index", name}, {"error", st.ToString()}});
+  const WorkloadSpec& w = r.spec;
+  std::string spec = fmt::format(
+      "records={} operations={} threads={} read={} insert={} update={} remove={} scan={} rmw={} "
+      "scan_size={}{} distribution={} skew={} sequential_keys={} seed={}",
+      w.records, w.operations, w.threads, w.read_ratio, w.insert_ratio, w.update_ratio,
+      w.remove_ratio, w.scan_ratio, w.rmw_ratio, w.scan_size, w.scan_uniform ? " (uniform)" : "",
+      distribution_name(w.distribution), w.skew, w.sequential_keys, w.seed);
+  if (!w.trace_load.empty() || !w.trace_run.empty()) {
+    spec += " trace_load=" + w.trace_load + " trace_run=" + w.trace_run;
+  }
+  return json{{"schema", kBenchSchema},
+              {"machine",
+               {{"hostname", m.hostname},
+                {"cpu_model", m.cpu_model},
+                {"cores", m.cores},
+                {"memory_bytes", m.memory_bytes},
+                {"flush_instruction", m.flush_instruction},
+                {"kernel", m.kernel},
+                {"date", m.date},
+                {"version", m.version}}},
+              {"options", options_json(r)},
+              {"workload", {{"name", w.name}, {"spec", spec}}},
+              {"results", results},
+              {"errors", errors}};
+}
+
+std::string comparison_table(const std::vector<IndexResult>& results) {
+  if (results.empty()) return "";
+  std::string s =
+      fmt::format("{:<22} {:>14} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "index", "ops/s",
+                  "ratio", "p50 ns", "p99 ns", "flush/op", "lines/op", "fence/op");
+  const double base = results.front().run.throughput;
+  for (const IndexResult& r : results) {
+    const uint64_t ops = r.run.operations;
+    s += fmt::format("{:<22} {:>14.0f} {:>8.2f} {:>10} {:>10} {:>10.2f} {:>10.2f} {:>10.2f}\n",
+                     r.index, r.run.throughput, base > 0 ? r.run.throughput / base : 0.0,
+                     r.latency.p50, r.latency.p99, per_op(r.run.pm.flushes, ops),
+                     per_op(r.run.pm.lines_flushed, ops), per_op(r.run.pm.fences, ops));
+  }
+  return s;
+}
+
+std::string report_text(const BenchReport& r) {
+  const WorkloadSpec& w = r.spec;
+  const BenchOptions& o = r.options;
+  const MachineInfo& m = r.machine;
+  std::string s;
+  s += fmt::format("nvindex {} bench ({}), {}\n", m.version, kBenchSchema, m.date);
+  s += fmt::format("Machine: {} | {} | {} cores | {} | flush: {} | {}\n", m.hostname, m.cpu_model,
+                   m.cores, bytes_str(m.memory_bytes), m.flush_instruction, m.kernel);
+  s += "Benchmark Options:\n";
+  s += fmt::format("\t# Indexes: {}\n", fmt::join(r.indexes, ", "));
+  s += fmt::format("\t# Workload: {}\n", w.name);
+  if (!w.trace_load.empty() || !w.trace_run.empty()) {
+    s += fmt::format("\t# Traces: load {} | run {}\n", w.trace_load.empty() ? "-" : w.trace_load,
+                     w.trace_run.empty() ? "-" : w.trace_run);
+  }
+  if (!w.keys_file.empty()) s += fmt::format("\t# Keys file: {}\n", w.keys_file);
+  s += fmt::format("\t# Records: {}\n\t# Operations: {}\n\t# Threads: {}\n", w.records,
+                   w.operations, w.threads);
+  if (o.duration_seconds > 0) s += fmt::format("\t# Duration: {} s\n", o.duration_seconds);
+  s += fmt::format("\t# Sampling: {:g}%\n", o.latency_sample * 100);
+  s += fmt::format(
+      "\t# Operations ratio:\n\t\tRead: {:g}\n\t\tInsert: {:g}\n\t\tUpdate: {:g}\n\t\tRemove: "
+      "{:g}\n\t\tScan: {:g} (size {}{})\n\t\tRead-modify-write: {:g}\n",
+      w.read_ratio, w.insert_ratio, w.update_ratio, w.remove_ratio, w.scan_ratio, w.scan_size,
+      w.scan_uniform ? ", uniform 1..size" : "", w.rmw_ratio);
+  s += fmt::format("\t# Key distribution: {} (skew {:g}), {} keys, seed {}\n",
+                   distribution_name(w.distribution), w.skew,
+                   w.sequential_keys ? "sequential" : "hashed", w.seed);
+  s += fmt::format(
+      "\t# PM: mode {}, flush latency {} ns, fence latency {} ns, media model {}, node size {} "
+      "B\n",
+      pm::mode_name(o.pm.mode), o.pm.flush_latency_ns, o.pm.fence_latency_ns,
+      o.pm.media_model ? "on" : "off", o.node_size);
+  s += fmt::format("\t# Pool: {}, size {}{}\n", o.pool_path.empty() ? "temporary" : o.pool_path,
+                   o.pool_size ? bytes_str(o.pool_size) : "automatic", o.keep_pool ? ", kept" : "");
+
+  for (const IndexResult& x : r.results) {
+    s += fmt::format("\n== {} ({})\n", x.index, x.info.description);
+    s += "Overview:\n";
+    s += fmt::format("\tLoad time: {:.3f} s\n\tLoad throughput: {}ops/s ({} ops)\n", x.load.seconds,
+                     si(x.load.throughput), x.load.operations);
+    s += fmt::format("\tRun time: {:.3f} s\n\tRun throughput: {}ops/s ({} ops", x.run.seconds,
+                     si(x.run.throughput), x.run.operations);
+    if (x.skipped) s += fmt::format(", {} scans skipped: index is unordered", x.skipped);
+    s += ")\n";
+    s += "\tPer operation type (completed / succeeded / ops/s):\n";
+    for (OpType t : kAllTypes) {
+      const TypeCounts& c = x.by_type[static_cast<int>(t)];
+      if (c.completed == 0) continue;
+      s += fmt::format("\t\t{:<6} {:>12} / {:>12} / {}ops/s\n", op_name(t), c.completed,
+                       c.succeeded, si(x.run.seconds > 0 ? c.completed / x.run.seconds : 0));
+    }
+    const LatencySummary& l = x.latency;
+    s += fmt::format("Latencies (ns, {} samples):\n", l.samples);
+    s += fmt::format(
+        "\tmin: {}\n\t50%: {}\n\t90%: {}\n\t99%: {}\n\t99.9%: {}\n\t99.99%: {}\n\t99.999%: "
+        "{}\n\tmax: {}\n",
+        l.min, l.p50, l.p90, l.p99, l.p99_9, l.p99_99, l.p99_999, l.max);
+    s += "PM counters:\n";
+    pm_text(&s, "load", x.load.pm, x.load.operations, x.media_model);
+    pm_text(&s, "run ", x.run.pm, x.run.operations, x.media_model);
+    s += fmt::format("Memory: DRAM {}, PM {}\n", bytes_str(x.info.dram_bytes),
+                     bytes_str(x.info.pm_bytes));
+    if (x.persistent) {
+      s += fmt::format("Recovery: {:.6f} s ({})\n", x.recovery_seconds,
+                       x.recovery.ok() ? "ok" : x.recovery.ToString());
+    }
+    s += fmt::format("Verification: {} operations checked, {} failures{}\n", x.checked, x.failures,
+                     x.failures ? " -- RESULTS ARE WRONG" : "");
+    for (const std::string& e : x.failure_examples) s += "\t" + e + "\n";
+    if (x.structure.ok()) {
+      s += fmt::format("\tstructure: ok ({} keys, {} leaves, {} inner nodes, height {})\n",
+                       x.verify_report.keys, x.verify_report.leaves, x.verify_report.inner_nodes,
+                       x.verify_report.height);
+    } else {
+      s += "\tstructure: " + x.structure.ToString() + "\n";
+    }
+  }
+  for (const auto& [name, st] : r.errors) {
+    s += fmt::format("\n== {}: could not run: {}\n", name, st.ToString());
+  }
+  if (r.results.size() > 1) {
+    s += "\nComparison (run phase; ratio to " + r.results.front().index + "):\n";
+    s += comparison_table(r.results);
+  }
+  return s;
+}
+
+bool report_has_failures(const BenchReport& r) {
+  if (!r.errors.empty()) return true;
+  for (const IndexResult& x : r.results) {
+    if (x.failures > 0 || !x.structure.ok() || (x.persistent && !x.recovery.ok())) return true;
+  }
+  return false;
+}
+
+}  // namespace nvindex::bench

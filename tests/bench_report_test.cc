@@ -1,0 +1,213 @@
+// Tests of the reports (src/bench/report.h) and the statistics
+// (src/bench/stats.h): every fixed JSON field name with the right type, the
+// text report's sections and comparison table, nearest-rank percentiles on
+// known sample vectors, and the latency sampler's rate.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "bench/report.h"
+#include "bench/stats.h"
+
+namespace nvindex::bench {
+namespace {
+
+using nlohmann::json;
+
+IndexResult fake_result(const std::string& name, double throughput, bool persistent) {
+  IndexResult r;
+  r.index = name;
+  r.info.name = name;
+  r.info.description = "test index " + name;
+  r.info.dram_bytes = 1 << 20;
+  r.info.pm_bytes = persistent ? 2 << 20 : 0;
+  r.persistent = persistent;
+  r.load = PhaseResult{1000, 0.5, 2000, {}};
+  r.run = PhaseResult{4000, 4000 / throughput, throughput, {}};
+  r.run.pm.flushes = persistent ? 8000 : 0;
+  r.run.pm.lines_flushed = persistent ? 8000 : 0;
+  r.run.pm.fences = persistent ? 4000 : 0;
+  r.by_type[static_cast<int>(OpType::kRead)] = {3000, 3000};
+  r.by_type[static_cast<int>(OpType::kUpdate)] = {1000, 999};
+  std::vector<uint64_t> lat(100);
+  std::iota(lat.begin(), lat.end(), 100);
+  r.latency = summarize_latencies(&lat);
+  r.timeline = {3000, 1000};
+  r.checked = 5001;
+  r.failures = 0;
+  return r;
+}
+
+BenchReport fake_report() {
+  BenchReport rep;
+  rep.machine = collect_machine_info();
+  rep.spec.name = "ycsb-a";
+  rep.spec.read_ratio = 0.5;
+  rep.spec.update_ratio = 0.5;
+  rep.indexes = {"alpha", "beta"};
+  rep.results.push_back(fake_result("alpha", 1000, false));
+  rep.results.push_back(fake_result("beta", 2500, true));
+  return rep;
+}
+
+void expect_pm(const json& pm) {
+  for (const char* k : {"flushes", "lines_flushed", "fences", "naws", "media_writes"}) {
+    ASSERT_TRUE(pm.contains(k)) << k;
+    EXPECT_TRUE(pm[k].is_number_unsigned()) << k;
+  }
+  ASSERT_TRUE(pm.contains("per_op"));
+  for (const char* k : {"flushes", "lines_flushed", "fences"}) {
+    ASSERT_TRUE(pm["per_op"].contains(k)) << k;
+    EXPECT_TRUE(pm["per_op"][k].is_number()) << k;
+  }
+}
+
+TEST(ReportJson, HasEveryFixedFieldWithTheRightType) {
+  const json j = report_json(fake_report());
+  EXPECT_EQ(j["schema"], "nvindex.bench/1");
+  ASSERT_TRUE(j["machine"].is_object());
+  for (const char* k :
+       {"hostname", "cpu_model", "flush_instruction", "kernel", "date", "version"}) {
+    EXPECT_TRUE(j["machine"][k].is_string()) << k;
+  }
+  EXPECT_TRUE(j["machine"]["cores"].is_number_unsigned());
+  EXPECT_TRUE(j["machine"]["memory_bytes"].is_number_unsigned());
+  const std::string date = j["machine"]["date"];
+  EXPECT_EQ(date.size(), 20u) << date;  // 2024-05-01T12:00:00Z
+  EXPECT_EQ(date.back(), 'Z');
+  ASSERT_TRUE(j["options"].is_object());
+  for (const char* k :
+       {"records", "operations", "threads", "read_ratio", "insert_ratio", "update_ratio",
+        "remove_ratio", "scan_ratio", "rmw_ratio", "scan_size", "distribution", "skew", "seed",
+        "latency_sample", "pm_mode", "node_size", "pool_size", "media_model", "duration_seconds"}) {
+    EXPECT_TRUE(j["options"].contains(k)) << k;
+  }
+  EXPECT_EQ(j["workload"]["name"], "ycsb-a");
+  EXPECT_TRUE(j["workload"]["spec"].is_string());
+
+  ASSERT_TRUE(j["results"].is_array());
+  ASSERT_EQ(j["results"].size(), 2u);
+  for (const json& r : j["results"]) {
+    EXPECT_TRUE(r["index"].is_string());
+    EXPECT_TRUE(r["info"].is_object());
+    for (const char* phase : {"load", "run"}) {
+      const json& p = r[phase];
+      EXPECT_TRUE(p["operations"].is_number_unsigned()) << phase;
+      EXPECT_TRUE(p["seconds"].is_number_float()) << phase;
+      EXPECT_TRUE(p["throughput"].is_number_float()) << phase;
+      expect_pm(p["pm"]);
+    }
+    const json& run = r["run"];
+    ASSERT_TRUE(run["by_type"].is_object());
+    for (const char* t : {"read", "insert", "update", "remove", "scan", "rmw"}) {
+      ASSERT_TRUE(run["by_type"].contains(t)) << t;
+      EXPECT_TRUE(run["by_type"][t]["completed"].is_number_unsigned()) << t;
+      EXPECT_TRUE(run["by_type"][t]["succeeded"].is_number_unsigned()) << t;
+      EXPECT_TRUE(run["by_type"][t]["throughput"].is_number()) << t;
+    }
+    EXPECT_EQ(run["by_type"]["update"]["succeeded"], 999u);
+    for (const char* k :
+         {"samples", "min", "p50", "p90", "p99", "p99_9", "p99_99", "p99_999", "max"}) {
+      EXPECT_TRUE(run["latency_ns"][k].is_number_unsigned()) << k;
+    }
+    EXPECT_EQ(run["latency_ns"]["samples"], 100u);
+    EXPECT_EQ(run["latency_ns"]["p50"], 149u);
+    EXPECT_TRUE(run["timeline"].is_array());
+    EXPECT_TRUE(r["verification"]["checked"].is_number_unsigned());
+    EXPECT_TRUE(r["verification"]["failures"].is_number_unsigned());
+    EXPECT_TRUE(r["verification"]["examples"].is_array());
+    EXPECT_TRUE(r["memory"]["dram_bytes"].is_number_unsigned());
+    EXPECT_TRUE(r["memory"]["pm_bytes"].is_number_unsigned());
+    EXPECT_TRUE(r["media_write_amplification"].is_number());
+  }
+  EXPECT_FALSE(j["results"][0].contains("recovery_seconds"));  // volatile
+  EXPECT_TRUE(j["results"][1]["recovery_seconds"].is_number());
+  EXPECT_DOUBLE_EQ(j["results"][1]["run"]["pm"]["per_op"]["flushes"].get<double>(), 2.0);
+  EXPECT_TRUE(j["errors"].is_array());
+  // Round trip through text: what a script would parse.
+  EXPECT_EQ(json::parse(j.dump()), j);
+}
+
+TEST(ReportText, HasSectionsAndComparisonTable) {
+  BenchReport rep = fake_report();
+  const std::string t = report_text(rep);
+  for (const char* s :
+       {"Benchmark Options", "Records", "Overview", "Load throughput", "Run throughput",
+        "Latencies", "99.999%", "PM counters", "Memory", "Verification", "Recovery", "Comparison",
+        "ratio", "flush/op", "lines/op", "fence/op", "== alpha", "== beta"}) {
+    EXPECT_NE(t.find(s), std::string::npos) << "missing '" << s << "' in\n" << t;
+  }
+  const std::string table = comparison_table(rep.results);
+  // Header plus one row per index; beta is 2.5 times alpha.
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 3);
+  EXPECT_NE(table.find("2.50"), std::string::npos) << table;
+  EXPECT_NE(table.find("1.00"), std::string::npos) << table;
+  EXPECT_NE(t.find(table), std::string::npos);
+
+  // One index: no comparison table.
+  rep.results.pop_back();
+  EXPECT_EQ(report_text(rep).find("Comparison"), std::string::npos);
+}
+
+TEST(ReportFailures, FailuresErrorsAndBadStructureCount) {
+  BenchReport rep = fake_report();
+  EXPECT_FALSE(report_has_failures(rep));
+  rep.results[0].failures = 3;
+  rep.results[0].failure_examples = {"run thread 0 op 1: read key 5: expected found"};
+  EXPECT_TRUE(report_has_failures(rep));
+  EXPECT_NE(report_text(rep).find("expected found"), std::string::npos);
+  rep.results[0].failures = 0;
+  rep.results[1].recovery = Status::Corruption("bad");
+  EXPECT_TRUE(report_has_failures(rep));
+  rep.results[1].recovery = Status::Ok();
+  rep.errors.emplace_back("gamma", Status::OutOfSpace("pool full"));
+  EXPECT_TRUE(report_has_failures(rep));
+  EXPECT_EQ(report_json(rep)["errors"][0]["index"], "gamma");
+}
+
+TEST(Stats, NearestRankPercentilesOfOneToHundred) {
+  std::vector<uint64_t> v(100);
+  std::iota(v.begin(), v.end(), 1);
+  std::reverse(v.begin(), v.end());  // summarize sorts
+  const LatencySummary s = summarize_latencies(&v);
+  EXPECT_EQ(s.samples, 100u);
+  EXPECT_EQ(s.min, 1u);
+  EXPECT_EQ(s.p50, 50u);
+  EXPECT_EQ(s.p90, 90u);
+  EXPECT_EQ(s.p99, 99u);
+  EXPECT_EQ(s.p99_9, 100u);
+  EXPECT_EQ(s.p99_99, 100u);
+  EXPECT_EQ(s.p99_999, 100u);
+  EXPECT_EQ(s.max, 100u);
+}
+
+TEST(Stats, NearestRankEdgeCases) {
+  std::vector<uint64_t> v(1000);
+  std::iota(v.begin(), v.end(), 1);
+  EXPECT_EQ(nearest_rank(v, 99.9), 999u);  // ceil(0.999 * 1000) = 999, not 1000
+  EXPECT_EQ(nearest_rank(v, 0), 1u);
+  EXPECT_EQ(nearest_rank(v, 100), 1000u);
+  EXPECT_EQ(nearest_rank(std::vector<uint64_t>{}, 50), 0u);
+  EXPECT_EQ(nearest_rank(std::vector<uint64_t>{7}, 99.999), 7u);
+  std::vector<uint64_t> empty;
+  EXPECT_EQ(summarize_latencies(&empty).samples, 0u);
+}
+
+TEST(Stats, SamplerRate) {
+  LatencySampler all(1.0, 1), none(0.0, 1), some(0.01, 42);
+  uint64_t a = 0, n = 0, s = 0;
+  for (uint64_t i = 0; i < 100000; ++i) {
+    a += all.should_sample(i);
+    n += none.should_sample(i);
+    s += some.should_sample(i);
+  }
+  EXPECT_EQ(a, 100000u);
+  EXPECT_EQ(n, 0u);
+  EXPECT_GT(s, 800u);  // mean 1000; the gap is uniform in [1, 199]
+  EXPECT_LT(s, 1200u);
+}
+
+}  // namespace
+}  // namespace nvindex::bench
