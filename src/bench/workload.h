@@ -80,9 +80,11 @@ struct WorkloadSpec {
   uint32_t scan_size = 100;   ///< pairs per scan (max length when scan_uniform)
   bool scan_uniform = false;  ///< YCSB E: scan length uniform in [1, scan_size]
   Distribution distribution = Distribution::kUniform;
-  double skew = 0.99;  ///< zipfian theta, or self-similar h
+  double skew = 0.99;  ///< zipfian/latest theta in (0, 1), or self-similar h in (0, 1)
   /// Key values: false = the i-th key is FNV-1a 64 of i (YCSB's hashed
   /// insert order: random-looking 64-bit keys); true = the i-th key is i+1.
+  /// A key equal to 0 or to an earlier key (FNV-1a 64 is not injective;
+  /// practically never) is skipped, so all keys of a workload are distinct.
   bool sequential_keys = false;
   uint64_t seed = 1;       ///< every random choice derives from it
   std::string keys_file;   ///< one decimal key per line; load keys come from it
