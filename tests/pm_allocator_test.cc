@@ -236,7 +236,7 @@ TEST(Allocator, ParallelMarking) {
   std::vector<uint64_t> blocks;
   for (int i = 0; i < 4000; ++i) {
     uint64_t off = 0;
-    ASSERT_TRUE(a.allocate(64u << (i % 3), &off).ok());
+    ASSERT_TRUE(a.allocate(64u << (i % 7), &off).ok());  // every class
     blocks.push_back(off);
   }
   a.begin_recovery();
@@ -247,7 +247,19 @@ TEST(Allocator, ParallelMarking) {
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(a.end_recovery().reachable_blocks, blocks.size());
+  const auto st = a.end_recovery();
+  EXPECT_EQ(st.reachable_blocks, blocks.size());
+  // Each class's chunks hold whole chunks of blocks; the rest is reclaimed.
+  uint64_t capacity = 0;
+  for (uint32_t c = 0; c < 7; ++c) {
+    const uint64_t n = (4000 + 6 - c) / 7;  // blocks of class c
+    const uint64_t per_chunk = kChunk / (64u << c);
+    capacity += (n + per_chunk - 1) / per_chunk * per_chunk;
+  }
+  EXPECT_EQ(st.reachable_blocks + st.reclaimed_blocks, capacity);
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < blocks.size(); ++i) bytes += 64u << (i % 7);
+  EXPECT_EQ(a.bytes_in_use(), bytes);
 }
 
 TEST(Allocator, RecoveryForgetsCachedBlocks) {

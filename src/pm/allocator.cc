@@ -51,8 +51,9 @@ constexpr char kAllocMagic[8] = {'N', 'V', 'A', 'L', 'L', 'O', 'C', '\0'};
 constexpr size_t kBatch = 32;
 /// A thread cache holding more than this many blocks of a class spills kBatch.
 constexpr size_t kCacheMax = 2 * kBatch;
-/// Mark bitmap words per chunk: a chunk holds at most 65536 / 64 = 1024 blocks.
-constexpr size_t kMarkWords = Allocator::kChunkSize / Allocator::kMinBlock / 64;
+/// Mark bitmap words for a chunk of `bs`-byte blocks: one bit per block, so
+/// 16 words (128 B) for 64 B blocks down to 1 word for 2 KiB and 4 KiB blocks.
+constexpr uint64_t mark_words(uint32_t bs) { return (Allocator::kChunkSize / bs + 63) / 64; }
 
 /// The fixed fields at pool offset 128 (see the table above).
 struct Meta {
@@ -107,8 +108,9 @@ struct HeapState {
   std::vector<uint32_t> unassigned;  ///< unassigned chunk indexes; back() is the lowest
 
   // Recovery pass only: mark bitmap of each assigned chunk.
-  std::vector<uint32_t> mark_slot;  ///< chunk -> slot, or UINT32_MAX
+  std::vector<uint64_t> mark_word;  ///< chunk -> first word in marks, or kNoMarks
   std::unique_ptr<std::atomic<uint64_t>[]> marks;
+  static constexpr uint64_t kNoMarks = UINT64_MAX;
 
   uint64_t chunk_offset(uint64_t chunk) const {
     return heap_offset + chunk * Allocator::kChunkSize;
@@ -374,16 +376,17 @@ void Allocator::begin_recovery() {
   }
   std::lock_guard<std::mutex> cl(h.chunk_mu);
   h.unassigned.clear();
-  h.mark_slot.assign(h.chunk_count, UINT32_MAX);
-  uint32_t slots = 0;
+  h.mark_word.assign(h.chunk_count, HeapState::kNoMarks);
+  uint64_t words = 0;
   for (uint64_t i = h.chunk_count; i-- > 0;) {
     if (h.table[i] == 0) {
       h.unassigned.push_back(static_cast<uint32_t>(i));
     } else {
-      h.mark_slot[i] = slots++;
+      h.mark_word[i] = words;
+      words += mark_words(class_bytes(h.table[i] - 1u));
     }
   }
-  h.marks = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(slots) * kMarkWords);
+  h.marks = std::make_unique<std::atomic<uint64_t>[]>(words);  // zeroed
   h.live_bytes.store(0, std::memory_order_relaxed);
   h.recovering.store(true, std::memory_order_release);
 }
@@ -403,7 +406,7 @@ Status Allocator::mark_reachable(uint64_t off) {
   const uint64_t chunk = rel / kChunkSize;
   const uint32_t bs = class_bytes(static_cast<uint32_t>(cls));
   const uint64_t bit = (rel % kChunkSize) / bs;
-  std::atomic<uint64_t>& word = h.marks[h.mark_slot[chunk] * kMarkWords + bit / 64];
+  std::atomic<uint64_t>& word = h.marks[h.mark_word[chunk] + bit / 64];
   const uint64_t mask = uint64_t{1} << (bit % 64);
   if (word.fetch_or(mask, std::memory_order_relaxed) & mask) {
     return Status::Corruption("block at offset " + std::to_string(off) + " (" + std::to_string(bs) +
@@ -418,15 +421,15 @@ Allocator::RecoveryStats Allocator::end_recovery() {
   RecoveryStats st;
   if (!h.recovering.load(std::memory_order_acquire)) return st;  // no pass in progress
   for (uint64_t i = 0; i < h.chunk_count; ++i) {
-    const uint32_t slot = h.mark_slot[i];
-    if (slot == UINT32_MAX) continue;
+    const uint64_t first = h.mark_word[i];
+    if (first == HeapState::kNoMarks) continue;
     const uint32_t cls = h.table[i] - 1u;
     const uint32_t bs = class_bytes(cls);
     const uint64_t start = h.chunk_offset(i);
     std::vector<uint64_t>& global = h.lists[cls].blocks;  // no concurrent use during recovery
     ++st.chunks;
     for (uint64_t b = kChunkSize / bs; b-- > 0;) {
-      const uint64_t w = h.marks[slot * kMarkWords + b / 64].load(std::memory_order_relaxed);
+      const uint64_t w = h.marks[first + b / 64].load(std::memory_order_relaxed);
       if (w & (uint64_t{1} << (b % 64))) {
         ++st.reachable_blocks;
       } else {
@@ -439,8 +442,8 @@ Allocator::RecoveryStats Allocator::end_recovery() {
   // descending order; reverse per class so that low offsets go out first.
   for (auto& l : h.lists) std::reverse(l.blocks.begin(), l.blocks.end());
   h.marks.reset();
-  h.mark_slot.clear();
-  h.mark_slot.shrink_to_fit();
+  h.mark_word.clear();
+  h.mark_word.shrink_to_fit();
   h.recovering.store(false, std::memory_order_release);
   h.ready.store(true, std::memory_order_release);
   return st;

@@ -84,7 +84,8 @@ class Allocator {
   /// Starts a recovery pass: every block is considered unreachable, the free
   /// lists and every thread's cached blocks of this allocator are forgotten
   /// (a new cache generation), allocate() returns Busy until end_recovery().
-  /// DRAM: one 128 B mark bitmap per assigned chunk.
+  /// DRAM: a mark bitmap of one bit per block of each assigned chunk (8 to
+  /// 128 B per chunk).
   void begin_recovery();
   /// Marks one block as owned by the index. Corruption if `off` is not the
   /// start of a block in an assigned chunk, or if it was already marked (a
