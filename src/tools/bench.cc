@@ -1,0 +1,342 @@
+// `nvindex bench`: the benchmark harness on the command line (DESIGN.md §5).
+//
+// Generates the workload ONCE, feeds the same operations to every index asked
+// for (so the comparison is on identical operations), and prints a text
+// report (PiBench-like) or JSON (schema nvindex.bench/1, see bench/report.h).
+// Exit codes: 0 success, 1 a verification failure or an index error, 2 bad
+// usage (unknown option or index, bad ratio, bad size, missing file).
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bench/driver.h"
+#include "bench/report.h"
+#include "bench/workload.h"
+#include "nvindex/index.h"
+#include "nvindex/pm/persist.h"
+#include "tools/commands.h"
+
+namespace nvindex::tools {
+namespace {
+
+/// Indexes benchmarked when --index is not given (those registered).
+constexpr std::string_view kDefaultIndexes[] = {"btree", "fastfair", "absl-btree"};
+/// Registered only to test the harness; never in a default list.
+constexpr std::string_view kTestOnlyIndexes[] = {"lying-test"};
+
+bool is_test_only(std::string_view name) {
+  for (std::string_view t : kTestOnlyIndexes) {
+    if (t == name) return true;
+  }
+  return false;
+}
+
+bool is_registered(std::string_view name) {
+  for (const IndexEntry& e : registered_indexes()) {
+    if (e.name == name) return true;
+  }
+  return false;
+}
+
+std::string registered_list() {
+  std::string s;
+  for (const IndexEntry& e : registered_indexes()) {
+    s += s.empty() ? "" : ", ";
+    s += e.name;
+    if (is_test_only(e.name)) s += " (test only)";
+  }
+  return s;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b <= s.size()) {
+    size_t e = s.find(',', b);
+    if (e == std::string::npos) e = s.size();
+    if (e > b) out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
+
+/// Settings as parsed by CLI11, before validation.
+struct BenchArgs {
+  std::string indexes;
+  bool list_indexes = false;
+  bench::WorkloadSpec spec;
+  std::string workload;
+  std::string distribution = "uniform";
+  double duration = 0;
+  double latency_sample = 0.01;
+  std::string pool;
+  std::string pool_size = "0";
+  std::string pm_mode = "emulated";
+  std::string pm_latency;
+  bool media_model = false;
+  uint32_t node_size = 512;
+  std::vector<std::string> index_opts;
+  std::string format = "text";
+  std::string output;
+  std::string json_output;
+  bool keep_pool = false;
+  bool quiet = false;
+  bool no_pin = false;
+};
+
+int fail_usage(const std::string& msg) {
+  std::fprintf(stderr, "nvindex bench: %s\n", msg.c_str());
+  return 2;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return false;
+  f << text;
+  return static_cast<bool>(f.flush());
+}
+
+/// Runs the command; returns the exit code.
+int run_bench(BenchArgs& a, CLI::App* cmd) {
+  if (a.list_indexes) {
+    for (const IndexEntry& e : registered_indexes()) {
+      std::printf("%.*s\t%s\t%.*s\n", static_cast<int>(e.name.size()), e.name.data(),
+                  is_test_only(e.name) ? "test-only"
+                  : e.persistent       ? "persistent"
+                                       : "volatile",
+                  static_cast<int>(e.description.size()), e.description.data());
+    }
+    return 0;
+  }
+
+  // --- indexes ------------------------------------------------------------
+  std::vector<std::string> indexes;
+  if (cmd->get_option("--index")->count() == 0) {
+    for (std::string_view n : kDefaultIndexes) {
+      if (is_registered(n)) indexes.emplace_back(n);
+    }
+  } else {
+    std::set<std::string> seen;
+    for (const std::string& n : split_commas(a.indexes)) {
+      if (!is_registered(n)) {
+        return fail_usage("unknown index '" + n + "'; registered indexes: " + registered_list());
+      }
+      if (seen.insert(n).second) indexes.push_back(n);
+    }
+  }
+  if (indexes.empty()) return fail_usage("no index to run; registered: " + registered_list());
+
+  // --- workload -----------------------------------------------------------
+  bench::WorkloadSpec& spec = a.spec;
+  const char* ratio_opts[] = {"--read-ratio",   "--insert-ratio", "--update-ratio",
+                              "--remove-ratio", "--scan-ratio",   "--rmw-ratio"};
+  bool explicit_ratio = false;
+  for (const char* o : ratio_opts) explicit_ratio |= cmd->get_option(o)->count() > 0;
+  const double explicit_skew = spec.skew;
+  const uint32_t explicit_scan_size = spec.scan_size;
+  if (!a.workload.empty()) {
+    if (explicit_ratio) {
+      return fail_usage("--workload " + a.workload +
+                        " sets the operation ratios; do not combine it with -r/-i/-u/-d/-s/"
+                        "--rmw-ratio");
+    }
+    if (Status st = bench::apply_preset(a.workload, &spec); !st.ok()) {
+      return fail_usage(st.message());
+    }
+    // An explicit --skew / --scan-size applies on top of the preset.
+    if (cmd->get_option("--skew")->count() > 0) spec.skew = explicit_skew;
+    if (cmd->get_option("--scan-size")->count() > 0) spec.scan_size = explicit_scan_size;
+  }
+  // An explicit --distribution / --skew applies on top of a preset.
+  if (a.workload.empty() || cmd->get_option("--distribution")->count() > 0) {
+    if (Status st = bench::parse_distribution(a.distribution, &spec.distribution); !st.ok()) {
+      return fail_usage(st.message());
+    }
+  }
+  const bool trace = !spec.trace_load.empty() || !spec.trace_run.empty();
+  if (!trace) {
+    const double sum = spec.read_ratio + spec.insert_ratio + spec.update_ratio + spec.remove_ratio +
+                       spec.scan_ratio + spec.rmw_ratio;
+    if (std::fabs(sum - 1.0) > 1e-9) {
+      return fail_usage("operation ratios must sum to 1 (read " + std::to_string(spec.read_ratio) +
+                        " + insert " + std::to_string(spec.insert_ratio) + " + update " +
+                        std::to_string(spec.update_ratio) + " + remove " +
+                        std::to_string(spec.remove_ratio) + " + scan " +
+                        std::to_string(spec.scan_ratio) + " + rmw " +
+                        std::to_string(spec.rmw_ratio) + " = " + std::to_string(sum) + ")");
+    }
+  }
+
+  // --- driver options -----------------------------------------------------
+  bench::BenchOptions opts;
+  opts.duration_seconds = a.duration;
+  opts.latency_sample = a.latency_sample;
+  opts.keep_pool = a.keep_pool;
+  opts.node_size = a.node_size;
+  opts.pin_threads = !a.no_pin;
+  if (Status st = bench::parse_byte_size(a.pool_size, &opts.pool_size); !st.ok()) {
+    return fail_usage("--pool-size: " + st.message());
+  }
+  if (Status st = pm::parse_mode(a.pm_mode, &opts.pm.mode); !st.ok()) {
+    return fail_usage("--pm-mode: " + st.message());
+  }
+  if (!a.pm_latency.empty()) {
+    if (Status st = pm::parse_latency(a.pm_latency, &opts.pm); !st.ok()) {
+      return fail_usage("--pm-latency-ns: " + st.message());
+    }
+  }
+  opts.pm.media_model = a.media_model;
+  for (const std::string& kv : a.index_opts) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return fail_usage("--index-opt expects name=value, got '" + kv + "'");
+    }
+    opts.index_extra[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+
+  if (!a.quiet) std::fprintf(stderr, "generating workload...\n");
+  bench::Workload workload;
+  if (Status st = bench::make_workload(spec, &workload); !st.ok()) {
+    std::fprintf(stderr, "nvindex bench: cannot build the workload: %s\n", st.ToString().c_str());
+    return st.code() == Code::kInvalidArgument || st.code() == Code::kNotFound ? 2 : 1;
+  }
+
+  bench::BenchReport report;
+  report.machine = bench::collect_machine_info();
+  report.spec = workload.spec;
+  report.options = opts;
+  report.indexes = indexes;
+  report.extra_options = {{"format", a.format},
+                          {"output", a.output},
+                          {"json_output", a.json_output},
+                          {"quiet", a.quiet}};
+  std::unique_ptr<bench::ProgressSink> progress;
+  if (!a.quiet) progress = bench::make_stderr_progress();
+  for (const std::string& name : indexes) {
+    bench::BenchOptions o = opts;
+    // Several indexes and one --pool PATH: each gets PATH-<index>.
+    if (!a.pool.empty()) o.pool_path = indexes.size() > 1 ? a.pool + "-" + name : a.pool;
+    bench::IndexResult result;
+    Status st = bench::run_benchmark(o, workload, name, &result, progress.get());
+    if (!st.ok()) {
+      std::fprintf(stderr, "nvindex bench: %s: %s\n", name.c_str(), st.ToString().c_str());
+      report.errors.emplace_back(name, st);
+      continue;
+    }
+    if (result.failures > 0) {
+      std::fprintf(stderr, "nvindex bench: %s: %llu verification failures\n", name.c_str(),
+                   static_cast<unsigned long long>(result.failures));
+    }
+    report.results.push_back(std::move(result));
+  }
+
+  const std::string text = bench::report_text(report);
+  const std::string json = bench::report_json(report).dump(2) + "\n";
+  const std::string& chosen = a.format == "json" ? json : text;
+  if (!a.output.empty()) {
+    if (!write_file(a.output, chosen)) {
+      std::fprintf(stderr, "nvindex bench: cannot write --output %s\n", a.output.c_str());
+      return 1;
+    }
+    std::fputs(text.c_str(), stdout);
+  } else {
+    std::fputs(chosen.c_str(), stdout);
+  }
+  if (!a.json_output.empty() && !write_file(a.json_output, json)) {
+    std::fprintf(stderr, "nvindex bench: cannot write --json-output %s\n", a.json_output.c_str());
+    return 1;
+  }
+  return bench::report_has_failures(report) ? 1 : 0;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<BenchArgs>();
+  BenchArgs& a = *args;
+  std::string footer = "Registered indexes: " + registered_list() +
+                       ".\nTest-only indexes (never in the default list): lying-test.";
+  CLI::App* cmd = app.add_subcommand(
+      "bench",
+      "Run a workload (YCSB preset, PiBench-style ratios, key file or trace) against one or "
+      "more indexes; report throughput, latency percentiles, PM counters, memory and "
+      "verification. Every operation's result is checked.");
+  cmd->footer(footer);
+  cmd->option_defaults()->always_capture_default();
+
+  cmd->add_option("--index", a.indexes,
+                  "Comma-separated indexes to run, in order (default: btree,fastfair,absl-btree, "
+                  "those registered)")
+      ->default_str("btree,fastfair,absl-btree");
+  cmd->add_flag("--list-indexes", a.list_indexes,
+                "Print the registered indexes (name, kind, description) and exit");
+  cmd->add_option("-n,--records", a.spec.records, "Keys loaded before the run")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-p,--operations", a.spec.operations, "Run operations, all threads together");
+  cmd->add_option("--duration", a.duration,
+                  "Stop the run after this many seconds (0 = run every operation)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-t,--threads", a.spec.threads, "Worker threads")->check(CLI::Range(1u, 1024u));
+  cmd->add_option("-r,--read-ratio", a.spec.read_ratio, "Fraction of lookups")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("-i,--insert-ratio", a.spec.insert_ratio, "Fraction of inserts (fresh keys)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("-u,--update-ratio", a.spec.update_ratio, "Fraction of updates")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("-d,--remove-ratio", a.spec.remove_ratio, "Fraction of removes")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("-s,--scan-ratio", a.spec.scan_ratio, "Fraction of range scans")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--rmw-ratio", a.spec.rmw_ratio, "Fraction of read-modify-writes (YCSB F)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--scan-size", a.spec.scan_size, "Pairs per scan")->check(CLI::PositiveNumber);
+  cmd->add_option("--distribution", a.distribution,
+                  "Key choice: uniform|zipfian|selfsimilar|latest|sequential (applies on top of "
+                  "--workload when given)");
+  cmd->add_option("--skew", a.spec.skew, "Zipfian theta, or self-similar h");
+  cmd->add_flag("--sequential-keys", a.spec.sequential_keys,
+                "Key i is i+1 (default: FNV-1a hash of i, YCSB's hashed insert order)");
+  cmd->add_option("--latency-sample", a.latency_sample,
+                  "Fraction of run operations whose latency is measured (0.01 = 1%)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--seed", a.spec.seed, "Seed of every random choice");
+  cmd->add_option("--workload", a.workload,
+                  "YCSB preset ycsb-a..ycsb-f: sets the ratios and distribution (an error with "
+                  "explicit ratios)")
+      ->check(CLI::IsMember({"ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d", "ycsb-e", "ycsb-f"}));
+  cmd->add_option("--keys-file", a.spec.keys_file,
+                  "Load keys from this file, one decimal key a line");
+  cmd->add_option("--trace-load", a.spec.trace_load,
+                  "index-microbench load trace (INSERT <key> lines)");
+  cmd->add_option("--trace-run", a.spec.trace_run,
+                  "index-microbench run trace (READ/UPDATE/INSERT <key>, SCAN <key> <n>)");
+  cmd->add_option("--pool", a.pool,
+                  "Pool file for persistent indexes (must not exist; with several indexes, "
+                  "PATH-<index>); default a temporary file in /dev/shm, removed afterwards");
+  cmd->add_option("--pool-size", a.pool_size,
+                  "Pool size, bytes, with K/M/G/T suffixes (0 = automatic: 64 MiB + 256 B per "
+                  "key)");
+  cmd->add_option("--pm-mode", a.pm_mode, "PM mode: dram|emulated|dax|crash-sim")
+      ->check(CLI::IsMember({"dram", "emulated", "dax", "crash-sim"}));
+  cmd->add_option("--pm-latency-ns", a.pm_latency,
+                  "Injected latency, e.g. flush=300,fence=100 (ns per flushed line / fence)");
+  cmd->add_flag("--media-model", a.media_model,
+                "Count 256 B XPLine media writes and write amplification");
+  cmd->add_option("--node-size", a.node_size, "Node size in bytes for indexes that take one");
+  cmd->add_option("--index-opt", a.index_opts, "Index-specific knob name=value (repeatable)");
+  cmd->add_option("--format", a.format, "Report format: text|json")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--output", a.output,
+                  "Write the report in --format to FILE (a text report still goes to stdout)");
+  cmd->add_option("--json-output", a.json_output, "Also write the JSON report to FILE");
+  cmd->add_flag("--keep-pool", a.keep_pool,
+                "Keep the pool file after the run (for nvindex verify/info)");
+  cmd->add_flag("--no-pin", a.no_pin, "Do not pin worker threads to CPUs");
+  cmd->add_flag("-q,--quiet", a.quiet, "No progress line on stderr");
+  cmd->callback([args, cmd, exit_code] { *exit_code = run_bench(*args, cmd); });
+}
+
+}  // namespace nvindex::tools
