@@ -3,6 +3,8 @@
 // recovery, mark_reachable errors, Busy before recovery, thread caches across
 // several allocators (pools) in one process and across thread exit.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <set>
@@ -207,6 +209,54 @@ TEST(Allocator, RecoveryReclaimsUnreachableBlocks) {
   for (uint64_t g : got) ASSERT_EQ(marked.count(g), 0u) << "reachable block " << g << " reused";
   // The unmarked blocks of the first session are among the reclaimed ones.
   for (size_t i = 1; i < blocks.size(); i += 2) EXPECT_EQ(unique.count(blocks[i]), 1u);
+}
+
+TEST(Allocator, CrashedSessionLeaksNothing) {
+  TempPool tp;
+  {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::create(tp.path(), kMinPoolSize, "alloc", Mode::kEmulated, &pool).ok());
+  }
+  // A child allocates 300 blocks, publishes one as the root and crashes.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::unique_ptr<Pool> pool;
+    if (!Pool::open(tp.path(), "alloc", Mode::kEmulated, &pool).ok()) _exit(1);
+    pool->allocator().begin_recovery();
+    pool->allocator().end_recovery();
+    uint64_t off = 0;
+    for (int i = 0; i < 300; ++i) {
+      if (!pool->allocator().allocate(1024, &off).ok()) _exit(2);
+    }
+    persist(pool->ptr<char>(off), 1024);
+    pool->set_root(off);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::open(tp.path(), "alloc", Mode::kEmulated, &pool).ok());
+  EXPECT_FALSE(pool->was_clean_shutdown());
+  Allocator& a = pool->allocator();
+  a.begin_recovery();
+  ASSERT_TRUE(a.mark_reachable(pool->root()).ok());
+  const auto st = a.end_recovery();
+  EXPECT_EQ(st.chunks, 300u / 64 + 1);  // 64 blocks of 1 KiB per chunk
+  EXPECT_EQ(st.reachable_blocks, 1u);
+  EXPECT_EQ(st.reclaimed_blocks, st.chunks * 64 - 1);
+  EXPECT_EQ(a.bytes_in_use(), 1024u);
+  // Everything but the root can be allocated again.
+  uint64_t total = 0;
+  for (uint32_t size : {1024u, 64u}) {
+    for (uint64_t off : drain(a, size)) {
+      ASSERT_NE(off, pool->root());
+      total += size;
+    }
+  }
+  EXPECT_EQ(total + 1024, a.heap_bytes());
 }
 
 TEST(Allocator, MarkReachableErrors) {

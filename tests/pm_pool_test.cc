@@ -222,6 +222,26 @@ TEST(Pool, OpenBadChunkTableEntry) {
   expect_open_fails(tp.path(), "test", Code::kCorruption, "unknown size class 9");
 }
 
+TEST(Pool, OpenRootOutOfRange) {
+  TempPool tp;
+  make_pool(tp.path(), 1);
+  const uint64_t root = kSize + 64;
+  patch_file(tp.path(), offsetof(PoolHeader, root), &root, 8);
+  expect_open_fails(tp.path(), "test", Code::kCorruption, "root offset");
+}
+
+TEST(Pool, CrashSimModeMapsLikeEmulated) {
+  TempPool tp;
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::create(tp.path(), kSize, "test", Mode::kCrashSim, &pool).ok());
+  EXPECT_EQ(pool->mode(), Mode::kCrashSim);
+  pool.reset();
+  ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kCrashSim, &pool).ok());
+  EXPECT_TRUE(pool->was_clean_shutdown());
+  pool.reset();
+  EXPECT_EQ(Pool::open(tp.path(), "test", Mode::kDram, &pool).code(), Code::kInvalidArgument);
+}
+
 TEST(Pool, OpenTwiceIsBusy) {
   TempPool tp;
   make_pool(tp.path(), 1);

@@ -301,6 +301,11 @@ Status Pool::open(const std::string& path, std::string_view layout, Mode mode,
   if (pmem2_map_get_size(pool->map_) < size) {
     return fail(Status::IOError("libpmem2 mapped fewer bytes of " + path + " than the pool size"));
   }
+  const uint64_t root = reinterpret_cast<PoolHeader*>(base)->root.load(std::memory_order_acquire);
+  if (root != 0 && (root < kPoolHeaderBytes || root >= size)) {
+    return fail(Status::Corruption(path + " has a root offset " + std::to_string(root) +
+                                   " outside the pool's " + std::to_string(size) + " bytes"));
+  }
   pool->base_ = base;
   pool->size_ = size;
   // Validate the allocator metadata before writing anything.
