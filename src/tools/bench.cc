@@ -265,7 +265,10 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       "more indexes; report throughput, latency percentiles, PM counters, memory and "
       "verification. Every operation's result is checked.");
   cmd->footer(footer);
-  cmd->option_defaults()->always_capture_default();
+  // A repeated option takes its last value, so scripts/bench's defaults can be
+  // overridden by arguments passed after them.
+  cmd->option_defaults()->always_capture_default()->multi_option_policy(
+      CLI::MultiOptionPolicy::TakeLast);
 
   cmd->add_option("--index", a.indexes,
                   "Comma-separated indexes to run, in order (default: btree,fastfair,absl-btree, "

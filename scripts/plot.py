@@ -1,0 +1,188 @@
+#!/usr/bin/python3
+"""Plots and a summary table from `nvindex bench` JSON reports (schema nvindex.bench/1).
+
+Usage: plot.py [--summary FILE] OUTDIR REPORT.json...
+
+Reads only the JSON files (one per workload, e.g. results/<stamp>/ycsb-a.json)
+and writes into OUTDIR:
+  throughput.png   run throughput (Mops/s) per workload, grouped bars per index
+  latency.png      run latency percentiles (ns, log scale) per index, one panel per workload
+  pm_per_op.png    flushes, lines flushed and fences per run operation per index
+and, with --summary, a text table: throughput per index per workload, ratios
+to btree and to absl-btree, and PM counters per operation.
+Uses matplotlib's Agg backend (no display needed).
+"""
+import argparse
+import json
+import os
+import sys
+
+PERCENTILES = [("p50", "50"), ("p90", "90"), ("p99", "99"), ("p99_9", "99.9"),
+               ("p99_99", "99.99"), ("p99_999", "99.999"), ("max", "max")]
+BASELINES = ["btree", "absl-btree"]
+
+
+def load(paths):
+    """Returns [(workload name, report)] for the readable reports, in order."""
+    out = []
+    for p in paths:
+        if not os.path.isfile(p):
+            print(f"plot.py: skipping missing {p}", file=sys.stderr)
+            continue
+        with open(p) as f:
+            rep = json.load(f)
+        if rep.get("schema") != "nvindex.bench/1":
+            print(f"plot.py: skipping {p}: schema {rep.get('schema')!r}", file=sys.stderr)
+            continue
+        name = rep.get("workload", {}).get("name") or os.path.splitext(os.path.basename(p))[0]
+        out.append((name, rep))
+    return out
+
+
+def indexes_of(reports):
+    names = []
+    for _, rep in reports:
+        for r in rep["results"]:
+            if r["index"] not in names:
+                names.append(r["index"])
+    return names
+
+
+def result(rep, index):
+    for r in rep["results"]:
+        if r["index"] == index:
+            return r
+    return None
+
+
+def summary(reports, path):
+    idx = indexes_of(reports)
+    lines = []
+    lines.append("Run throughput (Mops/s) per workload; ratio = index / baseline")
+    head = f"{'workload':<10} {'index':<14} {'Mops/s':>9}"
+    for b in BASELINES:
+        head += f" {'/' + b:>12}"
+    head += f" {'flush/op':>9} {'lines/op':>9} {'fence/op':>9} {'p50 ns':>8} {'p99 ns':>8} {'failures':>8}"
+    lines.append(head)
+    for wname, rep in reports:
+        base = {}
+        for b in BASELINES:
+            r = result(rep, b)
+            base[b] = r["run"]["throughput"] if r else None
+        for i in idx:
+            r = result(rep, i)
+            if r is None:
+                continue
+            tp = r["run"]["throughput"]
+            row = f"{wname:<10} {i:<14} {tp / 1e6:>9.3f}"
+            for b in BASELINES:
+                row += f" {tp / base[b]:>12.2f}" if base[b] else f" {'-':>12}"
+            po = r["run"]["pm"]["per_op"]
+            lat = r["run"]["latency_ns"]
+            row += (f" {po['flushes']:>9.2f} {po['lines_flushed']:>9.2f} {po['fences']:>9.2f}"
+                    f" {lat['p50']:>8} {lat['p99']:>8} {r['verification']['failures']:>8}")
+            lines.append(row)
+        for e in rep.get("errors", []):
+            lines.append(f"{wname:<10} {e['index']:<14} could not run: {e['error']}")
+    if reports:
+        m = reports[0][1]["machine"]
+        o = reports[0][1]["options"]
+        lines.append("")
+        lines.append(f"machine: {m['hostname']}, {m['cpu_model']}, {m['cores']} cores, "
+                     f"flush {m['flush_instruction']}, {m['kernel']}, nvindex {m['version']}")
+        lines.append(f"options: records {o['records']}, operations {o['operations']}, "
+                     f"threads {o['threads']}, pm mode {o['pm_mode']}, node size {o['node_size']} B, "
+                     f"date {m['date']}")
+    text = "\n".join(lines) + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+
+
+def plots(reports, outdir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    idx = indexes_of(reports)
+    wnames = [w for w, _ in reports]
+    width = 0.8 / max(1, len(idx))
+
+    # Throughput: grouped bars.
+    fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(wnames)), 4))
+    for k, i in enumerate(idx):
+        ys = []
+        for _, rep in reports:
+            r = result(rep, i)
+            ys.append(r["run"]["throughput"] / 1e6 if r else 0)
+        xs = [x + (k - (len(idx) - 1) / 2) * width for x in range(len(wnames))]
+        ax.bar(xs, ys, width, label=i)
+    ax.set_xticks(range(len(wnames)))
+    ax.set_xticklabels(wnames)
+    ax.set_ylabel("run throughput (Mops/s)")
+    ax.set_title("Throughput per workload")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "throughput.png"), dpi=120)
+    plt.close(fig)
+
+    # Latency percentiles, log scale, one panel per workload.
+    fig, axes = plt.subplots(1, len(reports), figsize=(4.5 * len(reports), 4), squeeze=False)
+    for ax, (wname, rep) in zip(axes[0], reports):
+        for i in idx:
+            r = result(rep, i)
+            if r is None or r["run"]["latency_ns"]["samples"] == 0:
+                continue
+            lat = r["run"]["latency_ns"]
+            ax.plot([lbl for _, lbl in PERCENTILES], [max(1, lat[k]) for k, _ in PERCENTILES],
+                    marker="o", label=i)
+        ax.set_yscale("log")
+        ax.set_xlabel("percentile")
+        ax.set_ylabel("latency (ns)")
+        ax.set_title(wname)
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "latency.png"), dpi=120)
+    plt.close(fig)
+
+    # PM counters per operation.
+    metrics = [("flushes", "flushes/op"), ("lines_flushed", "lines/op"), ("fences", "fences/op")]
+    fig, axes = plt.subplots(1, len(reports), figsize=(4.5 * len(reports), 4), squeeze=False)
+    mw = 0.8 / len(metrics)
+    for ax, (wname, rep) in zip(axes[0], reports):
+        for k, (key, label) in enumerate(metrics):
+            ys = []
+            for i in idx:
+                r = result(rep, i)
+                ys.append(r["run"]["pm"]["per_op"][key] if r else 0)
+            xs = [x + (k - (len(metrics) - 1) / 2) * mw for x in range(len(idx))]
+            ax.bar(xs, ys, mw, label=label)
+        ax.set_xticks(range(len(idx)))
+        ax.set_xticklabels(idx, rotation=20)
+        ax.set_title(wname)
+        ax.set_ylabel("per run operation")
+        ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "pm_per_op.png"), dpi=120)
+    plt.close(fig)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--summary", help="write the summary table to this file")
+    ap.add_argument("outdir")
+    ap.add_argument("reports", nargs="+")
+    a = ap.parse_args()
+    reports = load(a.reports)
+    if not reports:
+        print("plot.py: no readable nvindex.bench/1 report", file=sys.stderr)
+        return 1
+    os.makedirs(a.outdir, exist_ok=True)
+    if a.summary:
+        summary(reports, a.summary)
+    plots(reports, a.outdir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
