@@ -61,6 +61,8 @@ class Allocator {
   /// A freshly formatted pool is ready; an opened one needs recovery first.
   static Status attach(Pool* pool, bool fresh, std::unique_ptr<Allocator>* out);
 
+  /// Forgets the DRAM state (free lists; every thread's cached blocks of this
+  /// allocator become unreachable to any later allocator). Touches no PM.
   ~Allocator();
 
   /// Allocates one block of at least `size` bytes (1..kMaxBlock). The block's

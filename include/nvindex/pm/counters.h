@@ -26,7 +26,10 @@ struct CounterSnapshot {
   uint64_t frees = 0;          ///< PM blocks freed
   uint64_t media_writes = 0;   ///< 256 B XPLine writes (media model; 0 when off)
 
+  /// Field-wise difference (this - o): the cost between two snapshots, where
+  /// `o` is the earlier one (counters only grow, so no field underflows).
   CounterSnapshot operator-(const CounterSnapshot& o) const;
+  /// Field-wise sum, e.g. to total several phases.
   CounterSnapshot& operator+=(const CounterSnapshot& o);
 };
 

@@ -77,6 +77,9 @@ struct PoolHeaderInfo {
   bool checksum_ok = false;
 };
 
+/// An open pool: the mapping, its header and its Allocator. Owned through a
+/// std::unique_ptr from create/open/create_anonymous; destroying it closes
+/// the pool cleanly. Size: whole file (>= kMinPoolSize, a multiple of 4096).
 class Pool {
  public:
   /// Creates a pool file of `size` bytes (>= kMinPoolSize, rounded down to a
@@ -125,10 +128,15 @@ class Pool {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
+  /// Address of offset 0 (the header); page aligned.
   char* base() const { return base_; }
+  /// Pool size in bytes, header included (the file size).
   uint64_t size() const { return size_; }
+  /// The mode the pool was mapped in (for an anonymous pool: see above).
   Mode mode() const { return mode_; }
+  /// The pool file's path, or "(anonymous)".
   const std::string& path() const { return path_; }
+  /// The layout name stored in the header (1..31 bytes).
   std::string_view layout() const;
 
   /// Pointer to the object at offset `off` (nullptr for 0). No bounds check
@@ -154,6 +162,7 @@ class Pool {
   /// and for a newly created pool).
   bool was_clean_shutdown() const { return was_clean_; }
 
+  /// The pool's block allocator (lives as long as the pool).
   Allocator& allocator() { return *allocator_; }
   const Allocator& allocator() const { return *allocator_; }
 
