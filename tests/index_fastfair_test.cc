@@ -168,3 +168,19 @@ TEST(FastFair, MergesShrinkTheTreeAndCollapseTheRoot) {
 
 }  // namespace
 }  // namespace nvindex
+
+namespace nvindex {
+namespace {
+
+// Capacity 4: almost every insert or remove is an SMO (split, merge, root
+// growth or collapse) racing with readers and other writers.
+TEST(FastFair, ConcurrentSmoStress) {
+  for (unsigned threads : {2u, 4u, 8u}) {
+    testing::TestIndex t;
+    ASSERT_TRUE(testing::open_test_index("fastfair", 128, &t, 64ull << 20).ok());
+    testing::run_concurrent_test(*t.index, threads, 100 + threads, 8000, 512);
+  }
+}
+
+}  // namespace
+}  // namespace nvindex

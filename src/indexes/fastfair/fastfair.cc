@@ -468,7 +468,10 @@ size_t FastFair::scan(uint64_t start, size_t count, std::vector<std::pair<uint64
         out->push_back(kv);
       }
       if (out->size() == count || sib == 0) return out->size();
-      cursor = ub;  // every key of this leaf is < ub
+      // Every key of this leaf is < ub. A re-read after a failed validation
+      // may see a leaf whose ub shrank (split) below the cursor: never move
+      // the cursor backwards.
+      cursor = std::max(cursor, ub);
       if (!read_lock(sib, &v)) {
         restart = true;
         continue;
