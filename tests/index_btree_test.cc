@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "indexes/btree/btree.h"
 #include "nvindex/index.h"
 #include "support/model_check.h"
 
@@ -34,7 +35,7 @@ TEST_P(BtreeModelTest, MatchesStdMap) {
   ASSERT_NE(idx, nullptr);
   EXPECT_EQ(idx->info().node_size, node_size);
   // A dense key space (many AlreadyExists / present-key hits) and a sparse one.
-  testing::run_model_test(*idx, node_size * 7 + 1, 20000, 1 << 13);
+  testing::run_model_test(*idx, node_size * 7 + 1, 40000, 1 << 13);
   if (HasFatalFailure()) return;
   auto sparse = open_btree(node_size);
   testing::run_model_test(*sparse, node_size * 13 + 5, 12000, uint64_t{1} << 40);
@@ -188,6 +189,30 @@ TEST(BtreeTest, RemovesMergeNodesAndCollapseTheRoot) {
     ASSERT_TRUE(idx->verify(&empty).ok());
     EXPECT_EQ(empty.keys, 1000u);
   }
+}
+
+// verify() reports each kind of damage as Corruption with a message naming it.
+TEST(BtreeTest, VerifyReportsCorruption) {
+  const std::pair<BtreeDamage, const char*> cases[] = {
+      {BtreeDamage::kUnsortedLeaf, "ascending"},
+      {BtreeDamage::kLeafChainCycle, "right link"},
+      {BtreeDamage::kFenceMismatch, "low fence"},
+      {BtreeDamage::kKeyOutOfRange, "outside the range"},
+      {BtreeDamage::kCountMismatch, "key count mismatch"},
+  };
+  for (const auto& [damage, words] : cases) {
+    auto idx = open_btree(128);
+    for (uint64_t k = 1; k <= 100; ++k) ASSERT_TRUE(idx->insert(k * 10, k).ok());
+    VerifyReport r;
+    ASSERT_TRUE(idx->verify(&r).ok());
+    ASSERT_TRUE(btree_damage_for_test(idx.get(), damage).ok());
+    const Status s = idx->verify(&r);
+    EXPECT_EQ(s.code(), Code::kCorruption) << words;
+    EXPECT_NE(s.message().find(words), std::string::npos) << s.message();
+  }
+  auto small = open_btree(128);
+  EXPECT_EQ(btree_damage_for_test(small.get(), BtreeDamage::kUnsortedLeaf).code(),
+            Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -292,6 +292,9 @@ class Btree final : public Index<uint64_t> {
 
   Status verify(VerifyReport* report) const override;
 
+  /// See btree_damage_for_test() in btree.h.
+  Status damage(BtreeDamage d);
+
  private:
   // --- node access --------------------------------------------------------
   std::atomic<uint64_t>* keys(Node* n) const { return n->slots(); }
@@ -817,7 +820,43 @@ Status Btree::verify(VerifyReport* report) const {
   return Status::Ok();
 }
 
+Status Btree::damage(BtreeDamage d) {
+  Node* first = root_.load(std::memory_order_acquire);
+  while (first->level > 0) first = kid(first, 0);
+  Node* second = ld(first->right);
+  if (second == nullptr || ld(first->count) < 2 || ld(second->count) < 2) {
+    return Status::InvalidArgument("btree_damage_for_test: the tree needs two leaves of 2+ keys");
+  }
+  switch (d) {
+    case BtreeDamage::kUnsortedLeaf: {
+      const uint64_t k0 = ld(keys(first)[0]);
+      st(keys(first)[0], ld(keys(first)[1]));
+      st(keys(first)[1], k0);
+      break;
+    }
+    case BtreeDamage::kLeafChainCycle:
+      st(second->right, first);
+      break;
+    case BtreeDamage::kFenceMismatch:
+      st(second->low, ld(second->low) + 1);
+      break;
+    case BtreeDamage::kKeyOutOfRange:
+      st(keys(first)[ld(first->count) - 1u], ~uint64_t{0});
+      break;
+    case BtreeDamage::kCountMismatch:
+      size_.fetch_add(1, std::memory_order_relaxed);
+      break;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status btree_damage_for_test(Index<uint64_t>* idx, BtreeDamage damage) {
+  auto* tree = dynamic_cast<Btree*>(idx);
+  if (tree == nullptr) return Status::InvalidArgument("btree_damage_for_test: not a btree");
+  return tree->damage(damage);
+}
 
 Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
   const uint32_t ns = options.node_size;

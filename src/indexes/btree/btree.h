@@ -8,6 +8,7 @@
 
 namespace nvindex {
 
+/// One-line description of "btree" for the registry and IndexInfo.
 inline constexpr char kBtreeDescription[] =
     "volatile B+-tree, sorted nodes, linear search, optimistic lock coupling with B-link "
     "right links and fence keys (Ni et al. 2020 §3.1; Cha et al. OLFIT, VLDB'01)";
@@ -25,5 +26,20 @@ inline constexpr uint32_t kBtreeMaxNodeSize = 4096;
 /// Errors: InvalidArgument when node_size is outside [128, 4096] or not a
 /// multiple of 64.
 Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+
+/// Test-only ways to damage a "btree", so that tests can check that verify()
+/// reports each kind of corruption (never call outside tests).
+enum class BtreeDamage : uint8_t {
+  kUnsortedLeaf,    ///< swap the first two keys of the leftmost leaf
+  kLeafChainCycle,  ///< point the second leaf's right link back at the first
+  kFenceMismatch,   ///< raise the second leaf's low fence above its separator
+  kKeyOutOfRange,   ///< overwrite the leftmost leaf's last key with UINT64_MAX
+  kCountMismatch,   ///< add one to the live-key counter
+};
+
+/// Applies `damage` to `idx`, which must be a quiescent "btree" of height >= 2
+/// whose first two leaves hold >= 2 keys each. Errors: InvalidArgument when
+/// idx is not a btree or is too small.
+Status btree_damage_for_test(Index<uint64_t>* idx, BtreeDamage damage);
 
 }  // namespace nvindex
