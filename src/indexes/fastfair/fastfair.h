@@ -170,7 +170,9 @@ class FastFair final : public Index<uint64_t> {
   // builds transient crash states with them) and tools; not for indexes'
   // users: writing through them bypasses every lock.
   /// The node at pool offset `off`.
-  Node* node(uint64_t off) const { return pool_->ptr<Node>(off); }
+  /// The node at offset `off` (a valid node offset: callers never pass 0, so
+  /// no null check on the hot path).
+  Node* node(uint64_t off) const { return reinterpret_cast<Node*>(pool_->base() + off); }
   /// Offset of the current root node.
   uint64_t root_offset() const { return root_obj_->root_node.load(std::memory_order_acquire); }
   /// Entry slots per node.
