@@ -55,6 +55,37 @@ def result(rep, index):
     return None
 
 
+OP_ORDER = ["insert (load)", "insert", "update", "rmw", "remove", "read", "scan"]
+
+
+def pm_by_type(reports):
+    """{index: {operation: {ops, flushes, lines_flushed, fences (per op)}}}, summed
+    over every report: load-phase inserts as "insert (load)", run operations by
+    type (from run.by_type.*.pm, the driver's exact per-operation attribution)."""
+    sums = {}
+    for _, rep in reports:
+        for r in rep.get("results", []):
+            d = sums.setdefault(r["index"], {})
+            rows = [("insert (load)", r["load"]["operations"], r["load"]["pm"])]
+            for t, c in r["run"]["by_type"].items():
+                if "pm" in c:
+                    rows.append((t, c["completed"], c["pm"]))
+            for t, ops, pm in rows:
+                if ops == 0:
+                    continue
+                acc = d.setdefault(t, {"ops": 0, "flushes": 0, "lines_flushed": 0, "fences": 0})
+                acc["ops"] += ops
+                for k in ("flushes", "lines_flushed", "fences"):
+                    acc[k] += pm[k]
+    out = {}
+    for i, d in sums.items():
+        out[i] = {}
+        for t, acc in d.items():
+            n = acc["ops"]
+            out[i][t] = {"ops": n, **{k: acc[k] / n for k in ("flushes", "lines_flushed", "fences")}}
+    return out
+
+
 def summary(reports, path):
     idx = indexes_of(reports)
     lines = []
@@ -84,6 +115,21 @@ def summary(reports, path):
             lines.append(row)
         for e in rep.get("errors", []):
             lines.append(f"{wname:<10} {e['index']:<14} could not run: {e['error']}")
+    costs = pm_by_type(reports)
+    if any(costs.values()):
+        lines.append("")
+        lines.append("PM cost per operation type (insert (load) = the load phases; the others = run "
+                     "phases, all workloads together)")
+        lines.append(f"{'index':<14} {'operation':<14} {'ops':>10} {'flush/op':>9} {'lines/op':>9} "
+                     f"{'fence/op':>9}")
+        for i in idx:
+            if not any(c["flushes"] or c["fences"] for c in costs.get(i, {}).values()):
+                continue  # a volatile index: nothing to show
+            for t in OP_ORDER:
+                c = costs.get(i, {}).get(t)
+                if c:
+                    lines.append(f"{i:<14} {t:<14} {c['ops']:>10} {c['flushes']:>9.2f} "
+                                 f"{c['lines_flushed']:>9.2f} {c['fences']:>9.2f}")
     if reports:
         m = reports[0][1]["machine"]
         o = reports[0][1]["options"]
@@ -145,22 +191,24 @@ def plots(reports, outdir):
     fig.savefig(os.path.join(outdir, "latency.png"), dpi=120)
     plt.close(fig)
 
-    # PM counters per operation.
+    # PM cost per operation type (inserts of the load phase, and each run
+    # operation type over all workloads), one panel per type.
+    costs = pm_by_type(reports)
+    types = [t for t in OP_ORDER if any(t in costs.get(i, {}) for i in idx)]
     metrics = [("flushes", "flushes/op"), ("lines_flushed", "lines/op"), ("fences", "fences/op")]
-    fig, axes = plt.subplots(1, len(reports), figsize=(4.5 * len(reports), 4), squeeze=False)
+    fig, axes = plt.subplots(1, max(1, len(types)), figsize=(4.5 * max(1, len(types)), 4),
+                             squeeze=False)
     mw = 0.8 / len(metrics)
-    for ax, (wname, rep) in zip(axes[0], reports):
+    for ax, t in zip(axes[0], types):
         for k, (key, label) in enumerate(metrics):
-            ys = []
-            for i in idx:
-                r = result(rep, i)
-                ys.append(r["run"]["pm"]["per_op"][key] if r else 0)
+            ys = [costs.get(i, {}).get(t, {}).get(key, 0) for i in idx]
             xs = [x + (k - (len(metrics) - 1) / 2) * mw for x in range(len(idx))]
             ax.bar(xs, ys, mw, label=label)
         ax.set_xticks(range(len(idx)))
         ax.set_xticklabels(idx, rotation=20)
-        ax.set_title(wname)
-        ax.set_ylabel("per run operation")
+        ax.set_ylim(bottom=0)
+        ax.set_title(t)
+        ax.set_ylabel("per operation")
         ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "pm_per_op.png"), dpi=120)

@@ -219,6 +219,28 @@ TEST(Driver, PersistentIndexUsesATemporaryPoolAndRecovers) {
   EXPECT_GT(r.run.pm.flushes, 0u);
   EXPECT_GT(r.run.pm.fences, 0u);
   EXPECT_FALSE(std::filesystem::exists(o.pool_path)) << "pool not removed without keep_pool";
+  // Per-type PM cost: a lookup or scan of a persistent index persists
+  // nothing; a successful insert and update each persist at least one line
+  // with at least one fence (half of the hand-made inserts and updates are of
+  // fresh and present keys respectively, the other half must fail and may
+  // persist nothing); and the per-type costs add up to the phase total.
+  const auto& by = r.by_type;
+  for (OpType t : {OpType::kRead, OpType::kScan}) {
+    EXPECT_EQ(by[static_cast<int>(t)].flushes, 0u) << op_name(t);
+    EXPECT_EQ(by[static_cast<int>(t)].fences, 0u) << op_name(t);
+  }
+  for (OpType t : {OpType::kInsert, OpType::kUpdate}) {
+    const TypeCounts& c = by[static_cast<int>(t)];
+    EXPECT_GE(c.lines_flushed, c.completed / 2) << op_name(t);
+    EXPECT_GE(c.fences, c.completed / 2) << op_name(t);
+  }
+  uint64_t flushes = 0, fences = 0;
+  for (const TypeCounts& c : by) {
+    flushes += c.flushes;
+    fences += c.fences;
+  }
+  EXPECT_EQ(flushes, r.run.pm.flushes);
+  EXPECT_EQ(fences, r.run.pm.fences);
 }
 
 TEST(Driver, UnknownIndexAndEmptyWorkloadAreInvalidArgument) {

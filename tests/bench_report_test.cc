@@ -106,6 +106,11 @@ TEST(ReportJson, HasEveryFixedFieldWithTheRightType) {
       EXPECT_TRUE(run["by_type"][t]["completed"].is_number_unsigned()) << t;
       EXPECT_TRUE(run["by_type"][t]["succeeded"].is_number_unsigned()) << t;
       EXPECT_TRUE(run["by_type"][t]["throughput"].is_number()) << t;
+      const json& pm = run["by_type"][t]["pm"];
+      for (const char* k : {"flushes", "lines_flushed", "fences"}) {
+        EXPECT_TRUE(pm[k].is_number_unsigned()) << t << " " << k;
+        EXPECT_TRUE(pm["per_op"][k].is_number()) << t << " " << k;
+      }
     }
     EXPECT_EQ(run["by_type"]["update"]["succeeded"], 999u);
     for (const char* k :

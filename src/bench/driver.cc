@@ -372,6 +372,9 @@ void merge_thread_states(std::vector<ThreadState>& states, IndexResult* out,
       for (int k = 0; k < kOpTypes; ++k) {
         out->by_type[k].completed += s.by_type[k].completed;
         out->by_type[k].succeeded += s.by_type[k].succeeded;
+        out->by_type[k].flushes += s.by_type[k].flushes;
+        out->by_type[k].lines_flushed += s.by_type[k].lines_flushed;
+        out->by_type[k].fences += s.by_type[k].fences;
       }
       latencies->insert(latencies->end(), s.latencies.begin(), s.latencies.end());
     }
@@ -524,6 +527,10 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
       const std::vector<Operation>& ops = workload.per_thread[t];
       LatencySampler sampler(options.latency_sample, workload.spec.seed * 7919 + t + 1);
       std::vector<std::pair<uint64_t, Value>> scratch;
+      // This thread's PM counters: only this thread writes them, so the
+      // difference around one operation is that operation's PM cost.
+      const pm::ThreadCounters& pc = pm::thread_counters();
+      constexpr auto kRelaxed = std::memory_order_relaxed;
       ts.latencies.reserve(static_cast<size_t>(
           std::min<double>(ops.size(), ops.size() * options.latency_sample * 1.2 + 16)));
       for (uint64_t i = 0; i < ops.size(); ++i) {
@@ -535,6 +542,9 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
         }
         std::optional<uint64_t> lat;
         const bool timed = sampler.should_sample(i);
+        const uint64_t flushes0 = pc.flushes.load(kRelaxed);
+        const uint64_t lines0 = pc.lines_flushed.load(kRelaxed);
+        const uint64_t fences0 = pc.fences.load(kRelaxed);
         const bool ok = run_op(*index, op, static_cast<uint32_t>(i + 1), &scratch, ts, t, i,
                                timed ? &lat : nullptr);
         ++ts.checked;
@@ -545,6 +555,9 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
         TypeCounts& c = ts.by_type[static_cast<int>(op.type)];
         ++c.completed;
         c.succeeded += ok ? 1 : 0;
+        c.flushes += pc.flushes.load(kRelaxed) - flushes0;
+        c.lines_flushed += pc.lines_flushed.load(kRelaxed) - lines0;
+        c.fences += pc.fences.load(kRelaxed) - fences0;
         if (lat) ts.latencies.push_back(*lat);
         ++ts.completed;
         ts.done.store(ts.completed, std::memory_order_relaxed);

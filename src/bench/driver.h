@@ -95,9 +95,16 @@ struct PhaseResult {
 /// of an existing key, Ok for an insert of a fresh key, ...); for Expect::kAny
 /// an operation succeeds when it found its key (read, update, rmw, remove),
 /// inserted it, or returned a non-empty scan.
+/// flushes, lines_flushed and fences are the PM cost of those operations:
+/// the worker thread's own counters (pm::thread_counters()) read before and
+/// after each operation, so the cost is exact per type even in a mixed run
+/// (background work of other threads is never charged to an operation).
 struct TypeCounts {
   uint64_t completed = 0;
   uint64_t succeeded = 0;
+  uint64_t flushes = 0;        ///< flush instructions issued by these operations
+  uint64_t lines_flushed = 0;  ///< 64 B lines flushed (PM line writes)
+  uint64_t fences = 0;         ///< fences issued by these operations
 };
 
 /// Everything run_benchmark() measured for one index.

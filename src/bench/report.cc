@@ -178,7 +178,15 @@ json result_json(const IndexResult& r) {
     by_type[std::string(op_name(t))] = {
         {"completed", c.completed},
         {"succeeded", c.succeeded},
-        {"throughput", r.run.seconds > 0 ? c.completed / r.run.seconds : 0.0}};
+        {"throughput", r.run.seconds > 0 ? c.completed / r.run.seconds : 0.0},
+        {"pm",
+         {{"flushes", c.flushes},
+          {"lines_flushed", c.lines_flushed},
+          {"fences", c.fences},
+          {"per_op",
+           {{"flushes", per_op(c.flushes, c.completed)},
+            {"lines_flushed", per_op(c.lines_flushed, c.completed)},
+            {"fences", per_op(c.fences, c.completed)}}}}}};
   }
   const LatencySummary& l = r.latency;
   json j{
@@ -325,12 +333,15 @@ std::string report_text(const BenchReport& r) {
                      si(x.run.throughput), x.run.operations);
     if (x.skipped) s += fmt::format(", {} scans skipped: index is unordered", x.skipped);
     s += ")\n";
-    s += "\tPer operation type (completed / succeeded / ops/s):\n";
+    s += "\tPer operation type (completed / succeeded / ops/s; flushes, lines, fences per op):\n";
     for (OpType t : kAllTypes) {
       const TypeCounts& c = x.by_type[static_cast<int>(t)];
       if (c.completed == 0) continue;
-      s += fmt::format("\t\t{:<6} {:>12} / {:>12} / {}ops/s\n", op_name(t), c.completed,
-                       c.succeeded, si(x.run.seconds > 0 ? c.completed / x.run.seconds : 0));
+      s += fmt::format("\t\t{:<6} {:>12} / {:>12} / {}ops/s; {:.2f}, {:.2f}, {:.2f}\n", op_name(t),
+                       c.completed, c.succeeded,
+                       si(x.run.seconds > 0 ? c.completed / x.run.seconds : 0),
+                       per_op(c.flushes, c.completed), per_op(c.lines_flushed, c.completed),
+                       per_op(c.fences, c.completed));
     }
     const LatencySummary& l = x.latency;
     s += fmt::format("Latencies (ns, {} samples):\n", l.samples);

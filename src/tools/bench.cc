@@ -322,8 +322,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--pool-size", a.pool_size,
                   "Pool size, bytes, with K/M/G/T suffixes (0 = automatic: 64 MiB + 256 B per "
                   "key)");
-  cmd->add_option("--pm-mode", a.pm_mode, "PM mode: dram|emulated|dax|crash-sim")
-      ->check(CLI::IsMember({"dram", "emulated", "dax", "crash-sim"}));
+  cmd->add_option("--pm-mode", a.pm_mode, "PM mode: dram|emulated|dax")
+      ->check(CLI::IsMember({"dram", "emulated", "dax"}));
   cmd->add_option("--pm-latency-ns", a.pm_latency,
                   "Injected latency, e.g. flush=300,fence=100 (ns per flushed line / fence)");
   cmd->add_flag("--media-model", a.media_model,

@@ -98,8 +98,8 @@ void add_verify_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--pool", args->pool, "Pool file (e.g. from nvindex bench --keep-pool)")
       ->required();
   cmd->add_option("--node-size", args->node_size, "Node size in bytes, as used to create it");
-  cmd->add_option("--pm-mode", args->pm_mode, "PM mode: emulated|dax|crash-sim")
-      ->check(CLI::IsMember({"dram", "emulated", "dax", "crash-sim"}));
+  cmd->add_option("--pm-mode", args->pm_mode, "PM mode: emulated|dax")
+      ->check(CLI::IsMember({"emulated", "dax"}));
   cmd->callback([args, exit_code] { *exit_code = run_verify(*args); });
 }
 

@@ -36,8 +36,9 @@ enum class Mode : uint8_t {
   kDram,      ///< volatile: flush and fence do nothing (and count nothing)
   kEmulated,  ///< DRAM-backed mapping, real clwb/clflushopt/sfence (default)
   kDax,       ///< real persistent memory on a DAX file system
-  kCrashSim,  ///< every primitive routed to the crash simulator (issue 3). Until
-              ///< the simulator exists it behaves exactly like kEmulated.
+  kCrashSim,  ///< every primitive routed to the crash simulator. Reserved: the
+              ///< simulator is not built yet, so Pool::create/open refuse this
+              ///< mode with NotSupported rather than pretend.
 };
 
 /// "dram", "emulated", "dax", "crash-sim".
