@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "nvindex/pm/persist.h"
@@ -894,26 +895,62 @@ Status FastFair::recover() {
   std::vector<std::vector<uint64_t>> levels;
   Status s = walk_levels(&levels);
   if (!s.ok()) return s;
-  // Children must lie on the next level's chain (else the walk missed them).
-  for (size_t li = 0; li + 1 < levels.size(); ++li) {
-    std::unordered_set<uint64_t> below(levels[li + 1].begin(), levels[li + 1].end());
+  // Structural checks before anything is written (a damaged pool must give
+  // Corruption, not be "normalised" into a different tree, nor recover into
+  // a tree whose later operations loop or lock a node twice). Every state a
+  // crash can leave satisfies them: on each level the low keys strictly
+  // increase from 0 along the sibling chain (low keys are immutable, a split
+  // inserts N right of X with X.low < N.low, a merge unlinks a node), and the
+  // live children of a level's nodes in chain order (leftmost, then the
+  // entries that are neither holes nor beyond the node's upper bound) are
+  // distinct nodes of the level below, in chain order, each with low_key
+  // equal to its separator (leftmost: equal to the parent's low_key). Nodes
+  // of the level below that no parent names are the missing separators
+  // repaired below.
+  for (size_t li = 0; li < levels.size(); ++li) {
+    uint64_t prev_low = 0;
+    for (size_t j = 0; j < levels[li].size(); ++j) {
+      const uint64_t low = node(levels[li][j])->low_key.load(kRlx);
+      if ((j == 0 && low != 0) || (j > 0 && low <= prev_low)) {
+        return Status::Corruption("fastfair: low keys out of order on the sibling chain at " +
+                                  hex(levels[li][j]));
+      }
+      prev_low = low;
+    }
+    if (li + 1 == levels.size()) break;
+    std::unordered_map<uint64_t, size_t> below;
+    for (size_t j = 0; j < levels[li + 1].size(); ++j) below.emplace(levels[li + 1][j], j);
+    size_t next = 0;  // children must appear at increasing chain positions
+    auto child_ok = [&](uint64_t parent, uint64_t c, uint64_t sep) -> Status {
+      const auto it = below.find(c);
+      if (it == below.end()) {
+        return Status::Corruption("fastfair: child " + hex(c) + " of " + hex(parent) +
+                                  " is not on the level below");
+      }
+      if (it->second < next) {
+        return Status::Corruption("fastfair: child " + hex(c) + " of " + hex(parent) +
+                                  " named twice or out of order");
+      }
+      if (node(c)->low_key.load(kRlx) != sep) {
+        return Status::Corruption("fastfair: child " + hex(c) + " of " + hex(parent) +
+                                  " has low_key != its separator");
+      }
+      next = it->second + 1;
+      return Status::Ok();
+    };
     for (uint64_t poff : levels[li]) {
       Node* p = node(poff);
       uint64_t ub = 0;
       const bool has_ub = upper_bound_of(p, &ub);
-      if (!below.count(p->leftmost.load(kRlx))) {
-        return Status::Corruption("fastfair: leftmost child of " + hex(poff) +
-                                  " is not on the level below");
-      }
+      s = child_ok(poff, p->leftmost.load(kRlx), p->low_key.load(kRlx));
+      if (!s.ok()) return s;
       const uint32_t n = clamp_count(p);
       Entry* e = p->entries();
       for (uint32_t i = 0; i < n; ++i) {
         const uint64_t k = e[i].key.load(kRlx);
         if ((i + 1 < n && e[i + 1].key.load(kRlx) == k) || (has_ub && k >= ub)) continue;
-        if (!below.count(e[i].value.load(kRlx))) {
-          return Status::Corruption("fastfair: child " + hex(e[i].value.load(kRlx)) + " of " +
-                                    hex(poff) + " is not on the level below");
-        }
+        s = child_ok(poff, e[i].value.load(kRlx), k);
+        if (!s.ok()) return s;
       }
     }
   }
@@ -934,6 +971,11 @@ Status FastFair::recover() {
     }
   }
   s = repair_separators();
+  if (!s.ok()) return s;
+  // Safety net: the recovered tree must pass the strict check (no holes, no
+  // missing separator); anything else is damage the checks above missed.
+  VerifyReport report;
+  s = verify(&report);
   if (!s.ok()) return s;
   recovered_ = true;
   recovery_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -968,7 +1010,7 @@ Status FastFair::verify(VerifyReport* report) const {
   for (size_t li = 0; li < levels.size(); ++li) {
     const std::vector<uint64_t>& chain = levels[li];
     const bool leaf = li + 1 == levels.size();
-    std::vector<uint64_t> children;
+    std::vector<std::pair<uint64_t, uint64_t>> children;  // (child, separator)
     if (node(chain.front())->low_key.load(kRlx) != 0) {
       return Status::Corruption("fastfair: leftmost node of a level has low_key != 0");
     }
@@ -999,23 +1041,26 @@ Status FastFair::verify(VerifyReport* report) const {
         continue;
       }
       ++r.inner_nodes;
-      const uint64_t lm = n->leftmost.load(kRlx);
-      if (node(lm)->low_key.load(kRlx) != low) {
-        return Status::Corruption("fastfair: leftmost child low_key != parent low_key at " +
-                                  hex(off));
-      }
-      children.push_back(lm);
+      // Collect (child, expected low_key) first and dereference the children
+      // only once they are known to be the nodes of the level below (a
+      // damaged child pointer must give Corruption, not a wild read).
+      children.emplace_back(n->leftmost.load(kRlx), low);
       for (uint32_t i = 0; i < cnt; ++i) {
-        const uint64_t c = e[i].value.load(kRlx);
-        if (node(c)->low_key.load(kRlx) != e[i].key.load(kRlx)) {
-          return Status::Corruption("fastfair: child low_key != separator in " + hex(off));
-        }
-        children.push_back(c);
+        children.emplace_back(e[i].value.load(kRlx), e[i].key.load(kRlx));
       }
     }
-    if (!leaf && children != levels[li + 1]) {
+    if (leaf) break;
+    const std::vector<uint64_t>& below = levels[li + 1];
+    bool same = children.size() == below.size();
+    for (size_t j = 0; same && j < below.size(); ++j) same = children[j].first == below[j];
+    if (!same) {
       return Status::Corruption("fastfair: children of level " + std::to_string(li) +
                                 " do not match the sibling chain below (missing separator)");
+    }
+    for (const auto& [c, sep] : children) {
+      if (node(c)->low_key.load(kRlx) != sep) {
+        return Status::Corruption("fastfair: child " + hex(c) + " low_key != its separator");
+      }
     }
   }
   *report = r;
