@@ -126,6 +126,18 @@ Status check_layout_name(std::string_view layout) {
   return Status::Ok();
 }
 
+/// Checks a requested pool size against kMinPoolSize and rounds it down to a
+/// multiple of kPoolHeaderBytes (4096). InvalidArgument when too small.
+Status check_pool_size(uint64_t* size) {
+  if (*size < kMinPoolSize) {
+    return Status::InvalidArgument("pool size " + std::to_string(*size) +
+                                   " bytes is below the minimum of " +
+                                   std::to_string(kMinPoolSize) + " bytes (4 MiB)");
+  }
+  *size -= *size % kPoolHeaderBytes;
+  return Status::Ok();
+}
+
 Status check_file_mode(Mode mode) {
   if (mode == Mode::kDram) {
     return Status::InvalidArgument(
@@ -221,12 +233,8 @@ Status Pool::create(const std::string& path, uint64_t size, std::string_view lay
   if (!s.ok()) return s;
   s = check_file_mode(mode);
   if (!s.ok()) return s;
-  if (size < kMinPoolSize) {
-    return Status::InvalidArgument("pool size " + std::to_string(size) +
-                                   " bytes is below the minimum of " +
-                                   std::to_string(kMinPoolSize) + " bytes (4 MiB)");
-  }
-  size -= size % kPoolHeaderBytes;
+  s = check_pool_size(&size);
+  if (!s.ok()) return s;
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {
     if (errno == EEXIST) {
@@ -326,12 +334,8 @@ Status Pool::open(const std::string& path, std::string_view layout, Mode mode,
 Status Pool::create_anonymous(uint64_t size, std::string_view layout, std::unique_ptr<Pool>* out) {
   Status s = check_layout_name(layout);
   if (!s.ok()) return s;
-  if (size < kMinPoolSize) {
-    return Status::InvalidArgument("pool size " + std::to_string(size) +
-                                   " bytes is below the minimum of " +
-                                   std::to_string(kMinPoolSize) + " bytes (4 MiB)");
-  }
-  size -= size % kPoolHeaderBytes;
+  s = check_pool_size(&size);
+  if (!s.ok()) return s;
   // Plain mmap, not libpmem2: there is no file to detect a store granularity
   // for, nothing here is ever persistent, and MAP_NORESERVE lets tests create
   // large sparse pools cheaply. The primitives still run (and count) in the
