@@ -154,7 +154,11 @@ class FastFair final : public Index<uint64_t> {
   /// caller). Errors: OutOfSpace.
   Status create(uint32_t node_size);
   /// Recovers the tree of a pool with a root (see fastfair.cc "Recovery").
-  /// Errors: Corruption, OutOfSpace.
+  /// Before writing anything it checks the structure every crash state keeps
+  /// (low keys increasing from 0 along each sibling chain; live children
+  /// distinct, in chain order, low_key == separator); after normalisation and
+  /// separator repair the tree must pass verify().
+  /// Errors: Corruption (with the offending node), OutOfSpace.
   Status recover();
 
   Status insert(uint64_t key, Value value) override;
