@@ -1,12 +1,17 @@
 # The commands a user runs. Each first installs missing Debian packages
 # (scripts/install-deps) and builds what it needs.
 #   make bench   the main job: compare btree, fastfair and absl-btree on YCSB
-#   make test    every test: release build, then an ASan+UBSan build
+#   make test    every test: release build, then an ASan+UBSan build, then
+#                the concurrent index tests under ThreadSanitizer
 #   make build   the release build only (build/release/nvindex)
 JOBS ?= $(shell nproc)
 BENCH_ARGS ?=
+# The tests that run concurrent index code, run again under ThreadSanitizer.
+TSAN_TESTS ?= index_concurrent_test index_fastfair_test index_fastfair_review_test index_btree_test
+empty :=
+space := $(empty) $(empty)
 
-.PHONY: all deps build bench test test-release test-asan test-tsan format clean
+.PHONY: all deps build bench test test-release test-asan test-tsan format format-check clean
 
 all: build
 
@@ -20,7 +25,7 @@ build: deps
 bench: build
 	@scripts/bench $(BENCH_ARGS)
 
-test: deps test-release test-asan
+test: deps format-check test-release test-asan test-tsan
 
 test-release:
 	@cmake --preset release >/dev/null
@@ -32,13 +37,16 @@ test-asan:
 	@cmake --build --preset asan -j $(JOBS)
 	@ctest --preset asan -j $(JOBS)
 
-test-tsan: deps
+test-tsan:
 	@cmake --preset tsan >/dev/null
-	@cmake --build --preset tsan -j $(JOBS)
-	@ctest --preset tsan -j $(JOBS) -R 'concurrent'
+	@cmake --build --preset tsan -j $(JOBS) --target $(TSAN_TESTS)
+	@ctest --preset tsan -j $(JOBS) -R '^($(subst $(space),|,$(strip $(TSAN_TESTS))))$$'
 
 format:
 	@clang-format -i $$(git ls-files '*.h' '*.cc')
+
+format-check:
+	@clang-format --dry-run -Werror $$(git ls-files '*.h' '*.cc')
 
 clean:
 	rm -rf build

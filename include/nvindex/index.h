@@ -65,13 +65,13 @@ struct Capabilities {
 
 /// Self-description of an index instance.
 struct IndexInfo {
-  std::string name;          ///< registry name, e.g. "fastfair"
-  std::string description;   ///< one line: design and source paper
+  std::string name;         ///< registry name, e.g. "fastfair"
+  std::string description;  ///< one line: design and source paper
   Capabilities caps;
-  uint32_t node_size = 0;    ///< bytes per node (0 when not applicable)
-  uint64_t dram_bytes = 0;   ///< DRAM in use by the index structure, bytes
-  uint64_t pm_bytes = 0;     ///< PM allocated to the index, bytes
-  bool recovered = false;    ///< true when opened on an existing pool
+  uint32_t node_size = 0;       ///< bytes per node (0 when not applicable)
+  uint64_t dram_bytes = 0;      ///< DRAM in use by the index structure, bytes
+  uint64_t pm_bytes = 0;        ///< PM allocated to the index, bytes
+  bool recovered = false;       ///< true when opened on an existing pool
   double recovery_seconds = 0;  ///< wall time of that recovery, seconds
 };
 
@@ -90,9 +90,9 @@ struct IndexOptions {
   /// when caps.persistent; ignored otherwise. An empty pool (root offset 0)
   /// gets a new index; a pool with a root is recovered.
   pm::Pool* pool = nullptr;
-  uint32_t node_size = 512;   ///< bytes per node; each index states its range
-  double fill_factor = 1.0;   ///< bulk-load fill, (0, 1]
-  unsigned threads = 1;       ///< worker threads the caller will use (hint)
+  uint32_t node_size = 512;  ///< bytes per node; each index states its range
+  double fill_factor = 1.0;  ///< bulk-load fill, (0, 1]
+  unsigned threads = 1;      ///< worker threads the caller will use (hint)
   /// Index-specific knobs, "name" -> "value" (e.g. from --index-opt k=v).
   std::map<std::string, std::string> extra;
 };

@@ -3,11 +3,11 @@
 // factory function, declared here.
 #include <string>
 
-#include "nvindex/index.h"
 #include "indexes/absl_btree/absl_btree.h"
-#include "indexes/fastfair/fastfair.h"
 #include "indexes/btree/btree.h"
+#include "indexes/fastfair/fastfair.h"
 #include "indexes/lying/lying.h"
+#include "nvindex/index.h"
 
 namespace nvindex {
 
@@ -35,7 +35,8 @@ Status make_index<uint64_t>(std::string_view name, const IndexOptions& options,
     if (!known.empty()) known += ", ";
     known += e.name;
   }
-  return Status::InvalidArgument("unknown index '" + std::string(name) + "' (known: " + known + ")");
+  return Status::InvalidArgument("unknown index '" + std::string(name) + "' (known: " + known +
+                                 ")");
 }
 
 }  // namespace nvindex

@@ -38,8 +38,7 @@ class AbslBtree final : public Index<uint64_t> {
     if (it == map_.end()) return std::nullopt;
     return it->second;
   }
-  size_t scan(uint64_t start, size_t count,
-              std::vector<std::pair<uint64_t, Value>>* out) override {
+  size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override {
     out->clear();
     std::shared_lock lock(mu_);
     for (auto it = map_.lower_bound(start); it != map_.end() && out->size() < count; ++it) {
