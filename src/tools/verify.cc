@@ -30,8 +30,9 @@ int run_verify(const VerifyArgs& a) {
     if (e.persistent) known += (known.empty() ? "" : ", ") + std::string(e.name);
   }
   if (entry == nullptr || !entry->persistent) {
-    std::fprintf(stderr, "nvindex verify: '%s' is not a registered persistent index (%s: %s)\n",
-                 a.index.c_str(), entry ? "it is volatile and has no pool" : "persistent ones",
+    std::fprintf(stderr,
+                 "nvindex verify: '%s' is not a registered persistent index%s (persistent: %s)\n",
+                 a.index.c_str(), entry ? ": it is volatile and has no pool" : "",
                  known.empty() ? "none registered yet" : known.c_str());
     return 2;
   }
