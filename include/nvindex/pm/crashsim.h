@@ -1,0 +1,162 @@
+// The crash simulator (DESIGN.md §6, issue 3): follows every PM store, flush
+// and fence of a pool in Mode::kCrashSim and, at every crash point, builds the
+// pool images a power failure could leave behind, so that an oracle can
+// recover each one and check it.
+//
+// Hardware model. x86 with ADR: caches are volatile; a dirty line may be
+// written back at any time and in any order; an aligned store of at most 8
+// bytes is never torn; a line is durable only after a flush of it followed by
+// a fence by the same thread. After a crash each line holds some prefix, in
+// program order, of the stores made to it since it was last durable. With the
+// eADR profile (caches in the persistence domain) an image is instead any
+// prefix of the global store order.
+//
+// Bookkeeping, per 64 B line: the stores not yet durable, in program order, as
+// chunks of at most 8 aligned bytes (offset in line, length, new bytes). A
+// flush records how many of the line's pending stores become durable at the
+// issuing thread's next fence; a fence makes them durable (applies them to
+// the durable image). clflush is a flush plus an immediate commit of that line.
+// A non-temporal store is a store plus a flush.
+//
+// Crash points: just before every fence (with the fence's Site), and at every
+// operation's return (Simulator::operation_boundary). At a crash point the
+// images are: the durable bytes plus, for each line with pending stores, a
+// prefix of them. Up to Options::budget images every combination is tried;
+// beyond it: none, all, each line alone (all of its pending stores, and each
+// of its proper prefixes), every pair of lines (a strength-2 covering array),
+// then seeded random choices, duplicates removed.
+//
+// Instrumentation check. At every fence the simulator compares the pool with
+// its own copy (durable image + every pending store); any difference is a
+// store that did not go through the pm:: helpers, reported as an
+// uninstrumented write (an error).
+//
+// Thread-safety: the simulator follows one thread. Crash tests run their
+// operations from the thread that created the Simulator; other threads must
+// not touch the pool meanwhile.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nvindex/pm/persist.h"
+#include "nvindex/status.h"
+
+namespace nvindex::pm {
+
+class Pool;
+
+namespace crashsim {
+
+/// Which persistence domain images are drawn from.
+enum class Profile : uint8_t {
+  kAdr,   ///< caches volatile: per-line prefixes of pending stores (the default)
+  kEadr,  ///< caches persistent: any prefix of the global store order
+};
+std::string_view profile_name(Profile p);
+Status parse_profile(std::string_view name, Profile* out);
+
+struct Options {
+  uint32_t budget = 256;      ///< images per crash point before sampling (>= 1)
+  Profile profile = Profile::kAdr;
+  uint64_t seed = 1;          ///< seeds the random choices beyond the budget
+  bool check_uninstrumented = true;  ///< compare pool and copy at every fence
+};
+
+/// Where a crash happens.
+struct CrashPoint {
+  uint64_t number = 0;        ///< 0-based count of crash points so far
+  bool at_fence = false;      ///< true: just before a fence; false: an operation returned
+  std::string site;           ///< the fence's site key, or the boundary's label
+  uint64_t fences = 0;        ///< fences executed before this point
+};
+
+/// One image: the pool bytes a crash at `point` could leave, and the choice
+/// that made it ("line 0x1040: 2/3 stores; line 0x2000: 0/1 ...").
+struct Image {
+  const std::vector<char>* bytes = nullptr;  ///< whole pool, pool->size() bytes
+  std::string choice;
+};
+
+/// Lint findings at operation boundaries (issue 3 §3), by site key.
+struct LintReport {
+  /// Stores still not durable when an operation returned, by the site of the
+  /// store's caller if known, else the line address.
+  std::map<std::string, uint64_t> not_durable_at_return;
+  /// Flushes not followed by any fence before the operation returned.
+  std::map<std::string, uint64_t> flush_without_fence;
+  /// Flushes of lines with no pending store, and fences that made nothing
+  /// durable: persist cost that bought nothing.
+  std::map<std::string, uint64_t> redundant_flush;
+  std::map<std::string, uint64_t> redundant_fence;
+};
+
+/// Counts of what the simulator saw.
+struct Stats {
+  uint64_t stores = 0;
+  uint64_t flushes = 0;
+  uint64_t fences = 0;
+  uint64_t crash_points = 0;
+  uint64_t images = 0;                 ///< images handed to the visitor
+  uint64_t uninstrumented_writes = 0;  ///< lines that changed outside pm::
+  std::vector<std::string> uninstrumented_examples;  ///< first few, with line offsets
+};
+
+/// Per-site totals, for the ablation self-test: every flush and fence site
+/// seen, keyed by Site::key().
+struct SiteCounts {
+  uint64_t flushes = 0;
+  uint64_t fences = 0;
+};
+
+class Simulator {
+ public:
+  /// Called at every crash point with each image; returns false to stop
+  /// enumerating images at this crash point.
+  using Visitor = std::function<bool(const CrashPoint&, const Image&)>;
+
+  /// Attaches to `pool` (which must be in Mode::kCrashSim) and installs the
+  /// simulator as the process's crash-sim hook: from now on every pm:: store,
+  /// flush and fence on this pool is followed. The pool's current bytes are
+  /// taken as durable. Errors: InvalidArgument (pool not in kCrashSim mode,
+  /// budget 0), Busy (another Simulator is installed).
+  static Status attach(Pool* pool, const Options& options, std::unique_ptr<Simulator>* out);
+  /// Uninstalls the hook.
+  ~Simulator();
+
+  /// Sets the visitor (nullptr: crash points are counted, no images built).
+  void set_visitor(Visitor visitor);
+  /// Turns crash-point generation off (set-up, the oracle's own checks) or on.
+  /// Bookkeeping of stores, flushes and fences continues either way.
+  void set_crash_points(bool on);
+  /// A crash point at an operation's return, labelled `label`; also runs the
+  /// lint checks for the operation that just ended.
+  void operation_boundary(std::string_view label);
+
+  /// Ablation (issue 3 §4): the flush (and/or fence) issued at the site whose
+  /// key is `site_key` is dropped: not recorded and not executed. Empty key
+  /// clears every ablation.
+  void ablate(std::string_view site_key, bool drop_flush, bool drop_fence);
+
+  /// Every site seen so far with its flush and fence counts.
+  const std::map<std::string, SiteCounts>& sites() const;
+  const LintReport& lint() const;
+  const Stats& stats() const;
+
+  /// Makes every pending store durable (as if every dirty line were written
+  /// back), e.g. after set-up.
+  void make_all_durable();
+
+ private:
+  Simulator() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace crashsim
+}  // namespace nvindex::pm
