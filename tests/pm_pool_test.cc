@@ -230,14 +230,16 @@ TEST(Pool, OpenRootOutOfRange) {
   expect_open_fails(tp.path(), "test", Code::kCorruption, "root offset");
 }
 
-TEST(Pool, CrashSimModeIsRefusedUntilTheSimulatorExists) {
+TEST(Pool, CrashSimModeMapsLikeEmulated) {
   TempPool tp;
   std::unique_ptr<Pool> pool;
-  Status s = Pool::create(tp.path(), kSize, "test", Mode::kCrashSim, &pool);
-  EXPECT_EQ(s.code(), Code::kNotSupported);
-  EXPECT_NE(s.message().find("crash simulator"), std::string::npos);
-  make_pool(tp.path(), 1);
-  EXPECT_EQ(Pool::open(tp.path(), "test", Mode::kCrashSim, &pool).code(), Code::kNotSupported);
+  ASSERT_TRUE(Pool::create(tp.path(), kSize, "test", Mode::kCrashSim, &pool).ok());
+  EXPECT_EQ(pool->mode(), Mode::kCrashSim);
+  pool.reset();
+  ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kCrashSim, &pool).ok());
+  EXPECT_EQ(pool->mode(), Mode::kCrashSim);
+  EXPECT_TRUE(pool->was_clean_shutdown());
+  pool.reset();
   EXPECT_EQ(Pool::open(tp.path(), "test", Mode::kDram, &pool).code(), Code::kInvalidArgument);
   ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());
 }

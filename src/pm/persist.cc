@@ -59,6 +59,14 @@ void after_fence() {
 
 }  // namespace detail
 
+std::string Site::key() const {
+  if (name != nullptr) return name;
+  std::string_view file = loc.file_name();
+  const size_t slash = file.rfind('/');
+  if (slash != std::string_view::npos) file.remove_prefix(slash + 1);
+  return std::string(file) + ":" + std::to_string(loc.line());
+}
+
 std::string_view mode_name(Mode mode) {
   switch (mode) {
     case Mode::kDram:
@@ -154,7 +162,7 @@ Status parse_latency(std::string_view spec, PersistConfig* config) {
   return Status::Ok();
 }
 
-void nt_copy(void* dst, const void* src, size_t n) {
+void nt_copy(void* dst, const void* src, size_t n, std::source_location loc) {
   if (n == 0) return;
   if (detail::g.mode == Mode::kDram) {
     std::memcpy(dst, src, n);
@@ -169,6 +177,23 @@ void nt_copy(void* dst, const void* src, size_t n) {
   // flush, so that after the caller's fence every byte is durable either way.
   size_t head = ((start + 15) & ~uintptr_t{15}) - start;
   if (head > n) head = n;
+  if (detail::g.mode == Mode::kCrashSim) {
+    // Every byte ends up "stored and flushed", durable at the next fence,
+    // which is what the simulator records. Counted like the real path.
+    std::memcpy(d, s, n);
+    detail::sim_nt_store(d, n, loc);
+    const size_t streamed = (n - head) & ~size_t{7};
+    const uintptr_t tail = start + head + streamed;
+    const uintptr_t end = start + n;
+    uint64_t lines = 0;
+    if (head != 0) lines += ((start + head - 1) / kLineSize) - (start / kLineSize) + 1;
+    if (tail < end) lines += ((end - 1) / kLineSize) - (tail / kLineSize) + 1;
+    ThreadCounters& c = thread_counters();
+    bump(c.flushes, lines);
+    bump(c.lines_flushed, lines);
+    bump(c.nt_bytes, streamed);
+    return;
+  }
   if (head != 0) {
     std::memcpy(d, s, head);
     flush(d, head);

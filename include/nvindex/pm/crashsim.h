@@ -62,18 +62,18 @@ std::string_view profile_name(Profile p);
 Status parse_profile(std::string_view name, Profile* out);
 
 struct Options {
-  uint32_t budget = 256;      ///< images per crash point before sampling (>= 1)
+  uint32_t budget = 256;  ///< images per crash point before sampling (>= 1)
   Profile profile = Profile::kAdr;
-  uint64_t seed = 1;          ///< seeds the random choices beyond the budget
+  uint64_t seed = 1;                 ///< seeds the random choices beyond the budget
   bool check_uninstrumented = true;  ///< compare pool and copy at every fence
 };
 
 /// Where a crash happens.
 struct CrashPoint {
-  uint64_t number = 0;        ///< 0-based count of crash points so far
-  bool at_fence = false;      ///< true: just before a fence; false: an operation returned
-  std::string site;           ///< the fence's site key, or the boundary's label
-  uint64_t fences = 0;        ///< fences executed before this point
+  uint64_t number = 0;    ///< 0-based count of crash points so far
+  bool at_fence = false;  ///< true: just before a fence; false: an operation returned
+  std::string site;       ///< the fence's site key, or the boundary's label
+  uint64_t fences = 0;    ///< fences executed before this point
 };
 
 /// One image: the pool bytes a crash at `point` could leave, and the choice
@@ -102,8 +102,8 @@ struct Stats {
   uint64_t flushes = 0;
   uint64_t fences = 0;
   uint64_t crash_points = 0;
-  uint64_t images = 0;                 ///< images handed to the visitor
-  uint64_t uninstrumented_writes = 0;  ///< lines that changed outside pm::
+  uint64_t images = 0;                               ///< images handed to the visitor
+  uint64_t uninstrumented_writes = 0;                ///< lines that changed outside pm::
   std::vector<std::string> uninstrumented_examples;  ///< first few, with line offsets
 };
 
@@ -123,11 +123,23 @@ class Simulator {
   /// Attaches to `pool` (which must be in Mode::kCrashSim) and installs the
   /// simulator as the process's crash-sim hook: from now on every pm:: store,
   /// flush and fence on this pool is followed. The pool's current bytes are
-  /// taken as durable. Errors: InvalidArgument (pool not in kCrashSim mode,
-  /// budget 0), Busy (another Simulator is installed).
+  /// taken as durable. Switches the process-wide mode (pm::configure) to
+  /// kCrashSim while attached; the destructor restores the previous mode.
+  /// Destroy the Simulator before the Pool. Errors: InvalidArgument (pool
+  /// null or not in kCrashSim mode, budget 0), Busy (another Simulator is
+  /// installed).
   static Status attach(Pool* pool, const Options& options, std::unique_ptr<Simulator>* out);
-  /// Uninstalls the hook.
+  /// Uninstalls the hook and restores the process-wide mode.
   ~Simulator();
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  /// In a child process forked while a Simulator is attached (e.g. from the
+  /// visitor, to recover an image): stops following this process's stores
+  /// without touching the parent's simulator state, so that the child may
+  /// attach a Simulator of its own. Frees nothing (the child's copy of the
+  /// parent's simulator is simply abandoned).
+  static void detach_after_fork();
 
   /// Sets the visitor (nullptr: crash points are counted, no images built).
   void set_visitor(Visitor visitor);

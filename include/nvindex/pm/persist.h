@@ -5,8 +5,15 @@
 // aligned store of 8 bytes or less is never torn.
 //
 // Every store an index makes to persistent memory goes through pm::store,
-// pm::copy or pm::move (never a raw assignment or memcpy), so that the crash
-// simulator can follow it (issue 3). Today they are plain stores.
+// pm::copy, pm::move, pm::fill or pm::nt_copy (never a raw assignment or
+// memcpy), so that the crash simulator (crashsim.h, issue 3) can follow it.
+// Outside Mode::kCrashSim they are plain stores plus one predictable branch.
+//
+// Every flush, fence, persist and naw takes a trailing Site naming the call
+// site (by default the caller's file:line, recorded through
+// std::source_location). The crash simulator keys its lint findings and
+// ablation switches by Site::key(); in every other mode the Site is unused and
+// the compiler drops it.
 //
 // The process-wide configuration (mode, injected latency, media model) is set
 // once by configure() before any index runs; changing it while indexes run is
@@ -19,6 +26,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <source_location>
+#include <string>
 #include <string_view>
 
 #include "nvindex/pm/counters.h"
@@ -36,9 +45,9 @@ enum class Mode : uint8_t {
   kDram,      ///< volatile: flush and fence do nothing (and count nothing)
   kEmulated,  ///< DRAM-backed mapping, real clwb/clflushopt/sfence (default)
   kDax,       ///< real persistent memory on a DAX file system
-  kCrashSim,  ///< every primitive routed to the crash simulator. Reserved: the
-              ///< simulator is not built yet, so Pool::create/open refuse this
-              ///< mode with NotSupported rather than pretend.
+  kCrashSim,  ///< every store, flush and fence routed to the crash simulator
+              ///< (crashsim.h); flush and fence execute no instruction but
+              ///< still count. Without an attached Simulator they only count.
 };
 
 /// "dram", "emulated", "dax", "crash-sim".
@@ -67,16 +76,50 @@ void configure(const PersistConfig& config);
 /// InvalidArgument on any other text.
 Status parse_latency(std::string_view spec, PersistConfig* config);
 
+/// A flush or fence call site: a stable name or the caller's file:line. Used
+/// only in Mode::kCrashSim (lint findings, per-site counts, ablation
+/// switches); free elsewhere (never read, so optimised away). Name sites that
+/// an ablation self-test should address stably:
+///   pm::persist(p, n, {"fastfair.insert.slot"});
+struct Site {
+  const char* name;          ///< stable name, e.g. "fastfair.split.publish"; nullptr = file:line
+  std::source_location loc;  ///< where the call was written
+  // NOLINTNEXTLINE(google-explicit-constructor): {"name"} at call sites is the point.
+  Site(const char* n = nullptr, std::source_location l = std::source_location::current())
+      : name(n), loc(l) {}
+  /// The site's key: `name` if set, else "<file basename>:<line>", e.g.
+  /// "fastfair.cc:412".
+  std::string key() const;
+};
+
 namespace detail {
+/// The crash simulator's per-process state (crashsim.cc); opaque here.
+struct SimState;
+
 struct Globals {
   Mode mode = Mode::kEmulated;
   FlushInstruction flush = FlushInstruction::kClflush;
   uint32_t flush_latency_ns = 0;
   uint32_t fence_latency_ns = 0;
   bool media_model = false;
-  bool slow_path = false;  ///< latency or media model on
+  bool slow_path = false;   ///< latency or media model on
+  SimState* sim = nullptr;  ///< the attached crash simulator (kCrashSim only)
 };
 extern Globals g;
+
+// Crash-simulator hooks (crashsim.cc), called only in Mode::kCrashSim. They
+// do nothing but count when no Simulator is attached, and ignore addresses
+// outside the attached pool. Stores are reported after they were made: the
+// simulator reads the new bytes back from memory.
+/// [dst, dst+n) was just written; chunks recorded in ascending address order,
+/// or descending when `descending` (memmove to a higher address).
+void sim_store(const void* dst, size_t n, const std::source_location& loc, bool descending);
+/// Non-temporal stores to [dst, dst+n) were just made: store + flush.
+void sim_nt_store(const void* dst, size_t n, const std::source_location& loc);
+/// flush(addr, len, site) in kCrashSim: records (unless ablated) and counts.
+void sim_flush(const void* addr, size_t len, const Site& site);
+/// fence(site) in kCrashSim: crash point, commit (unless ablated), counts.
+void sim_fence(const Site& site);
 /// Latency injection and media model for one flushed line (cold path).
 void after_flush_line(uintptr_t line);
 /// Latency injection after a fence (cold path).
@@ -90,9 +133,14 @@ inline FlushInstruction flush_instruction() { return detail::g.flush; }
 
 /// Flushes every 64 B line overlapping [addr, addr+len) with one flush
 /// instruction per line (clwb, clflushopt or clflush). Not ordered until the
-/// next fence(). Counts one flush and one line per line. No-op in kDram.
-inline void flush(const void* addr, size_t len) {
+/// next fence(). Counts one flush and one line per line. No-op in kDram. In
+/// kCrashSim: recorded by the simulator, no instruction executed.
+inline void flush(const void* addr, size_t len, Site site = Site()) {
   if (detail::g.mode == Mode::kDram || len == 0) return;
+  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
+    detail::sim_flush(addr, len, site);
+    return;
+  }
   uintptr_t line = reinterpret_cast<uintptr_t>(addr) & ~(kLineSize - 1);
   const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
   uint64_t n = 0;
@@ -117,60 +165,104 @@ inline void flush(const void* addr, size_t len) {
 }
 
 /// Store fence (sfence): orders every earlier flush and non-temporal store of
-/// this thread before every later store. Counts one fence. No-op in kDram.
-inline void fence() {
+/// this thread before every later store. Counts one fence. No-op in kDram. In
+/// kCrashSim: a crash point, then the simulator commits this thread's flushes.
+inline void fence(Site site = Site()) {
   if (detail::g.mode == Mode::kDram) return;
+  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
+    detail::sim_fence(site);
+    return;
+  }
   _mm_sfence();
   bump(thread_counters().fences);
   if (__builtin_expect(detail::g.slow_path, 0)) detail::after_fence();
 }
 
 /// flush(addr, len) then fence(): [addr, addr+len) is durable on return.
-inline void persist(const void* addr, size_t len) {
-  flush(addr, len);
-  fence();
+/// Both carry `site`.
+inline void persist(const void* addr, size_t len, Site site = Site()) {
+  flush(addr, len, site);
+  fence(site);
 }
 
 /// The 8-byte NVM atomic write: store `value` to the aligned commit word, then
 /// flush its line and fence. After a crash the word holds the old or the new
 /// value, never a mix. Counts one NAW (plus its flush and fence); in kDram
 /// it is a plain store and counts nothing.
-inline void naw(std::atomic<uint64_t>* word, uint64_t value) {
+/// `site` names its flush and fence.
+inline void naw(std::atomic<uint64_t>* word, uint64_t value, Site site = Site()) {
   word->store(value, std::memory_order_release);
-  persist(word, sizeof(*word));
+  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
+    detail::sim_store(word, sizeof(*word), site.loc, false);
+  }
+  persist(word, sizeof(*word), site);
   if (detail::g.mode != Mode::kDram) bump(thread_counters().naws);
 }
 
 /// PM store helper: *dst = value for a trivially copyable T of at most 8
 /// bytes, naturally aligned (never torn). Every PM store goes through here.
+/// `loc` (the caller's, by default) keys the crash simulator's lint finding
+/// when the store is still not durable at an operation's return.
 template <class T>
-inline void store(T* dst, T value) {
+inline void store(T* dst, T value, std::source_location loc = std::source_location::current()) {
   static_assert(sizeof(T) <= 8, "pm::store is for words; use pm::copy");
   *dst = value;
+  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
+    detail::sim_store(dst, sizeof(T), loc, false);
+  }
 }
 
 /// PM store helper for a commit word that concurrent readers load: an atomic
 /// release store, not yet flushed (pair with flush/fence, or use naw()).
-inline void store(std::atomic<uint64_t>* dst, uint64_t value) {
+inline void store(std::atomic<uint64_t>* dst, uint64_t value,
+                  std::source_location loc = std::source_location::current()) {
   dst->store(value, std::memory_order_release);
+  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
+    detail::sim_store(dst, sizeof(*dst), loc, false);
+  }
 }
 
-/// PM copy helper: memcpy into PM (regions must not overlap).
-inline void copy(void* dst, const void* src, size_t n) { std::memcpy(dst, src, n); }
+/// PM copy helper: memcpy into PM (regions must not overlap). The crash
+/// simulator sees it as aligned chunks of <= 8 bytes in ascending order.
+inline void copy(void* dst, const void* src, size_t n,
+                 std::source_location loc = std::source_location::current()) {
+  std::memcpy(dst, src, n);
+  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
+    detail::sim_store(dst, n, loc, false);
+  }
+}
 
-/// PM move helper: memmove into PM (regions may overlap).
-inline void move(void* dst, const void* src, size_t n) { std::memmove(dst, src, n); }
+/// PM move helper: memmove into PM (regions may overlap). The crash simulator
+/// sees aligned chunks of <= 8 bytes in ascending order, or in descending
+/// order when dst > src (a real memmove may copy backwards then, so a crash
+/// may keep the high end of the move without the low end).
+inline void move(void* dst, const void* src, size_t n,
+                 std::source_location loc = std::source_location::current()) {
+  std::memmove(dst, src, n);
+  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
+    detail::sim_store(dst, n, loc, dst > src);
+  }
+}
 
-/// PM fill helper: memset into PM.
-inline void fill(void* dst, int byte, size_t n) { std::memset(dst, byte, n); }
+/// PM fill helper: memset into PM (chunks in ascending order, as copy).
+inline void fill(void* dst, int byte, size_t n,
+                 std::source_location loc = std::source_location::current()) {
+  std::memset(dst, byte, n);
+  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
+    detail::sim_store(dst, n, loc, false);
+  }
+}
 
 /// Non-temporal copy of n bytes into PM (bypasses the cache; still needs a
 /// fence() to be ordered and durable). Any alignment: the 16 B-aligned part of
 /// the destination is written with movntdq, an 8 B remainder with movnti, and
 /// the unaligned head and tail (< 16 B each) with plain stores that are
 /// flushed. Counts only the streamed bytes as nt_bytes (plus the flushed head
-/// and tail lines). In kDram a plain memcpy that counts nothing.
-void nt_copy(void* dst, const void* src, size_t n);
+/// and tail lines). In kDram a plain memcpy that counts nothing. In kCrashSim
+/// a memcpy that the simulator records as stores plus flushes of every line
+/// (durable at the next fence), counted as above.
+void nt_copy(void* dst, const void* src, size_t n,
+             std::source_location loc = std::source_location::current());
 
 /// Adds n bytes to this thread's log-bytes counter (WAL and micro-logs call
 /// this for every record they append).

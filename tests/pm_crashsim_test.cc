@@ -1,0 +1,293 @@
+// Crash simulator (crashsim.h): the images a crash can leave after stores,
+// flushes and fences (full enumeration, prefixes per line, commits by fence
+// and clflush, nt stores, copy/move/fill chunking), sampling beyond the
+// budget, the eADR profile, the uninstrumented-write check, ablation, lint,
+// site keys, crash-point counting, and attach errors. Every test runs on a
+// small file pool in /dev/shm mapped in crash-sim mode and writes into its
+// unused heap area.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "nvindex/pm/crashsim.h"
+#include "nvindex/pm/persist.h"
+#include "nvindex/pm/pool.h"
+#include "pm_test_util.h"
+
+namespace nvindex::pm::crashsim {
+namespace {
+
+using nvindex::pm::testing::TempPool;
+
+constexpr uint64_t kSize = 4ull << 20;
+/// A line-aligned scratch area in the pool's unused heap (offset 2 MiB).
+constexpr uint64_t kScratch = 2ull << 20;
+
+/// One image as the visitor saw it: the crash point and the scratch bytes.
+struct Seen {
+  CrashPoint point;
+  std::vector<char> scratch;  ///< 4 lines from kScratch
+  std::string choice;
+  size_t bytes = 0;  ///< size of the whole image
+};
+
+class CrashSim : public ::testing::Test {
+ protected:
+  void SetUp() override { configure(PersistConfig{}); }
+  void TearDown() override {
+    sim_.reset();
+    pool_.reset();
+    configure(PersistConfig{});
+  }
+
+  /// Creates the pool and attaches a simulator collecting every image.
+  void start(Options options = Options()) {
+    ASSERT_TRUE(Pool::create(tp_.path(), kSize, "crashsim", Mode::kCrashSim, &pool_).ok());
+    ASSERT_TRUE(Simulator::attach(pool_.get(), options, &sim_).ok());
+    sim_->set_visitor([this](const CrashPoint& cp, const Image& img) {
+      Seen s;
+      s.point = cp;
+      s.scratch.assign(img.bytes->data() + kScratch, img.bytes->data() + kScratch + 256);
+      s.choice = img.choice;
+      s.bytes = img.bytes->size();
+      seen_.push_back(std::move(s));
+      return true;
+    });
+  }
+  /// Pointer to scratch byte `off`.
+  char* at(uint64_t off) { return pool_->base() + kScratch + off; }
+  uint64_t* word(uint64_t off) { return reinterpret_cast<uint64_t*>(at(off)); }
+  /// The 8-byte word at `off` of image i's scratch.
+  uint64_t word_in(size_t i, uint64_t off) const {
+    uint64_t v;
+    std::memcpy(&v, seen_[i].scratch.data() + off, 8);
+    return v;
+  }
+  /// The distinct values of the words at `offs` over every image seen.
+  std::set<std::vector<uint64_t>> states(const std::vector<uint64_t>& offs) const {
+    std::set<std::vector<uint64_t>> out;
+    for (size_t i = 0; i < seen_.size(); ++i) {
+      std::vector<uint64_t> v;
+      for (uint64_t o : offs) v.push_back(word_in(i, o));
+      out.insert(v);
+    }
+    return out;
+  }
+
+  TempPool tp_;
+  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Simulator> sim_;
+  std::vector<Seen> seen_;
+};
+
+using States = std::set<std::vector<uint64_t>>;
+
+TEST_F(CrashSim, StoreWithoutFlushGivesImagesWithAndWithout) {
+  start();
+  store(word(0), uint64_t{7});
+  sim_->operation_boundary("op");
+  ASSERT_EQ(seen_.size(), 2u);
+  EXPECT_EQ(states({0}), (States{{0}, {7}}));
+  EXPECT_FALSE(seen_[0].point.at_fence);
+  EXPECT_EQ(seen_[0].point.site, "op");
+  EXPECT_EQ(seen_[0].bytes, kSize);  // whole pool, every image
+}
+
+TEST_F(CrashSim, TwoStoresToOneLineArePrefixes) {
+  start();
+  store(word(0), uint64_t{1});
+  store(word(8), uint64_t{2});
+  sim_->operation_boundary("op");
+  // Prefixes 0, 1, 2: never the second store without the first.
+  EXPECT_EQ(states({0, 8}), (States{{0, 0}, {1, 0}, {1, 2}}));
+  EXPECT_EQ(seen_.size(), 3u);
+}
+
+TEST_F(CrashSim, TwoLinesAreEnumeratedFully) {
+  start();
+  store(word(0), uint64_t{1});
+  store(word(64), uint64_t{2});
+  sim_->operation_boundary("op");
+  EXPECT_EQ(states({0, 64}), (States{{0, 0}, {1, 0}, {0, 2}, {1, 2}}));
+  EXPECT_EQ(seen_.size(), 4u);
+}
+
+TEST_F(CrashSim, FlushAndFenceMakeDurable) {
+  start();
+  store(word(0), uint64_t{5});
+  persist(word(0), 8);
+  seen_.clear();
+  sim_->operation_boundary("op");
+  ASSERT_EQ(seen_.size(), 1u);
+  EXPECT_EQ(word_in(0, 0), 5u);
+  EXPECT_EQ(seen_[0].choice, "no pending stores");
+}
+
+TEST_F(CrashSim, CrashPointBeforeEveryFence) {
+  start();
+  store(word(0), uint64_t{5});
+  flush(word(0), 8);
+  fence({"test.fence"});
+  // Just before the fence: flushed but not yet durable, both states possible.
+  ASSERT_EQ(seen_.size(), 2u);
+  EXPECT_TRUE(seen_[0].point.at_fence);
+  EXPECT_EQ(seen_[0].point.site, "test.fence");
+  EXPECT_EQ(seen_[0].point.number, 0u);
+  EXPECT_EQ(seen_[0].point.fences, 0u);
+  EXPECT_EQ(states({0}), (States{{0}, {5}}));
+  sim_->operation_boundary("op");
+  EXPECT_EQ(sim_->stats().crash_points, 2u);
+  EXPECT_EQ(seen_.back().point.number, 1u);
+  EXPECT_EQ(seen_.back().point.fences, 1u);
+}
+
+TEST_F(CrashSim, StoreAfterFlushIsNotCoveredByIt) {
+  start();
+  store(word(0), uint64_t{1});
+  flush(word(0), 8);
+  store(word(0), uint64_t{2});
+  fence();
+  seen_.clear();
+  sim_->operation_boundary("op");
+  // The first store is durable; the second is pending.
+  EXPECT_EQ(states({0}), (States{{1}, {2}}));
+}
+
+TEST_F(CrashSim, ClflushCommitsImmediately) {
+  start();
+  const FlushInstruction saved = detail::g.flush;
+  detail::g.flush = FlushInstruction::kClflush;
+  store(word(0), uint64_t{9});
+  flush(word(0), 8);
+  detail::g.flush = saved;
+  sim_->operation_boundary("op");
+  ASSERT_EQ(seen_.size(), 1u);
+  EXPECT_EQ(word_in(0, 0), 9u);
+}
+
+TEST_F(CrashSim, NonTemporalCopyIsStorePlusFlush) {
+  start();
+  std::vector<char> src(100, 'x');
+  nt_copy(at(3), src.data(), src.size());
+  sim_->operation_boundary("op");
+  const size_t before = seen_.size();
+  EXPECT_GT(before, 1u);  // pending until a fence
+  fence();
+  seen_.clear();
+  sim_->operation_boundary("op2");
+  ASSERT_EQ(seen_.size(), 1u);
+  EXPECT_EQ(std::string(seen_[0].scratch.data() + 3, 100), std::string(100, 'x'));
+}
+
+TEST_F(CrashSim, CopyIsChunkedInAddressOrder) {
+  start();
+  // 20 bytes from offset 4: chunks [4,8) [8,16) [16,24) in one line.
+  std::vector<char> src(20, 'a');
+  copy(at(4), src.data(), src.size());
+  EXPECT_EQ(sim_->stats().stores, 3u);
+  sim_->operation_boundary("op");
+  ASSERT_EQ(seen_.size(), 4u);  // prefixes 0..3
+  // A prefix never holds a later chunk without the earlier ones.
+  for (const Seen& s : seen_) {
+    const bool c1 = s.scratch[4] == 'a', c2 = s.scratch[8] == 'a', c3 = s.scratch[16] == 'a';
+    EXPECT_TRUE(!c2 || c1);
+    EXPECT_TRUE(!c3 || c2);
+  }
+}
+
+TEST_F(CrashSim, MoveToHigherAddressIsRecordedBackwards) {
+  start();
+  char buf[24];
+  std::memset(buf, 'm', sizeof(buf));
+  copy(at(0), buf, sizeof(buf));
+  persist(at(0), sizeof(buf));
+  seen_.clear();
+  move(at(8), at(0), 16);   // chunks [16,24) then [8,16)
+  pm::fill(at(0), 'f', 4);  // one more chunk: [0,4)
+  sim_->operation_boundary("op");
+  ASSERT_EQ(seen_.size(), 4u);
+  for (const Seen& s : seen_) {
+    // Nothing changes bytes: move of 'm' onto 'm'. Check the choice text.
+    EXPECT_NE(s.choice.find("/3"), std::string::npos) << s.choice;
+  }
+  EXPECT_EQ(sim_->stats().stores, 3u /*copy*/ + 2u /*move*/ + 1u /*fill*/);
+}
+
+TEST_F(CrashSim, UninstrumentedWriteIsReported) {
+  start();
+  *word(64) = 42;  // raw store, not through pm::
+  store(word(0), uint64_t{1});
+  persist(word(0), 8);
+  EXPECT_EQ(sim_->stats().uninstrumented_writes, 1u);
+  ASSERT_EQ(sim_->stats().uninstrumented_examples.size(), 1u);
+  EXPECT_NE(sim_->stats().uninstrumented_examples[0].find("0x000000000000002a"), std::string::npos);
+  // Reported once: the write is then followed like any pending store.
+  sim_->operation_boundary("op");
+  EXPECT_EQ(sim_->stats().uninstrumented_writes, 1u);
+}
+
+TEST_F(CrashSim, AblatedFlushLeavesStorePending) {
+  start();
+  sim_->ablate("test.persist", /*drop_flush=*/true, /*drop_fence=*/false);
+  store(word(0), uint64_t{3});
+  persist(word(0), 8, {"test.persist"});
+  seen_.clear();
+  sim_->operation_boundary("op");
+  EXPECT_EQ(states({0}), (States{{0}, {3}}));
+  EXPECT_EQ(sim_->sites().at("test.persist").flushes, 1u);  // reached, though dropped
+  EXPECT_EQ(sim_->stats().flushes, 0u);
+}
+
+TEST_F(CrashSim, AblatedFenceLeavesStorePending) {
+  start();
+  sim_->ablate("test.persist", /*drop_flush=*/false, /*drop_fence=*/true);
+  store(word(0), uint64_t{3});
+  persist(word(0), 8, {"test.persist"});
+  EXPECT_TRUE(seen_.empty());  // no crash point: the fence is gone
+  sim_->operation_boundary("op");
+  EXPECT_EQ(states({0}), (States{{0}, {3}}));
+  sim_->ablate("", false, false);
+  persist(word(0), 8, {"test.persist"});
+  seen_.clear();
+  sim_->operation_boundary("op");
+  EXPECT_EQ(states({0}), (States{{3}}));
+}
+
+TEST_F(CrashSim, SiteKeys) {
+  EXPECT_EQ(pm::Site("fastfair.split.publish").key(), "fastfair.split.publish");
+  const pm::Site here;
+  const int line = __LINE__ - 1;
+  EXPECT_EQ(here.key(), "pm_crashsim_test.cc:" + std::to_string(line));
+  start();
+  store(word(0), uint64_t{1});
+  persist(word(0), 8);
+  const int pline = __LINE__ - 1;
+  const auto& sites = sim_->sites();
+  ASSERT_EQ(sites.count("pm_crashsim_test.cc:" + std::to_string(pline)), 1u);
+  EXPECT_EQ(sites.at("pm_crashsim_test.cc:" + std::to_string(pline)).flushes, 1u);
+  EXPECT_EQ(sites.at("pm_crashsim_test.cc:" + std::to_string(pline)).fences, 1u);
+}
+
+TEST_F(CrashSim, AttachErrors) {
+  std::unique_ptr<Simulator> sim;
+  // Not a crash-sim pool.
+  TempPool other("emulated");
+  std::unique_ptr<Pool> emulated;
+  ASSERT_TRUE(Pool::create(other.path(), kSize, "crashsim", Mode::kEmulated, &emulated).ok());
+  EXPECT_EQ(Simulator::attach(emulated.get(), Options(), &sim).code(), Code::kInvalidArgument);
+  start();
+  // A second simulator.
+  EXPECT_EQ(Simulator::attach(pool_.get(), Options(), &sim).code(), Code::kBusy);
+  Options zero;
+  zero.budget = 0;
+  sim_.reset();
+  EXPECT_EQ(Simulator::attach(pool_.get(), zero, &sim).code(), Code::kInvalidArgument);
+  EXPECT_EQ(sim, nullptr);
+}
+
+}  // namespace
+}  // namespace nvindex::pm::crashsim
