@@ -28,6 +28,12 @@ namespace nvindex::pm {
 
 namespace detail {
 
+/// Sampling limits (see enumerate_adr): the structured families stop at this
+/// many times the budget; the covering array is built for at most this many
+/// dirty lines.
+constexpr uint64_t kStructuredFactor = 8;
+constexpr size_t kMaxCoveringLines = 64;
+
 /// One store chunk: at most 8 bytes, inside one aligned 8-byte word.
 struct SimChunk {
   uint64_t data = 0;           ///< the new bytes (first `len` bytes used)
@@ -258,36 +264,125 @@ struct SimState {
         if (i == choice.size()) return;
       }
     }
-    // Sampling: structured families first, then seeded random choices.
+    // Sampling beyond the budget, in this order, duplicates removed:
+    //  1. none, all, each line alone with each of its prefixes, each pair of
+    //     lines with both full (always, up to kStructuredFactor x budget);
+    //  2. a strength-2 covering array over prefix choices: rows until, for
+    //     every pair of lines (i, j) and every pair of prefixes (a, b), some
+    //     image has line i at a and line j at b (greedy, AETG-style: Cohen et
+    //     al., IEEE TSE 1997), up to the budget; skipped beyond
+    //     kMaxCoveringLines dirty lines (quadratic bookkeeping);
+    //  3. seeded random choices up to the budget.
     std::set<std::vector<uint32_t>> seen;
     uint64_t emitted = 0;
-    const uint64_t structured_cap = 8 * budget;
+    const uint64_t structured_cap = kStructuredFactor * budget;
+    const size_t nl = dl.size();
+    const bool covering = nl <= kMaxCoveringLines;
+    // covered[pair_off[i][j] + a * (n[j] + 1) + b] for i < j.
+    std::vector<std::vector<size_t>> pair_off;
+    std::vector<char> covered;
+    size_t uncovered = 0;
+    if (covering) {
+      pair_off.assign(nl, std::vector<size_t>(nl, 0));
+      size_t total_tuples = 0;
+      for (size_t i = 0; i < nl; ++i) {
+        for (size_t j = i + 1; j < nl; ++j) {
+          pair_off[i][j] = total_tuples;
+          total_tuples += size_t{n[i] + 1} * (n[j] + 1);
+        }
+      }
+      covered.assign(total_tuples, 0);
+      uncovered = total_tuples;
+    }
+    auto tuple = [&](size_t i, uint32_t a, size_t j, uint32_t b) {
+      if (i > j) {
+        std::swap(i, j);
+        std::swap(a, b);
+      }
+      return pair_off[i][j] + size_t{a} * (n[j] + 1) + b;
+    };
     auto emit = [&](const std::vector<uint32_t>& c) {
       if (!seen.insert(c).second) return true;
       ++emitted;
+      if (covering) {
+        for (size_t i = 0; i < nl; ++i) {
+          for (size_t j = i + 1; j < nl; ++j) {
+            char& t = covered[tuple(i, c[i], j, c[j])];
+            if (t == 0) --uncovered;
+            t = 1;
+          }
+        }
+      }
       return visit_choice(cp, dl, sl, c);
     };
-    if (!emit(choice)) return;                                            // none
-    if (!emit(n)) return;                                                 // all
-    for (size_t i = 0; i < dl.size() && emitted < structured_cap; ++i) {  // each line alone
+    if (!emit(choice)) return;                                     // none
+    if (!emit(n)) return;                                          // all
+    for (size_t i = 0; i < nl && emitted < structured_cap; ++i) {  // each line alone
       for (uint32_t k = 1; k <= n[i] && emitted < structured_cap; ++k) {
-        std::vector<uint32_t> c(dl.size(), 0);
+        std::vector<uint32_t> c(nl, 0);
         c[i] = k;
         if (!emit(c)) return;
       }
     }
-    for (size_t i = 0; i < dl.size() && emitted < structured_cap; ++i) {  // pairs, both full
-      for (size_t j = i + 1; j < dl.size() && emitted < structured_cap; ++j) {
-        std::vector<uint32_t> c(dl.size(), 0);
+    for (size_t i = 0; i < nl && emitted < structured_cap; ++i) {  // pairs, both full
+      for (size_t j = i + 1; j < nl && emitted < structured_cap; ++j) {
+        std::vector<uint32_t> c(nl, 0);
         c[i] = n[i];
         c[j] = n[j];
         if (!emit(c)) return;
       }
     }
     std::mt19937_64 rng(options.seed * 0x9E3779B97F4A7C15ull + cp.number);
+    if (covering) {
+      size_t cursor = 0;  // no uncovered tuple below this index
+      std::vector<size_t> order(nl);
+      while (uncovered > 0 && emitted < budget) {
+        while (covered[cursor] != 0) ++cursor;
+        // Decode the first uncovered tuple: (i, a, j, b).
+        size_t i = 0, j = 1;
+        for (size_t x = 0; x < nl; ++x) {
+          for (size_t y = x + 1; y < nl; ++y) {
+            if (pair_off[x][y] <= cursor) {
+              i = x;
+              j = y;
+            }
+          }
+        }
+        const size_t rel = cursor - pair_off[i][j];
+        std::vector<uint32_t> row(nl, 0);
+        std::vector<char> set(nl, 0);
+        row[i] = static_cast<uint32_t>(rel / (n[j] + 1));
+        row[j] = static_cast<uint32_t>(rel % (n[j] + 1));
+        set[i] = set[j] = 1;
+        for (size_t x = 0; x < nl; ++x) order[x] = x;
+        std::shuffle(order.begin(), order.end(), rng);
+        for (size_t k : order) {
+          if (set[k] != 0) continue;
+          // The prefix of line k that covers the most uncovered tuples with
+          // the lines already chosen; ties broken at random.
+          uint32_t best = 0;
+          int best_gain = -1;
+          const uint32_t start = static_cast<uint32_t>(rng() % (n[k] + 1));
+          for (uint32_t d = 0; d <= n[k]; ++d) {
+            const uint32_t v = (start + d) % (n[k] + 1);
+            int gain = 0;
+            for (size_t x = 0; x < nl; ++x) {
+              if (set[x] != 0 && covered[tuple(k, v, x, row[x])] == 0) ++gain;
+            }
+            if (gain > best_gain) {
+              best_gain = gain;
+              best = v;
+            }
+          }
+          row[k] = best;
+          set[k] = 1;
+        }
+        if (!emit(row)) return;
+      }
+    }
     for (uint64_t tries = 0; emitted < budget && tries < 16 * budget; ++tries) {
-      std::vector<uint32_t> c(dl.size());
-      for (size_t i = 0; i < dl.size(); ++i) c[i] = static_cast<uint32_t>(rng() % (n[i] + 1));
+      std::vector<uint32_t> c(nl);
+      for (size_t i = 0; i < nl; ++i) c[i] = static_cast<uint32_t>(rng() % (n[i] + 1));
       if (!emit(c)) return;
     }
   }
