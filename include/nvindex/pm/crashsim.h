@@ -16,24 +16,47 @@
 // flush records how many of the line's pending stores become durable at the
 // issuing thread's next fence; a fence makes them durable (applies them to
 // the durable image). clflush is a flush plus an immediate commit of that line.
-// A non-temporal store is a store plus a flush.
+// A non-temporal store is a store plus a flush. pm::copy/fill/move of n bytes
+// are their chunks in ascending address order, except pm::move to a higher
+// address, recorded in descending order (a real memmove may copy backwards).
+// A flush of a line made with clflush (pm::flush_instruction() == kClflush)
+// commits at once.
 //
 // Crash points: just before every fence (with the fence's Site), and at every
 // operation's return (Simulator::operation_boundary). At a crash point the
 // images are: the durable bytes plus, for each line with pending stores, a
 // prefix of them. Up to Options::budget images every combination is tried;
-// beyond it: none, all, each line alone (all of its pending stores, and each
-// of its proper prefixes), every pair of lines (a strength-2 covering array),
-// then seeded random choices, duplicates removed.
+// beyond it: none, all, each line alone (each of its prefixes), each pair of
+// lines with both full (these four families always, up to 8 x budget), then
+// rows of a strength-2 covering array over prefix choices (every pair of
+// lines takes every pair of prefixes in some image; for up to 64 dirty lines),
+// then seeded random choices (Options::seed and the crash point number), all
+// duplicates removed, until the budget. Under eADR the images at a crash
+// point are the prefixes of the global order of the stores made since the
+// previous crash point (all of them up to the budget, else evenly spaced
+// including both ends); after it, every store is durable. Crash points that are switched off (see
+// set_crash_points) still make everything durable under eADR.
 //
-// Instrumentation check. At every fence the simulator compares the pool with
-// its own copy (durable image + every pending store); any difference is a
-// store that did not go through the pm:: helpers, reported as an
-// uninstrumented write (an error).
+// Image cost: one shared pool-size buffer; per image the chosen prefixes are
+// applied to it and undone from the durable copy, O(64 B x dirty lines).
 //
-// Thread-safety: the simulator follows one thread. Crash tests run their
-// operations from the thread that created the Simulator; other threads must
-// not touch the pool meanwhile.
+// Instrumentation check. At every fence and operation boundary while crash
+// points are on (and once when they are switched on, which covers set-up) the
+// simulator compares the pool with its own copy (durable image + every
+// pending store); any difference is a store that did not go through the pm::
+// helpers, counted once per line as an uninstrumented write (an error) and
+// from then on followed as a pending store of unknown origin. Cost: one
+// memcmp of the whole pool per check (about 1-2 ms for 16 MiB), which is why
+// crash tests use 4-16 MiB pools; a dirty-page scan (soft-dirty bits or
+// mprotect) would make it proportional to the pages written, not done yet.
+//
+// Memory: three pool-size copies (durable, expected pool, image buffer) plus
+// the pending chunks.
+//
+// Thread-safety: not thread-safe. Crash tests run their operations from one
+// thread at a time; flush marks are nevertheless kept per thread, so a fence
+// commits only its own thread's flushes. Stores, flushes and fences issued
+// from inside the visitor are ignored (the visitor must not write the pool).
 #pragma once
 
 #include <cstdint>
@@ -65,53 +88,65 @@ struct Options {
   uint32_t budget = 256;  ///< images per crash point before sampling (>= 1)
   Profile profile = Profile::kAdr;
   uint64_t seed = 1;                 ///< seeds the random choices beyond the budget
-  bool check_uninstrumented = true;  ///< compare pool and copy at every fence
+  bool check_uninstrumented = true;  ///< compare pool and copy at every crash point
 };
 
 /// Where a crash happens.
 struct CrashPoint {
-  uint64_t number = 0;    ///< 0-based count of crash points so far
+  uint64_t number = 0;    ///< 0-based count of crash points so far (while on)
   bool at_fence = false;  ///< true: just before a fence; false: an operation returned
   std::string site;       ///< the fence's site key, or the boundary's label
-  uint64_t fences = 0;    ///< fences executed before this point
+  uint64_t fences = 0;    ///< fences executed (not ablated) before this point
 };
 
 /// One image: the pool bytes a crash at `point` could leave, and the choice
-/// that made it ("line 0x1040: 2/3 stores; line 0x2000: 0/1 ...").
+/// that made it: "line 0x1040: 2/3, line 0x2000: 0/1" (pool offset of each
+/// dirty line: stores kept / pending), "no pending stores", or under eADR
+/// "eadr: first 4 of 9 pending stores".
 struct Image {
-  const std::vector<char>* bytes = nullptr;  ///< whole pool, pool->size() bytes
+  /// Whole pool, pool->size() bytes; valid only during the visitor call (the
+  /// buffer is reused for the next image).
+  const std::vector<char>* bytes = nullptr;
   std::string choice;
 };
 
-/// Lint findings at operation boundaries (issue 3 §3), by site key.
+/// Lint findings (issue 3 §3), collected only while crash points are on;
+/// counts accumulate over the Simulator's life. Not every finding is a bug.
 struct LintReport {
-  /// Stores still not durable when an operation returned, by the site of the
-  /// store's caller if known, else the line address.
+  /// Stores still not durable when an operation returned, keyed by the
+  /// "<file>:<line>" of the pm::store/copy/move/fill call that made them
+  /// ("(uninstrumented):0" for raw writes); counted once per (line, key) per
+  /// operation boundary.
   std::map<std::string, uint64_t> not_durable_at_return;
-  /// Flushes not followed by any fence before the operation returned.
+  /// Lines flushed by the returning thread whose flush no fence has followed
+  /// yet, by the flush's site key (nt_copy: "<file>:<line> (nt_copy)"); once
+  /// per line per operation boundary.
   std::map<std::string, uint64_t> flush_without_fence;
-  /// Flushes of lines with no pending store, and fences that made nothing
-  /// durable: persist cost that bought nothing.
+  /// Flushed lines whose flush made nothing new durable-to-be (no pending
+  /// store, or all of them already covered by this thread's earlier flush),
+  /// by site key, once per line.
   std::map<std::string, uint64_t> redundant_flush;
+  /// Fences that made nothing durable (no flush before them, or only
+  /// redundant ones), by site key.
   std::map<std::string, uint64_t> redundant_fence;
 };
 
 /// Counts of what the simulator saw.
 struct Stats {
-  uint64_t stores = 0;
-  uint64_t flushes = 0;
-  uint64_t fences = 0;
-  uint64_t crash_points = 0;
-  uint64_t images = 0;                               ///< images handed to the visitor
-  uint64_t uninstrumented_writes = 0;                ///< lines that changed outside pm::
+  uint64_t stores = 0;                 ///< store chunks (<= 8 aligned bytes) recorded in the pool
+  uint64_t flushes = 0;                ///< lines flushed (not ablated)
+  uint64_t fences = 0;                 ///< fences (not ablated)
+  uint64_t crash_points = 0;           ///< crash points while on
+  uint64_t images = 0;                 ///< images handed to the visitor
+  uint64_t uninstrumented_writes = 0;  ///< lines that changed outside pm::
   std::vector<std::string> uninstrumented_examples;  ///< first few, with line offsets
 };
 
 /// Per-site totals, for the ablation self-test: every flush and fence site
-/// seen, keyed by Site::key().
+/// reached, keyed by Site::key(), ablated or not, crash points on or off.
 struct SiteCounts {
-  uint64_t flushes = 0;
-  uint64_t fences = 0;
+  uint64_t flushes = 0;  ///< lines flushed from this site (one per flush instruction)
+  uint64_t fences = 0;   ///< fences from this site
 };
 
 class Simulator {
@@ -147,12 +182,15 @@ class Simulator {
   /// Bookkeeping of stores, flushes and fences continues either way.
   void set_crash_points(bool on);
   /// A crash point at an operation's return, labelled `label`; also runs the
-  /// lint checks for the operation that just ended.
+  /// uninstrumented-write check and the lint checks for the operation that
+  /// just ended (only while crash points are on).
   void operation_boundary(std::string_view label);
 
   /// Ablation (issue 3 §4): the flush (and/or fence) issued at the site whose
   /// key is `site_key` is dropped: not recorded and not executed. Empty key
-  /// clears every ablation.
+  /// clears every ablation. An ablated call still counts in sites(), not in
+  /// stats() or the PM counters. (nt_copy's implied flush is not ablatable.)
+  /// Calling again for the same key replaces its switches.
   void ablate(std::string_view site_key, bool drop_flush, bool drop_fence);
 
   /// Every site seen so far with its flush and fence counts.
@@ -161,7 +199,7 @@ class Simulator {
   const Stats& stats() const;
 
   /// Makes every pending store durable (as if every dirty line were written
-  /// back), e.g. after set-up.
+  /// back), e.g. after set-up; drops every thread's flush marks.
   void make_all_durable();
 
  private:
