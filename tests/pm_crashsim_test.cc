@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "nvindex/pm/allocator.h"
 #include "nvindex/pm/crashsim.h"
 #include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
@@ -117,6 +118,9 @@ TEST_F(CrashSim, TwoLinesAreEnumeratedFully) {
   sim_->operation_boundary("op");
   EXPECT_EQ(states({0, 64}), (States{{0, 0}, {1, 0}, {0, 2}, {1, 2}}));
   EXPECT_EQ(seen_.size(), 4u);
+  EXPECT_EQ(seen_[0].point.dirty_lines, 2u);
+  EXPECT_EQ(seen_[0].point.pending_stores, 2u);
+  EXPECT_EQ(seen_[0].point.image_space, 4u);
 }
 
 TEST_F(CrashSim, FlushAndFenceMakeDurable) {
@@ -233,6 +237,36 @@ TEST_F(CrashSim, UninstrumentedWriteIsReported) {
   EXPECT_EQ(sim_->stats().uninstrumented_writes, 1u);
 }
 
+TEST_F(CrashSim, UninstrumentedCheckCanBeTurnedOff) {
+  Options o;
+  o.check_uninstrumented = false;
+  start(o);
+  *word(64) = 42;
+  sim_->operation_boundary("op");
+  EXPECT_EQ(sim_->stats().uninstrumented_writes, 0u);
+}
+
+TEST_F(CrashSim, RawWriteDuringSetUpIsFoundWhenCrashPointsTurnOn) {
+  start();
+  sim_->set_crash_points(false);
+  *word(128) = 1;  // raw, during set-up
+  persist(word(128), 8);
+  EXPECT_EQ(sim_->stats().uninstrumented_writes, 0u);
+  sim_->set_crash_points(true);
+  EXPECT_EQ(sim_->stats().uninstrumented_writes, 1u);
+}
+
+TEST_F(CrashSim, WithoutVisitorCrashPointsAreOnlyCounted) {
+  start();
+  sim_->set_visitor(nullptr);
+  store(word(0), uint64_t{1});
+  persist(word(0), 8);
+  sim_->operation_boundary("op");
+  EXPECT_EQ(sim_->stats().crash_points, 2u);
+  EXPECT_EQ(sim_->stats().images, 0u);
+  EXPECT_TRUE(seen_.empty());
+}
+
 TEST_F(CrashSim, AblatedFlushLeavesStorePending) {
   start();
   sim_->ablate("test.persist", /*drop_flush=*/true, /*drop_fence=*/false);
@@ -309,6 +343,7 @@ TEST_F(CrashSim, BeyondTheBudgetStructuredFamiliesFirst) {
   // none + all + 4 lines x 2 prefixes alone + 6 full pairs = 16, then the
   // covering array and random choices up to the budget.
   ASSERT_EQ(seen_.size(), 20u);
+  EXPECT_EQ(seen_[0].point.image_space, 81u);
   std::set<std::vector<int>> choices;
   for (const Seen& s : seen_) {
     std::vector<int> c;
@@ -406,6 +441,7 @@ TEST_F(CrashSim, EadrImagesArePrefixesOfTheGlobalStoreOrder) {
   // {}, {A}, {A,B}, {A,B,C}: never B without A (ADR would allow it).
   EXPECT_EQ(states({0, 64, 8}), (States{{0, 0, 0}, {1, 0, 0}, {1, 2, 0}, {1, 2, 3}}));
   EXPECT_EQ(seen_.size(), 4u);
+  EXPECT_EQ(seen_[0].point.image_space, 4u);
   // Caches are persistent: after the crash point every store is durable.
   seen_.clear();
   sim_->operation_boundary("op2");
@@ -543,6 +579,35 @@ TEST_F(CrashSim, ChildOfAForkCanDetach) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   // The parent's simulator is still attached.
   EXPECT_EQ(Simulator::attach(pool_.get(), Options(), &second).code(), Code::kBusy);
+}
+
+TEST_F(CrashSim, PoolAndAllocatorWriteOnlyThroughPmHelpers) {
+  start();
+  // Allocations assign chunks (a persisted class byte): every write the
+  // allocator and the pool make must be seen by the simulator.
+  std::vector<uint64_t> blocks;
+  for (uint32_t size : {64u, 256u, 4096u, 64u}) {
+    uint64_t off = 0;
+    ASSERT_TRUE(pool_->allocator().allocate(size, &off).ok());
+    blocks.push_back(off);
+    sim_->operation_boundary("allocate");
+  }
+  pool_->set_root(blocks[0]);
+  sim_->operation_boundary("set_root");
+  for (uint64_t off : blocks) pool_->allocator().free(off);
+  sim_->operation_boundary("free");
+  EXPECT_EQ(sim_->stats().uninstrumented_writes, 0u);
+  EXPECT_GT(sim_->stats().crash_points, 6u);
+  // The root NAW: images with the old and the new root, nothing else.
+  std::set<uint64_t> roots;
+  sim_->set_visitor([&](const CrashPoint&, const Image& img) {
+    uint64_t r;
+    std::memcpy(&r, img.bytes->data() + offsetof(PoolHeader, root), 8);
+    roots.insert(r);
+    return true;
+  });
+  pool_->set_root(blocks[1]);
+  EXPECT_EQ(roots, (std::set<uint64_t>{blocks[0], blocks[1]}));
 }
 
 TEST_F(CrashSim, AttachErrors) {

@@ -435,6 +435,17 @@ struct SimState {
       cp.at_fence = at_fence;
       cp.site = std::string(label);
       cp.fences = stats.fences;
+      cp.dirty_lines = dirty.size();
+      const bool eadr = options.profile == crashsim::Profile::kEadr;
+      for (uint64_t l : dirty) {
+        const uint64_t p = lines[l].pending.size();
+        cp.pending_stores += p;
+        if (!eadr) {
+          cp.image_space =
+              cp.image_space > UINT64_MAX / (p + 1) ? UINT64_MAX : cp.image_space * (p + 1);
+        }
+      }
+      if (eadr) cp.image_space = cp.pending_stores + 1;
       if (visitor) {
         if (options.profile == crashsim::Profile::kEadr) {
           enumerate_eadr(cp);

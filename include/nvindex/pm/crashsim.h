@@ -93,10 +93,16 @@ struct Options {
 
 /// Where a crash happens.
 struct CrashPoint {
-  uint64_t number = 0;    ///< 0-based count of crash points so far (while on)
-  bool at_fence = false;  ///< true: just before a fence; false: an operation returned
-  std::string site;       ///< the fence's site key, or the boundary's label
-  uint64_t fences = 0;    ///< fences executed (not ablated) before this point
+  uint64_t number = 0;          ///< 0-based count of crash points so far (while on)
+  bool at_fence = false;        ///< true: just before a fence; false: an operation returned
+  std::string site;             ///< the fence's site key, or the boundary's label
+  uint64_t fences = 0;          ///< fences executed (not ablated) before this point
+  uint64_t dirty_lines = 0;     ///< lines with pending stores here
+  uint64_t pending_stores = 0;  ///< pending store chunks over those lines
+  /// Number of distinct images the model allows here (ADR: the product of
+  /// pending + 1 over dirty lines; eADR: pending + 1), saturating at 2^64-1.
+  /// More than Options::budget means the images are sampled.
+  uint64_t image_space = 1;
 };
 
 /// One image: the pool bytes a crash at `point` could leave, and the choice
