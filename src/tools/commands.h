@@ -14,5 +14,7 @@ void add_bench_command(CLI::App& app, int* exit_code);
 void add_verify_command(CLI::App& app, int* exit_code);
 /// `nvindex info`: print a pool's header (src/tools/info.cc).
 void add_info_command(CLI::App& app, int* exit_code);
+/// `nvindex torture`: process-crash torture of a persistent index (src/tools/torture.cc).
+void add_torture_command(CLI::App& app, int* exit_code);
 
 }  // namespace nvindex::tools

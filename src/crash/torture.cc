@@ -1,0 +1,536 @@
+// Process-crash torture: see torture.h for the protocol and what it proves.
+#include "crash/torture.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <thread>
+#include <utility>
+
+#include "nvindex/pm/pool.h"
+
+namespace nvindex::crash {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum OpKind : uint8_t { kInsert, kUpdate, kRemove, kLookup };
+constexpr const char* kOpName[] = {"insert", "update", "remove", "lookup"};
+
+struct Op {
+  OpKind kind;
+  uint64_t key;
+  Value value;
+};
+
+/// Percentages of one round's op mix; lookups take the rest.
+struct Mix {
+  uint32_t insert, update, remove;
+  const char* name;
+};
+constexpr Mix kMixes[3] = {{55, 10, 10, "grow"}, {10, 10, 55, "shrink"}, {30, 20, 25, "balanced"}};
+
+/// SplitMix64 (Steele, Lea, Flood, OOPSLA'14): derives independent seeds.
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+const Mix& round_mix(uint64_t seed, uint32_t round) {
+  return kMixes[splitmix(seed ^ (uint64_t{round} << 32)) % 3];
+}
+
+/// The operations of thread `thread` in round `round`: a pure function of
+/// (seed, round, thread), so the parent replays what the child did from the
+/// acknowledgements alone.
+class OpStream {
+ public:
+  OpStream(uint64_t seed, uint32_t round, unsigned thread, unsigned threads, uint64_t slots)
+      : rng_(splitmix(splitmix(seed) ^ (uint64_t{round} << 20) ^ thread)),
+        mix_(round_mix(seed, round)),
+        thread_(thread),
+        threads_(threads),
+        slots_(slots) {}
+
+  Op next() {
+    const uint32_t r = static_cast<uint32_t>(rng_() % 100);
+    Op op;
+    op.kind = r < mix_.insert                               ? kInsert
+              : r < mix_.insert + mix_.update               ? kUpdate
+              : r < mix_.insert + mix_.update + mix_.remove ? kRemove
+                                                            : kLookup;
+    op.key = 1 + thread_ + threads_ * (rng_() % slots_);
+    const uint64_t v = rng_();
+    op.value = v % 16 == 0 ? 0 : v;  // value 0 is valid and must survive too
+    return op;
+  }
+
+ private:
+  std::mt19937_64 rng_;
+  const Mix& mix_;
+  unsigned thread_, threads_;
+  uint64_t slots_;
+};
+
+/// One acknowledgement (16 bytes), written by the child after the index
+/// returned and committed by raising its thread's count.
+struct Record {
+  uint8_t code;   ///< nvindex::Code of the operation's Status (kOk for lookups)
+  uint8_t found;  ///< lookups: 1 when the key was found
+  uint8_t reserved[6];
+  uint64_t value;  ///< lookups: the value found
+};
+static_assert(sizeof(Record) == 16);
+
+/// Most threads a child runs.
+constexpr unsigned kMaxThreads = 16;
+/// Acknowledgements one child thread can log; a thread that reaches it stops
+/// (its child then exits by itself, which is not a failure). 2^22 operations
+/// take seconds, far more than a child normally lives.
+constexpr uint64_t kLogCapacity = uint64_t{1} << 22;
+
+/// The acknowledgement log: a MAP_SHARED anonymous mapping (a side file in
+/// memory) created by the parent before fork, so it survives the child's
+/// SIGKILL. Page 0 is this header; then kLogCapacity records per thread.
+/// Protocol: a thread writes record i with plain stores, then stores
+/// count[t] = i + 1 (release); the parent reads counts (acquire) after
+/// waitpid. A kill between the two leaves record i unacknowledged. No system
+/// call per operation, so the kill lands inside the index far more often than
+/// with a pipe (where the child spends most of its time in write(2)).
+struct LogHeader {
+  std::atomic<uint32_t> ready;  ///< 1 once open + recovery succeeded
+  uint32_t reserved;
+  std::atomic<uint64_t> count[kMaxThreads];  ///< acknowledged ops per thread
+};
+constexpr uint64_t kLogHeaderBytes = 4096;
+static_assert(sizeof(LogHeader) <= kLogHeaderBytes);
+constexpr uint64_t log_bytes(unsigned threads) {
+  return kLogHeaderBytes + uint64_t{threads} * kLogCapacity * sizeof(Record);
+}
+Record* log_records(void* log, unsigned thread) {
+  return reinterpret_cast<Record*>(static_cast<char*>(log) + kLogHeaderBytes) +
+         thread * kLogCapacity;
+}
+
+/// Exit codes of a child that was not killed.
+constexpr int kChildOpenFailed = 3;
+
+/// The child: open and recover the pool, report ready, run `threads` op
+/// streams, acknowledging each operation after it returns. Never returns;
+/// normally ends by SIGKILL.
+[[noreturn]] void child_main(const TortureOptions& o, uint32_t round, uint64_t slots, void* log) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a parent that died
+  auto* hdr = static_cast<LogHeader*>(log);
+  std::unique_ptr<pm::Pool> pool;
+  std::unique_ptr<Index<uint64_t>> idx;
+  Status s = pm::Pool::open(o.pool_path, o.index, pm::Mode::kEmulated, &pool);
+  if (s.ok()) {
+    IndexOptions io;
+    io.pool = pool.get();
+    io.node_size = o.node_size;
+    io.threads = o.threads;
+    s = make_index<uint64_t>(o.index, io, &idx);
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "torture child (round %u): open/recovery failed: %s\n", round,
+                 s.ToString().c_str());
+    _exit(kChildOpenFailed);
+  }
+  hdr->ready.store(1, std::memory_order_release);
+  auto worker = [&](unsigned t) {
+    OpStream ops(o.seed, round, t, o.threads, slots);
+    Record* recs = log_records(log, t);
+    uint64_t inserts = 0;
+    for (uint64_t i = 0; i < kLogCapacity; ++i) {
+      const Op op = ops.next();
+      Record r{};
+      switch (op.kind) {
+        case kInsert:
+          ++inserts;
+          if (o.inject_lost_insert_every != 0 && inserts % o.inject_lost_insert_every == 0) {
+            r.code = static_cast<uint8_t>(Code::kOk);  // the injected lie
+          } else {
+            r.code = static_cast<uint8_t>(idx->insert(op.key, op.value).code());
+          }
+          break;
+        case kUpdate:
+          r.code = static_cast<uint8_t>(idx->update(op.key, op.value).code());
+          break;
+        case kRemove:
+          r.code = static_cast<uint8_t>(idx->remove(op.key).code());
+          break;
+        case kLookup: {
+          const std::optional<Value> v = idx->lookup(op.key);
+          r.found = v.has_value();
+          r.value = v.value_or(0);
+          break;
+        }
+      }
+      recs[i] = r;
+      hdr->count[t].store(i + 1, std::memory_order_release);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < o.threads; ++t) workers.emplace_back(worker, t);
+  worker(0);
+  for (auto& w : workers) w.join();
+  _exit(0);
+}
+
+std::string describe(const std::optional<Value>& v) {
+  return v ? "value " + std::to_string(*v) : std::string("absent");
+}
+
+using Model = std::map<uint64_t, Value>;
+
+std::optional<Value> model_get(const Model& m, uint64_t key) {
+  const auto it = m.find(key);
+  return it == m.end() ? std::nullopt : std::optional<Value>(it->second);
+}
+
+/// Applies one acknowledged op to the model; empty string when its result
+/// matches, else what differed.
+std::string replay(const Op& op, const Record& r, Model* model) {
+  const std::optional<Value> before = model_get(*model, op.key);
+  const bool present = before.has_value();
+  Code want = Code::kOk;
+  switch (op.kind) {
+    case kInsert:
+      want = present ? Code::kAlreadyExists : Code::kOk;
+      if (!present) (*model)[op.key] = op.value;
+      break;
+    case kUpdate:
+      want = present ? Code::kOk : Code::kNotFound;
+      if (present) (*model)[op.key] = op.value;
+      break;
+    case kRemove:
+      want = present ? Code::kOk : Code::kNotFound;
+      if (present) model->erase(op.key);
+      break;
+    case kLookup: {
+      const std::optional<Value> got =
+          r.found ? std::optional<Value>(r.value) : std::optional<Value>();
+      if (got != before)
+        return "lookup returned " + describe(got) + ", model has " + describe(before);
+      return {};
+    }
+  }
+  if (r.code != static_cast<uint8_t>(want)) {
+    return std::string("returned ") + std::string(CodeName(static_cast<Code>(r.code))) +
+           ", expected " + std::string(CodeName(want)) + " (model had " + describe(before) + ")";
+  }
+  return {};
+}
+
+/// The state an op leaves `key` in, given the state before it.
+std::optional<Value> apply(const Op& op, const std::optional<Value>& before) {
+  switch (op.kind) {
+    case kInsert:
+      return before ? before : std::optional<Value>(op.value);
+    case kUpdate:
+      return before ? std::optional<Value>(op.value) : std::nullopt;
+    case kRemove:
+      return std::nullopt;
+    case kLookup:
+      return before;
+  }
+  return before;
+}
+
+std::string op_text(const Op& op) {
+  return std::string(kOpName[op.kind]) + "(" + std::to_string(op.key) +
+         (op.kind == kInsert || op.kind == kUpdate ? ", " + std::to_string(op.value) : "") + ")";
+}
+
+/// Full check of a recovered index against the model: verify(), key count,
+/// a lookup of every key of the key space, and a full scan when ordered.
+std::string check_state(Index<uint64_t>& idx, const Model& model, unsigned threads, uint64_t slots,
+                        VerifyReport* vr) {
+  const Status s = idx.verify(vr);
+  if (!s.ok()) return "verify() failed: " + s.ToString();
+  if (vr->keys != model.size()) {
+    return "verify() counts " + std::to_string(vr->keys) + " keys, the model holds " +
+           std::to_string(model.size());
+  }
+  for (uint64_t k = 1; k <= uint64_t{threads} * slots; ++k) {
+    const std::optional<Value> got = idx.lookup(k);
+    const std::optional<Value> want = model_get(model, k);
+    if (got != want) {
+      return "lookup(" + std::to_string(k) + ") after recovery: " + describe(got) + ", model has " +
+             describe(want) + (want ? " (an acknowledged operation was lost)" : " (appeared)");
+    }
+  }
+  if (idx.info().caps.ordered) {
+    std::vector<std::pair<uint64_t, Value>> all;
+    idx.scan(0, model.size() + 16, &all);
+    const std::vector<std::pair<uint64_t, Value>> want(model.begin(), model.end());
+    if (all != want) {
+      size_t i = 0;
+      while (i < all.size() && i < want.size() && all[i] == want[i]) ++i;
+      return "full scan differs from the model at position " + std::to_string(i) + " (scan " +
+             std::to_string(all.size()) + " pairs, model " + std::to_string(want.size()) + ")";
+    }
+  }
+  return {};
+}
+
+Status open_index(const TortureOptions& o, const std::string& path, std::unique_ptr<pm::Pool>* pool,
+                  std::unique_ptr<Index<uint64_t>>* idx) {
+  Status s = pm::Pool::open(path, o.index, pm::Mode::kEmulated, pool);
+  if (!s.ok()) return s;
+  IndexOptions io;
+  io.pool = pool->get();
+  io.node_size = o.node_size;
+  io.threads = o.threads;
+  return make_index<uint64_t>(o.index, io, idx);
+}
+
+double percentile_sorted(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+}  // namespace
+
+double TortureReport::recovery_min() const { return percentile_sorted(recovery_seconds, 0); }
+double TortureReport::recovery_median() const { return percentile_sorted(recovery_seconds, 0.5); }
+double TortureReport::recovery_max() const { return percentile_sorted(recovery_seconds, 1); }
+
+Status run_torture(const TortureOptions& o, TortureReport* rep) {
+  *rep = TortureReport{};
+  const IndexEntry* entry = nullptr;
+  for (const IndexEntry& e : registered_indexes()) {
+    if (e.name == o.index) entry = &e;
+  }
+  if (entry == nullptr || !entry->persistent) {
+    return Status::InvalidArgument("torture: '" + o.index +
+                                   "' is not a registered persistent index");
+  }
+  if (o.threads < 1 || o.threads > 16) {
+    return Status::InvalidArgument("torture: threads must be 1..16");
+  }
+  if (o.kills < 1 || !(o.seconds > 0) || !(o.max_run_ms > 0)) {
+    return Status::InvalidArgument("torture: kills, seconds and max_run_ms must be > 0");
+  }
+  if (o.pool_bytes < pm::kMinPoolSize) {
+    return Status::InvalidArgument("torture: pool size below " + std::to_string(pm::kMinPoolSize) +
+                                   " bytes");
+  }
+  const uint64_t keys =
+      o.keys != 0 ? o.keys : std::max<uint64_t>(64ull * o.node_size / 16, 64ull * o.threads);
+  const uint64_t slots = keys / o.threads;
+  if (slots == 0 || keys > (uint64_t{1} << 32)) {
+    return Status::InvalidArgument("torture: key space must be threads..2^32 keys");
+  }
+  std::error_code ec;
+  if (std::filesystem::exists(o.pool_path, ec)) {
+    return Status::AlreadyExists("torture: " + o.pool_path +
+                                 " exists; torture creates its own pool (remove it first)");
+  }
+  {
+    std::unique_ptr<pm::Pool> pool;
+    std::unique_ptr<Index<uint64_t>> idx;
+    Status s = pm::Pool::create(o.pool_path, o.pool_bytes, o.index, pm::Mode::kEmulated, &pool);
+    if (!s.ok()) return s;
+    IndexOptions io;
+    io.pool = pool.get();
+    io.node_size = o.node_size;
+    io.threads = o.threads;
+    s = make_index<uint64_t>(o.index, io, &idx);
+    if (s.ok() && o.threads > 1 && !idx->info().caps.thread_safe) {
+      s = Status::InvalidArgument("torture: " + o.index + " is not thread-safe; use threads 1");
+    }
+    idx.reset();
+    pool.reset();
+    if (!s.ok()) {
+      std::filesystem::remove(o.pool_path, ec);
+      return s;
+    }
+  }
+  const std::string check_path = o.pool_path + ".check";
+  Model model;
+  std::mt19937_64 rng(splitmix(o.seed ^ 0x746f7274757265ull));  // kill delays
+  const auto t_start = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - t_start).count(); };
+  auto fail = [&](uint32_t round, std::string what) {
+    rep->failures.push_back(TortureFailure{
+        round, o.seed,
+        std::move(what) + " [seed " + std::to_string(o.seed) + ", round " + std::to_string(round) +
+            ", mix " + round_mix(o.seed, round).name + "; crashed pool kept at " + o.pool_path +
+            ", recovered copy at " + check_path + "]"});
+  };
+
+  double ready_ms = 2.0;  // median fork-to-ready time of a child, ms (a first guess)
+  std::vector<double> ready_samples;
+  while (rep->kills < o.kills && elapsed() < o.seconds && rep->failures.empty()) {
+    const uint32_t round = ++rep->rounds;
+    void* log = mmap(nullptr, log_bytes(o.threads), PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (log == MAP_FAILED) {
+      return Status::IOError(std::string("torture: mmap of the acknowledgement log: ") +
+                             std::strerror(errno));
+    }
+    auto* hdr = static_cast<LogHeader*>(log);
+    std::fflush(stdout);
+    std::fflush(stderr);
+    const auto forked = Clock::now();
+    const pid_t pid = fork();
+    if (pid < 0) {
+      munmap(log, log_bytes(o.threads));
+      return Status::IOError(std::string("torture: fork: ") + std::strerror(errno));
+    }
+    if (pid == 0) child_main(o, round, slots, log);
+    // One round in five kills the child at a random time before it would
+    // normally report ready (uniform in [0, the median fork-to-ready time seen
+    // so far]: during fork, open or recovery); the others at a random
+    // time after it reported ready.
+    const bool early = rng() % 5 == 0;
+    const double delay_ms =
+        std::uniform_real_distribution<double>(0, early ? ready_ms : o.max_run_ms)(rng);
+    const auto delay = std::chrono::nanoseconds(static_cast<int64_t>(delay_ms * 1e6));
+    int status = 0;
+    bool exited = false, hung = false;
+    if (!early) {  // wait for ready (or the child's own exit), at most 30 s
+      const auto deadline = Clock::now() + std::chrono::seconds(30);
+      while (hdr->ready.load(std::memory_order_acquire) == 0) {
+        if (waitpid(pid, &status, WNOHANG) == pid) {
+          exited = true;
+          break;
+        }
+        if (Clock::now() > deadline) {
+          hung = true;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+      if (!exited && !hung) {  // running mean of fork-to-ready, ms
+        const double ms = std::chrono::duration<double, std::milli>(Clock::now() - forked).count();
+        ready_samples.push_back(ms);
+        ready_ms = percentile_sorted(ready_samples, 0.5);
+      }
+    }
+    if (!exited) {
+      std::this_thread::sleep_for(delay);
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    const bool was_ready = hdr->ready.load(std::memory_order_acquire) != 0;
+    std::vector<uint64_t> acked(o.threads);
+    for (unsigned t = 0; t < o.threads; ++t) {
+      acked[t] = std::min(hdr->count[t].load(std::memory_order_acquire), kLogCapacity);
+    }
+    const bool finished = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) {
+      ++rep->kills;
+      if (!was_ready) ++rep->killed_before_ready;
+    } else if (WIFSIGNALED(status)) {
+      fail(round, "the child died of signal " + std::to_string(WTERMSIG(status)) + " (" +
+                      strsignal(WTERMSIG(status)) + ") before the kill");
+    } else if (!finished) {
+      fail(round,
+           WEXITSTATUS(status) == kChildOpenFailed
+               ? "the child could not open or recover the pool (its message is on stderr)"
+               : "the child exited by itself with status " + std::to_string(WEXITSTATUS(status)));
+    }
+    if (hung) fail(round, "the child did not finish open + recovery within 30 s (hang)");
+
+    // Replay the acknowledgements on the model, thread by thread (threads own
+    // disjoint keys, so their order relative to each other does not matter).
+    std::vector<OpStream> streams;
+    for (unsigned t = 0; t < o.threads; ++t) {
+      streams.emplace_back(o.seed, round, t, o.threads, slots);
+    }
+    for (unsigned t = 0; t < o.threads && rep->failures.empty(); ++t) {
+      const Record* recs = log_records(log, t);
+      for (uint64_t i = 0; i < acked[t]; ++i) {
+        const Op op = streams[t].next();
+        const std::string bad = replay(op, recs[i], &model);
+        if (!bad.empty()) {
+          fail(round, "thread " + std::to_string(t) + " op " + std::to_string(i) + " " +
+                          op_text(op) + " " + bad);
+          break;
+        }
+        ++rep->acked_ops;
+        uint64_t* by_kind[] = {&rep->acked_inserts, &rep->acked_updates, &rep->acked_removes,
+                               &rep->acked_lookups};
+        ++*by_kind[op.kind];
+      }
+    }
+    munmap(log, log_bytes(o.threads));
+    if (!rep->failures.empty()) break;
+
+    // Recover a copy of the crashed pool (the original stays as it was, for
+    // the next child to recover and for replay if a check fails).
+    std::filesystem::copy_file(o.pool_path, check_path,
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return Status::IOError("torture: copy to " + check_path + ": " + ec.message());
+    std::unique_ptr<pm::Pool> pool;
+    std::unique_ptr<Index<uint64_t>> idx;
+    const auto t0 = Clock::now();
+    Status s = open_index(o, check_path, &pool, &idx);
+    const double rec_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!s.ok()) {
+      fail(round, "recovery after the kill failed: " + s.ToString());
+      break;
+    }
+    ++rep->recoveries;
+    rep->recovery_seconds.push_back(rec_s);
+    // Each thread's in-flight op (the next in its stream) is wholly applied
+    // or wholly absent.
+    for (unsigned t = 0; t < o.threads && was_ready; ++t) {
+      if (acked[t] == kLogCapacity) continue;  // the thread stopped: nothing in flight
+      const Op op = streams[t].next();
+      if (op.kind == kLookup) continue;
+      const std::optional<Value> before = model_get(model, op.key);
+      const std::optional<Value> after = apply(op, before);
+      const std::optional<Value> got = idx->lookup(op.key);
+      if (got == before) continue;
+      if (got == after) {
+        ++rep->inflight_applied;
+        if (after) {
+          model[op.key] = *after;
+        } else {
+          model.erase(op.key);
+        }
+        continue;
+      }
+      fail(round, "thread " + std::to_string(t) + " in-flight op " + std::to_string(acked[t]) +
+                      " " + op_text(op) + " left " + describe(got) + ", neither the old " +
+                      describe(before) + " nor the new " + describe(after));
+    }
+    if (!rep->failures.empty()) break;
+    const std::string bad = check_state(*idx, model, o.threads, slots, &rep->last_verify);
+    if (!bad.empty()) {
+      fail(round, bad + " (kill " + std::to_string(delay_ms) + " ms after " +
+                      (early ? "fork" : "ready") + ")");
+      break;
+    }
+    rep->final_keys = model.size();
+  }
+  rep->seconds = elapsed();
+  if (rep->failures.empty() && !o.keep_pool) {
+    std::filesystem::remove(o.pool_path, ec);
+    std::filesystem::remove(check_path, ec);
+  }
+  return Status::Ok();
+}
+
+}  // namespace nvindex::crash

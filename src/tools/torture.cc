@@ -1,0 +1,99 @@
+// `nvindex torture`: process-crash torture of a persistent index (issue 3 §5,
+// src/crash/torture.h): a child runs a mixed workload on a file-backed pool
+// and acknowledges each operation through a pipe; the parent kills it with
+// SIGKILL at seeded random times, recovers a copy of the pool, runs verify()
+// and checks every acknowledged operation is present and nothing else
+// appeared. Exit codes: 0 no failure, 1 a failed check, 2 bad usage.
+#include "crash/torture.h"
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "nvindex/pm/persist.h"
+#include "tools/commands.h"
+
+namespace nvindex::tools {
+namespace {
+
+struct TortureArgs {
+  crash::TortureOptions o;
+  uint64_t pool_mib = 16;
+};
+
+int run_torture_command(TortureArgs& a) {
+  pm::PersistConfig config;
+  config.mode = pm::Mode::kEmulated;
+  pm::configure(config);
+  a.o.pool_bytes = a.pool_mib << 20;
+  crash::TortureReport r;
+  const Status st = crash::run_torture(a.o, &r);
+  if (!st.ok()) {
+    std::fprintf(stderr, "nvindex torture: %s\n", st.ToString().c_str());
+    return st.code() == Code::kIOError || st.code() == Code::kCorruption ? 1 : 2;
+  }
+  std::printf("index:              %s (node size %u, %u thread%s, seed %llu)\n", a.o.index.c_str(),
+              a.o.node_size, a.o.threads, a.o.threads == 1 ? "" : "s",
+              static_cast<unsigned long long>(a.o.seed));
+  std::printf("pool:               %s (%llu MiB, emulated)\n", a.o.pool_path.c_str(),
+              static_cast<unsigned long long>(a.pool_mib));
+  std::printf("run time:           %.2f s\n", r.seconds);
+  std::printf("kills:              %u (%u before the child reported ready)\n", r.kills,
+              r.killed_before_ready);
+  std::printf("acknowledged ops:   %llu (insert %llu, update %llu, remove %llu, lookup %llu)\n",
+              static_cast<unsigned long long>(r.acked_ops),
+              static_cast<unsigned long long>(r.acked_inserts),
+              static_cast<unsigned long long>(r.acked_updates),
+              static_cast<unsigned long long>(r.acked_removes),
+              static_cast<unsigned long long>(r.acked_lookups));
+  std::printf("in-flight applied:  %llu\n", static_cast<unsigned long long>(r.inflight_applied));
+  std::printf("recoveries checked: %u\n", r.recoveries);
+  std::printf("recovery time:      min %.3f ms, median %.3f ms, max %.3f ms (open + recover)\n",
+              r.recovery_min() * 1e3, r.recovery_median() * 1e3, r.recovery_max() * 1e3);
+  std::printf("final state:        %llu keys, %llu leaves, %llu inner nodes, height %u\n",
+              static_cast<unsigned long long>(r.final_keys),
+              static_cast<unsigned long long>(r.last_verify.leaves),
+              static_cast<unsigned long long>(r.last_verify.inner_nodes), r.last_verify.height);
+  std::printf("failures:           %zu\n", r.failures.size());
+  for (const crash::TortureFailure& f : r.failures) {
+    std::printf("  round %u: %s\n", f.round, f.what.c_str());
+  }
+  return r.failures.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_torture_command(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<TortureArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "torture",
+      "Process-crash torture: a child runs a mixed workload on a new file-backed pool and is "
+      "killed with SIGKILL at random times; after each kill the pool is recovered, verified and "
+      "checked against every acknowledged operation. Stops after --kills kills or --seconds "
+      "seconds. Exit 0 no failure, 1 a failure, 2 usage.");
+  cmd->option_defaults()->always_capture_default();
+  crash::TortureOptions& o = args->o;
+  cmd->add_option("--index", o.index, "Registered persistent index")->required();
+  cmd->add_option("--pool", o.pool_path,
+                  "Pool file to create (must not exist), e.g. /dev/shm/t.pool")
+      ->required();
+  cmd->add_option("--seconds", o.seconds, "Stop after this many seconds")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--kills", o.kills, "Stop after this many kills")
+      ->check(CLI::Range(1u, 1u << 30));
+  cmd->add_option("--seed", o.seed, "Seed of the op streams and kill delays");
+  cmd->add_option("--node-size", o.node_size, "Node size in bytes (small: more splits and merges)");
+  cmd->add_option("--threads", o.threads,
+                  "Worker threads in the child (>1 needs a thread-safe index)")
+      ->check(CLI::Range(1u, 16u));
+  cmd->add_option("--keys", o.keys, "Key space size (0: 64 nodes' worth of entries)");
+  cmd->add_option("--pool-size", args->pool_mib, "Pool size, MiB")->check(CLI::Range(4u, 1u << 20));
+  cmd->add_option("--max-run-ms", o.max_run_ms,
+                  "A child runs uniform [0, this] ms after it is ready before the kill")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--keep-pool", o.keep_pool,
+                "Keep the pool file after a clean run (always kept after a failure)");
+  cmd->callback([args, exit_code] { *exit_code = run_torture_command(*args); });
+}
+
+}  // namespace nvindex::tools
