@@ -782,8 +782,9 @@ Status FastFair::walk_levels(std::vector<std::vector<uint64_t>>* levels) const {
     return Status::Ok();
   };
   uint64_t first = root_offset();
-  if (first == 0 || !pool_->contains(first, node_size_)) {
-    return Status::Corruption("fastfair: root node offset " + hex(first) + " out of range");
+  if (first == 0 || !pool_->contains(first, node_size_) || first % node_size_ != 0) {
+    return Status::Corruption("fastfair: root node offset " + hex(first) +
+                              " out of range or misaligned");
   }
   // Read the level only after the range check; check() validates the rest.
   if (node(first)->level() > 64) return Status::Corruption("fastfair: root level too large");
