@@ -2,7 +2,8 @@
 # (scripts/install-deps) and builds what it needs.
 #   make bench   the main job: compare btree, fastfair and absl-btree on YCSB
 #   make test    every test: release build, then an ASan+UBSan build, then
-#                the concurrent index tests under ThreadSanitizer
+#                the concurrent index tests under ThreadSanitizer, then
+#                FUZZ_SECONDS of fuzzing pool files (clang/libFuzzer)
 #   make build   the release build only (build/release/nvindex)
 JOBS ?= $(shell nproc)
 BENCH_ARGS ?=
@@ -10,8 +11,10 @@ BENCH_ARGS ?=
 TSAN_TESTS ?= index_concurrent_test index_fastfair_test index_fastfair_review_test index_btree_test
 empty :=
 space := $(empty) $(empty)
+# Seconds of pool-file fuzzing in make test (tests/fuzz/run-fuzz.sh).
+FUZZ_SECONDS ?= 60
 
-.PHONY: all deps build bench test test-release test-asan test-tsan format format-check clean
+.PHONY: all deps build bench test test-release test-asan test-tsan test-fuzz format format-check clean
 
 all: build
 
@@ -25,7 +28,7 @@ build: deps
 bench: build
 	@scripts/bench $(BENCH_ARGS)
 
-test: deps format-check test-release test-asan test-tsan
+test: deps format-check test-release test-asan test-tsan test-fuzz
 
 test-release:
 	@cmake --preset release >/dev/null
@@ -41,6 +44,9 @@ test-tsan:
 	@cmake --preset tsan >/dev/null
 	@cmake --build --preset tsan -j $(JOBS) --target $(TSAN_TESTS)
 	@ctest --preset tsan -j $(JOBS) -R '^($(subst $(space),|,$(strip $(TSAN_TESTS))))$$'
+
+test-fuzz:
+	@tests/fuzz/run-fuzz.sh $(FUZZ_SECONDS)
 
 format:
 	@clang-format -i $$(git ls-files '*.h' '*.cc')

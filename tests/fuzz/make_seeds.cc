@@ -1,0 +1,98 @@
+// Seed corpus generator for pool_fuzz (tests/fuzz/pool_fuzz.cc): writes small
+// valid pools of every registered persistent non-test index as fuzz images
+// (tests/fuzz/pool_image.h) into DIR. For each index: node sizes 128 and 256
+// bytes (those the index accepts), 0, 8, 40 and 150 keys (a lone leaf, a
+// two-level and a three-level tree), then the same after removing most keys
+// (merges), each in a cleanly closed and a "crashed" variant (clean-shutdown
+// flag 0). A pool whose data does not fit the image windows is skipped with a
+// message. Usage: pool_fuzz_seeds DIR. Exit 0, or 1 when no seed was written.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "fuzz/pool_image.h"
+#include "nvindex/index.h"
+#include "nvindex/pm/pool.h"
+
+namespace {
+
+using nvindex::Status;
+
+bool make_pool(const std::string& path, const std::string& name, uint32_t node_size, int keys,
+               bool shrink, uint64_t seed) {
+  std::unique_ptr<nvindex::pm::Pool> pool;
+  std::filesystem::remove(path);
+  if (!nvindex::pm::Pool::create(path, nvindex::pm::kMinPoolSize, name,
+                                 nvindex::pm::Mode::kEmulated, &pool)
+           .ok()) {
+    return false;
+  }
+  nvindex::IndexOptions o;
+  o.pool = pool.get();
+  o.node_size = node_size;
+  std::unique_ptr<nvindex::Index<uint64_t>> idx;
+  if (!nvindex::make_index<uint64_t>(name, o, &idx).ok()) return false;
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> inserted;
+  for (int i = 0; i < keys; ++i) {
+    const uint64_t k = rng() % 1000;
+    if (idx->insert(k, k * 3 + 1).ok()) inserted.push_back(k);
+  }
+  if (shrink) {
+    for (size_t i = 0; i + 2 < inserted.size(); ++i) (void)idx->remove(inserted[i]);
+  }
+  return true;  // index then pool destroyed: a clean close
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s DIR\n", argv[0]);
+    return 2;
+  }
+  const std::string dir = argv[1];
+  std::filesystem::create_directories(dir);
+  const std::string tmp = "/dev/shm/nvindex_fuzz_seed_" + std::to_string(getpid()) + ".pool";
+  int written = 0;
+  for (const nvindex::IndexEntry& e : nvindex::registered_indexes()) {
+    const std::string name(e.name);
+    if (!e.persistent || (name.size() >= 5 && name.substr(name.size() - 5) == "-test")) continue;
+    for (uint32_t ns : {128u, 256u}) {
+      for (int keys : {0, 8, 40, 150}) {
+        for (bool shrink : {false, true}) {
+          if (shrink && keys < 40) continue;
+          if (!make_pool(tmp, name, ns, keys, shrink, 1000 + keys)) continue;  // size refused
+          std::vector<uint8_t> image;
+          std::string why;
+          if (!nvindex::fuzz::image_from_file(tmp, &image, &why)) {
+            std::fprintf(stderr, "make_seeds: %s node %u keys %d: skipped: %s\n", name.c_str(), ns,
+                         keys, why.c_str());
+            continue;
+          }
+          for (bool crashed : {false, true}) {
+            std::vector<uint8_t> img = image;
+            if (crashed) img[1 + 72] = 0;  // clean-shutdown word (offset 72) = 0
+            const std::string file = dir + "/seed-" + name + "-n" + std::to_string(ns) + "-k" +
+                                     std::to_string(keys) + (shrink ? "-shrunk" : "") +
+                                     (crashed ? "-crashed" : "-clean");
+            std::ofstream(file, std::ios::binary)
+                .write(reinterpret_cast<const char*>(img.data()),
+                       static_cast<std::streamsize>(img.size()));
+            ++written;
+          }
+        }
+      }
+    }
+  }
+  std::filesystem::remove(tmp);
+  std::printf("make_seeds: %d seeds in %s\n", written, dir.c_str());
+  return written > 0 ? 0 : 1;
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Fuzzes pool files (issue 3 §6) for a bounded time: builds the libFuzzer
+# target tests/fuzz/pool_fuzz.cc with clang (cmake preset `fuzz`), regenerates
+# the seed corpus (small valid pools of every persistent index), then runs
+# the fuzzer for SECONDS seconds over the corpus kept in the build directory,
+# the seeds and tests/fuzz/regressions (inputs that once found a bug). Fails
+# (exit 1) on any crash, hang (> 10 s per input), leak or sanitizer report,
+# and prints how to reproduce it.
+# Without clang++ or libFuzzer it says so and exits 0 (skipped), so that
+# `make test` still runs on a machine without them; scripts/install-deps
+# installs both.
+#
+# Usage: tests/fuzz/run-fuzz.sh [SECONDS]        (default 60)
+# Environment: NVINDEX_FUZZ_BUILD  build directory (default build/fuzz)
+#              JOBS                parallel build jobs (default nproc)
+#              FUZZ_ARGS           extra libFuzzer flags, e.g. "-jobs=2 -workers=2"
+set -euo pipefail
+
+seconds=${1:-60}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${NVINDEX_FUZZ_BUILD:-$root/build/fuzz}
+jobs=${JOBS:-$(nproc)}
+
+# clang 16: the code uses std::source_location, which clang 14 (Debian 12's
+# default clang) cannot compile with libstdc++ 12.
+fuzzer_lib=$(ls /usr/lib/llvm-16/lib/clang/16/lib/linux/libclang_rt.fuzzer-x86_64.a 2>/dev/null || true)
+if ! command -v clang++-16 >/dev/null || [[ -z "$fuzzer_lib" ]]; then
+  echo "test-fuzz: SKIPPED: clang++-16 and libFuzzer (libclang-rt-16-dev) are needed; scripts/install-deps installs them" >&2
+  exit 0
+fi
+
+cd "$root"
+cmake --preset fuzz -B "$build" >/dev/null
+cmake --build "$build" -j "$jobs" --target pool_fuzz pool_fuzz_seeds
+
+rm -rf "$build/seeds"
+"$build/pool_fuzz_seeds" "$build/seeds"
+mkdir -p "$build/corpus" "$build/artifacts"
+
+echo "test-fuzz: fuzzing pool files for $seconds s (corpus $build/corpus)" >&2
+# ASan: abort_on_error off so libFuzzer writes the crashing input first;
+# UBSan: halt on the first report (set at compile time too).
+set +e
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+"$build/pool_fuzz" "$build/corpus" "$build/seeds" "$root/tests/fuzz/regressions" \
+  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=37121 \
+  -dict="$root/tests/fuzz/pool.dict" -artifact_prefix="$build/artifacts/" \
+  -print_final_stats=1 ${FUZZ_ARGS:-} 2>"$build/fuzz.log"
+rc=$?
+set -e
+tail -n 25 "$build/fuzz.log" >&2
+if [[ $rc -ne 0 ]]; then
+  echo "test-fuzz: FAILED (exit $rc). Full log: $build/fuzz.log. Crashing input(s):" >&2
+  ls -1 "$build/artifacts" >&2 || true
+  echo "Reproduce: $build/pool_fuzz $build/artifacts/<file>" >&2
+  exit 1
+fi
+echo "test-fuzz: ok" >&2
