@@ -468,7 +468,7 @@ uint64_t line_count(const void* addr, size_t len) {
 
 }  // namespace
 
-void sim_store(const void* dst, size_t n, const std::source_location& loc, bool descending) {
+void sim_store(const void* dst, size_t n, std::source_location loc, bool descending) {
   SimState* s = g.sim;
   if (s == nullptr || n == 0 || s->in_visitor) return;
   uint64_t off = 0, len = 0;
@@ -476,7 +476,7 @@ void sim_store(const void* dst, size_t n, const std::source_location& loc, bool 
   s->record(off, len, loc, descending);
 }
 
-void sim_nt_store(const void* dst, size_t n, const std::source_location& loc) {
+void sim_nt_store(const void* dst, size_t n, std::source_location loc) {
   SimState* s = g.sim;
   if (s == nullptr || n == 0 || s->in_visitor) return;
   uint64_t off = 0, len = 0;
@@ -490,7 +490,7 @@ void sim_nt_store(const void* dst, size_t n, const std::source_location& loc) {
   for (uint64_t l = off - off % kLineSize; l < off + len; l += kLineSize) s->flush_line(l, site);
 }
 
-void sim_flush(const void* addr, size_t len, const Site& site) {
+void sim_flush(const void* addr, size_t len, Site site) {
   SimState* s = g.sim;
   const uint64_t nlines = line_count(addr, len);
   if (s != nullptr && !s->in_visitor) {
@@ -522,7 +522,7 @@ void sim_flush(const void* addr, size_t len, const Site& site) {
   bump(c.lines_flushed, nlines);
 }
 
-void sim_fence(const Site& site) {
+void sim_fence(Site site) {
   SimState* s = g.sim;
   if (s != nullptr && !s->in_visitor) {
     const std::string key = site.key();

@@ -110,16 +110,18 @@ extern Globals g;
 // Crash-simulator hooks (crashsim.cc), called only in Mode::kCrashSim. They
 // do nothing but count when no Simulator is attached, and ignore addresses
 // outside the attached pool. Stores are reported after they were made: the
-// simulator reads the new bytes back from memory.
+// simulator reads the new bytes back from memory. Site and source_location
+// are passed by value (one or two pointers, in registers) and the hooks are
+// cold, so that the fast path of the other modes never materialises them.
 /// [dst, dst+n) was just written; chunks recorded in ascending address order,
 /// or descending when `descending` (memmove to a higher address).
-void sim_store(const void* dst, size_t n, const std::source_location& loc, bool descending);
+[[gnu::cold]] void sim_store(const void* dst, size_t n, std::source_location loc, bool descending);
 /// Non-temporal stores to [dst, dst+n) were just made: store + flush.
-void sim_nt_store(const void* dst, size_t n, const std::source_location& loc);
+[[gnu::cold]] void sim_nt_store(const void* dst, size_t n, std::source_location loc);
 /// flush(addr, len, site) in kCrashSim: records (unless ablated) and counts.
-void sim_flush(const void* addr, size_t len, const Site& site);
+[[gnu::cold]] void sim_flush(const void* addr, size_t len, Site site);
 /// fence(site) in kCrashSim: crash point, commit (unless ablated), counts.
-void sim_fence(const Site& site);
+[[gnu::cold]] void sim_fence(Site site);
 /// Latency injection and media model for one flushed line (cold path).
 void after_flush_line(uintptr_t line);
 /// Latency injection after a fence (cold path).
