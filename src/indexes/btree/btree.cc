@@ -403,7 +403,7 @@ class Btree final : public Index<uint64_t> {
 // parent) and the insert restarts, so a split never propagates more than one
 // level and the parent always has room for the separator.
 bool Btree::try_insert(uint64_t key, Value value, Status* s) {
-  uint64_t rv;
+  uint64_t rv = 0;
   read_lock(root_lock_, &rv);
   Node* n = root_.load(std::memory_order_acquire);
   Node* parent = nullptr;
@@ -541,7 +541,7 @@ Node* Btree::split_node(Node* n, uint64_t* sep) {
 // path is merged with or rebalanced against a sibling first, and a root with
 // a single child is replaced by that child; then the key leaves its leaf.
 bool Btree::try_remove(uint64_t key, Status* s) {
-  uint64_t rv;
+  uint64_t rv = 0;
   read_lock(root_lock_, &rv);
   Node* n = root_.load(std::memory_order_acquire);
   Node* parent = nullptr;
