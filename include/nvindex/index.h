@@ -136,6 +136,15 @@ class Index {
   /// transient state left over) with no concurrent writers. Ok and a filled
   /// report, or Corruption naming the first violation.
   virtual Status verify(VerifyReport* report) const = 0;
+
+  /// Crash-lab ablation notes (issue 3 §4): for each flush or fence site
+  /// (pm::Site key, e.g. "fastfair.split.node"; "<key>/flush" or
+  /// "<key>/fence" to address one kind only) whose removal the crash lab
+  /// (`nvindex crashtest --ablate all`) does not catch, the written reason
+  /// why that flush or fence is nonetheless needed or harmlessly redundant.
+  /// An uncaught site without a note fails the ablation self-test. Default:
+  /// no notes.
+  virtual std::vector<std::pair<std::string, std::string>> ablation_notes() const { return {}; }
 };
 
 /// Creates (or, on a pool with a root, recovers) the index registered as

@@ -5,6 +5,7 @@
 
 #include "indexes/absl_btree/absl_btree.h"
 #include "indexes/btree/btree.h"
+#include "indexes/crash_bugs/crash_bugs.h"
 #include "indexes/fastfair/fastfair.h"
 #include "indexes/lying/lying.h"
 #include "nvindex/index.h"
@@ -21,6 +22,10 @@ constexpr IndexEntry kIndexes[] = {
     {"fastfair", kFastFairDescription, true, &make_fastfair},
     {"btree", kBtreeDescription, false, &make_btree},
     {"lying-test", kLyingDescription, false, &make_lying_index},  // test-only: lies on purpose
+    {"bug-publish-before-persist-test", kBugPublishBeforePersistDescription, true,
+     &make_bug_publish_before_persist},  // test-only: crash bug on purpose
+    {"bug-split-two-naw-test", kBugSplitTwoNawDescription, true,
+     &make_bug_split_two_naw},  // test-only: crash bug on purpose
 };
 }  // namespace
 

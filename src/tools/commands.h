@@ -14,6 +14,8 @@ void add_bench_command(CLI::App& app, int* exit_code);
 void add_verify_command(CLI::App& app, int* exit_code);
 /// `nvindex info`: print a pool's header (src/tools/info.cc).
 void add_info_command(CLI::App& app, int* exit_code);
+/// `nvindex crashtest`: the crash-consistency lab (src/tools/crashtest.cc).
+void add_crashtest_command(CLI::App& app, int* exit_code);
 /// `nvindex torture`: process-crash torture of a persistent index (src/tools/torture.cc).
 void add_torture_command(CLI::App& app, int* exit_code);
 

@@ -246,13 +246,13 @@ Status FastFair::create(uint32_t node_size) {
   // Pool::set_root (a NAW) publishes them; a crash earlier leaves a pool with
   // no root whose blocks the next create reclaims (see above).
   init_node(leaf, 0, 0, 0, 0);
-  pm::persist(node(leaf), kHeaderBytes);
+  pm::persist(node(leaf), kHeaderBytes, {"fastfair.create.leaf"});
   root_obj_ = pool_->ptr<RootObject>(ro);
   pm::store(&root_obj_->magic, kRootMagic);
   pm::store(&root_obj_->node_size, static_cast<uint64_t>(node_size_));
   pm::store(&root_obj_->root_node, leaf);
   for (auto& r : root_obj_->reserved) pm::store(&r, uint64_t{0});
-  pm::persist(root_obj_, sizeof(RootObject));
+  pm::persist(root_obj_, sizeof(RootObject), {"fastfair.create.root_object"});
   pool_->set_root(ro);
   return Status::Ok();
 }
@@ -279,23 +279,24 @@ void FastFair::fast_insert(Node* x, uint32_t n, uint32_t p, uint64_t key, uint64
   if (p < n) {
     pm::store(&e[n].value, e[n - 1].value.load(kRlx));
     pm::store(&e[n].key, e[n - 1].key.load(kRlx));
-    pm::persist(&e[n], kEntryBytes);
-    pm::naw(&x->count, n + 1);
+    pm::persist(&e[n], kEntryBytes, {"fastfair.insert.shift_last"});
+    pm::naw(&x->count, n + 1, {"fastfair.insert.count_shift"});
     for (uint32_t j = n - 1; j > p; --j) {
       pm::store(&e[j].value, e[j - 1].value.load(kRlx));
       pm::store(&e[j].key, e[j - 1].key.load(kRlx));
-      if (line_of(&e[j - 1]) != line_of(&e[j])) pm::persist(&e[j], kEntryBytes);
+      if (line_of(&e[j - 1]) != line_of(&e[j]))
+        pm::persist(&e[j], kEntryBytes, {"fastfair.insert.shift_line"});
     }
     pm::store(&e[p].value, value);
     pm::store(&e[p].key, key);
-    pm::persist(&e[p], kEntryBytes);
+    pm::persist(&e[p], kEntryBytes, {"fastfair.insert.slot"});
     return;
   }
   // Append: slot n is beyond count until the NAW.
   pm::store(&e[n].value, value);
   pm::store(&e[n].key, key);
-  pm::persist(&e[n], kEntryBytes);
-  pm::naw(&x->count, n + 1);
+  pm::persist(&e[n], kEntryBytes, {"fastfair.insert.append"});
+  pm::naw(&x->count, n + 1, {"fastfair.insert.count_append"});
 }
 
 // FAST delete (paper §3.1 mended) of slot p of locked node x holding n
@@ -314,10 +315,11 @@ void FastFair::fast_delete(Node* x, uint32_t n, uint32_t p) {
   for (uint32_t j = p; j + 1 < n; ++j) {
     pm::store(&e[j].key, e[j + 1].key.load(kRlx));
     pm::store(&e[j].value, e[j + 1].value.load(kRlx));
-    if (j + 2 < n && line_of(&e[j + 1]) != line_of(&e[j])) pm::persist(&e[j], kEntryBytes);
+    if (j + 2 < n && line_of(&e[j + 1]) != line_of(&e[j]))
+      pm::persist(&e[j], kEntryBytes, {"fastfair.delete.shift_line"});
   }
-  if (p + 1 < n) pm::persist(&e[n - 2], kEntryBytes);
-  pm::naw(&x->count, n - 1);
+  if (p + 1 < n) pm::persist(&e[n - 2], kEntryBytes, {"fastfair.delete.last_line"});
+  pm::naw(&x->count, n - 1, {"fastfair.delete.count"});
 }
 
 // FAIR split (paper §4.1, mended) of the full, locked node at xoff into the
@@ -349,10 +351,10 @@ uint64_t FastFair::split(uint64_t xoff, uint64_t noff) {
     pm::store(&ne[i - from].value, xe[i].value.load(kRlx));
   }
   pm::store(&nn->count, static_cast<uint64_t>(n - from));
-  pm::persist(nn, kHeaderBytes + (n - from) * kEntryBytes);
+  pm::persist(nn, kHeaderBytes + (n - from) * kEntryBytes, {"fastfair.split.new_node"});
   pm::store(&x->sibling, noff);
   pm::store(&x->count, static_cast<uint64_t>(m));
-  pm::persist(x, kHeaderBytes);
+  pm::persist(x, kHeaderBytes, {"fastfair.split.header"});
   return low;
 }
 
@@ -521,7 +523,7 @@ Status FastFair::update(uint64_t key, Value value) {
   // In-place 8-byte store of the value: a crash leaves the old or the new
   // value (never torn), durable once its line is persisted.
   pm::store(&n->entries()[i].value, value);
-  pm::persist(&n->entries()[i], kEntryBytes);
+  pm::persist(&n->entries()[i], kEntryBytes, {"fastfair.update.value"});
   unlock(off);
   return Status::Ok();
 }
@@ -592,8 +594,8 @@ Status FastFair::insert_separator(uint32_t level, uint64_t sep, uint64_t child, 
       pm::store(&e[0].key, sep);
       pm::store(&e[0].value, child);
       pm::store(&node(r)->count, 1);
-      pm::persist(node(r), kHeaderBytes + kEntryBytes);
-      pm::naw(&root_obj_->root_node, r);
+      pm::persist(node(r), kHeaderBytes + kEntryBytes, {"fastfair.root_split.new_root"});
+      pm::naw(&root_obj_->root_node, r, {"fastfair.root_split.publish"});
       return Status::Ok();
     }
     Node* p = node(off);
@@ -718,10 +720,10 @@ void FastFair::try_merge(uint32_t level, uint64_t key) {
     pm::store(&le[at].key, re[j].key.load(kRlx));
     pm::store(&le[at].value, re[j].value.load(kRlx));
   }
-  if (at > ln) pm::persist(&le[ln], (at - ln) * kEntryBytes);
+  if (at > ln) pm::persist(&le[ln], (at - ln) * kEntryBytes, {"fastfair.merge.entries"});
   pm::store(&l->count, static_cast<uint64_t>(at));  // 3)
   pm::store(&l->sibling, r->sibling.load(kRlx));
-  pm::persist(l, kHeaderBytes);
+  pm::persist(l, kHeaderBytes, {"fastfair.merge.header"});
   unlock_obsolete(roff);  // 4)
   retire(roff);
   unlock(loff);
@@ -742,7 +744,7 @@ void FastFair::collapse_root() {
   Node* n = node(r);
   if (n->level() == 0 || !lock(r)) return;
   if (n->count.load(kRlx) == 0 && n->sibling.load(kRlx) == 0) {
-    pm::naw(&root_obj_->root_node, n->leftmost.load(kRlx));
+    pm::naw(&root_obj_->root_node, n->leftmost.load(kRlx), {"fastfair.collapse_root.publish"});
     unlock_obsolete(r);
     retire(r);
   } else {
@@ -823,7 +825,7 @@ Status FastFair::normalize(uint64_t off) {
     uint32_t cut = n;
     while (cut > 0 && e[cut - 1].key.load(kRlx) >= ub) --cut;
     if (cut < n) {
-      pm::naw(&x->count, cut);
+      pm::naw(&x->count, cut, {"fastfair.recover.trim"});
       n = cut;
     }
   }
@@ -1066,6 +1068,35 @@ Status FastFair::verify(VerifyReport* report) const {
   }
   *report = r;
   return Status::Ok();
+}
+
+// ---------------------------------------------------------------- ablation notes
+
+// Ablation notes (issue 3 §4): the flushes and fences whose removal the crash
+// lab (`nvindex crashtest --index fastfair --ablate all`) does not catch, and
+// why each stays.
+std::vector<std::pair<std::string, std::string>> FastFair::ablation_notes() const {
+  return {
+      {"fastfair.create.leaf/fence",
+       "redundant: the leaf's flush is committed by the fence of the root object's persist that "
+       "follows at once, before the NAW that publishes both; one fence per pool creation"},
+      {"fastfair.root_split.publish",
+       "tolerated by recovery: if the NAW of the new root is lost, the old root is the leftmost "
+       "node of its level with a sibling, i.e. a missing separator, which recovery repairs by "
+       "growing the root again (repair_separators); the persist keeps a crash from undoing the "
+       "split and costs one NAW per root split"},
+      {"fastfair.collapse_root.publish",
+       "not observable in a crash test: a lost collapse leaves the old root (no entries, leftmost "
+       "= the new root) as a valid, one level taller tree with the same content; the NAW is "
+       "needed because the old root is retired and freed when the index is destroyed: a later "
+       "index on the same pool could reuse the block while the durable root still named it"},
+      {"fastfair.merge.header",
+       "not observable in a crash test: without it, L's count/sibling stores stay pending and a "
+       "crash leaves the state after merge step 1 (R unlinked from P but still L's sibling), "
+       "which recovery repairs by re-inserting R's separator; the persist is needed because R "
+       "is retired and freed when the index is destroyed, after which its block may be reused "
+       "while the durable L.sibling still named it"},
+  };
 }
 
 }  // namespace fastfair

@@ -47,6 +47,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -169,6 +170,9 @@ class FastFair final : public Index<uint64_t> {
   std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override;
   IndexInfo info() const override;
   Status verify(VerifyReport* report) const override;
+  /// Why the crash lab's ablation self-test cannot catch the removal of some
+  /// flushes and fences (see fastfair.cc "Ablation notes").
+  std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
 
   // --- internals exposed for tests (tests/index_fastfair_recovery_test.cc
   // builds transient crash states with them) and tools; not for indexes'

@@ -1,0 +1,286 @@
+// Crash-lab tests (issue 3 §2, §7): every registered persistent index (names
+// ending in -test excluded) passes a budgeted crash test under the crash
+// simulator with zero failures and zero uninstrumented writes; the two
+// deliberately broken indexes are caught (the proof that the simulator and the
+// oracle work), and pass with their bug switched off (the control).
+//
+// Size: in a release build about 10,000 images per index (about 30 s for
+// fastfair on one core). Under a sanitizer, or with NVINDEX_CRASH_SCALE=x
+// (0 < x <= 1), the scenario counts are scaled down. Nothing here passes or
+// fails on timing; the time is printed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "crash/oracle.h"
+#include "nvindex/index.h"
+
+namespace nvindex::crash {
+namespace {
+
+bool is_test_double(std::string_view name) {
+  return name.size() >= 5 && name.substr(name.size() - 5) == "-test";
+}
+
+/// 1 in a plain build, 0.1 under AddressSanitizer, or NVINDEX_CRASH_SCALE.
+double scale() {
+  if (const char* s = std::getenv("NVINDEX_CRASH_SCALE")) {
+    const double v = std::atof(s);
+    if (v > 0 && v <= 1) return v;
+  }
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return 0.1;
+#else
+  return 1.0;
+#endif
+}
+
+size_t scaled(size_t n) { return std::max<size_t>(1, static_cast<size_t>(n * scale() + 0.5)); }
+
+std::vector<std::string> persistent_indexes() {
+  std::vector<std::string> names;
+  for (const IndexEntry& e : registered_indexes()) {
+    if (e.persistent && !is_test_double(e.name)) names.emplace_back(e.name);
+  }
+  return names;
+}
+
+void expect_clean(const Report& r) {
+  EXPECT_EQ(r.failures, 0u) << "first failure:\n"
+                            << (r.examples.empty() ? "" : r.examples.front().to_string());
+  EXPECT_EQ(r.uninstrumented_writes, 0u)
+      << (r.uninstrumented_examples.empty() ? "" : r.uninstrumented_examples.front());
+  EXPECT_EQ(r.scenarios, r.options.scenarios);
+}
+
+void print(const Report& r) {
+  std::printf(
+      "[ crash    ] %s node %u B, %llu scenarios x %zu ops, %s: %llu crash points, %llu "
+      "images (%.0f/s), %llu recovery crash images, %llu failures\n",
+      r.options.index.c_str(), r.options.node_size, static_cast<unsigned long long>(r.scenarios),
+      r.options.ops, std::string(pm::crashsim::profile_name(r.options.sim.profile)).c_str(),
+      static_cast<unsigned long long>(r.crash_points), static_cast<unsigned long long>(r.images),
+      r.images_per_second(), static_cast<unsigned long long>(r.nested_images),
+      static_cast<unsigned long long>(r.failures));
+}
+
+class PersistentIndex : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
+  struct Run {
+    uint32_t node_size;
+    size_t ops;
+    size_t scenarios;
+    pm::crashsim::Profile profile;
+  };
+  // Small nodes: splits and merges (and root growth and collapse) within a
+  // few dozen operations.
+  const Run runs[] = {
+      {128, 50, scaled(12), pm::crashsim::Profile::kAdr},
+      {128, 12, scaled(4), pm::crashsim::Profile::kAdr},
+      {256, 40, scaled(4), pm::crashsim::Profile::kAdr},
+      {128, 30, 1, pm::crashsim::Profile::kEadr},
+  };
+  uint64_t images = 0, nested = 0, boundary_points = 0, fence_points = 0;
+  uint64_t seed = 1;
+  for (const Run& run : runs) {
+    Options o;
+    o.index = GetParam();
+    o.node_size = run.node_size;
+    o.ops = run.ops;
+    o.scenarios = run.scenarios;
+    o.seed = seed;
+    o.sim.profile = run.profile;
+    seed += 100;
+    Report r;
+    Status s = run_crash_test(o, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    print(r);
+    expect_clean(r);
+    images += r.images;
+    nested += r.nested_images;
+    boundary_points += r.boundary_points;
+    fence_points += r.fence_points;
+  }
+  // Every crash point yields at least one image; the issue's bar for fastfair
+  // is 10,000 checked images (in a full-size run).
+  EXPECT_GE(images, boundary_points + fence_points);
+  EXPECT_GE(images, static_cast<uint64_t>(8000 * scale()));
+  EXPECT_GT(fence_points, 0u);
+  if (GetParam() == "fastfair" && scale() == 1.0) {
+    EXPECT_GE(images, 10000u);
+  }
+  std::printf("[ crash    ] %s total: %llu images, %llu more after a crash during recovery\n",
+              GetParam().c_str(), static_cast<unsigned long long>(images),
+              static_cast<unsigned long long>(nested));
+}
+
+INSTANTIATE_TEST_SUITE_P(Registry, PersistentIndex, ::testing::ValuesIn(persistent_indexes()),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// --- the proof that the lab works: deliberately broken indexes are caught.
+
+Report run_bug(const std::string& index, bool bug_on, bool stop_at_first) {
+  Options o;
+  o.index = index;
+  o.node_size = 128;
+  o.ops = 30;
+  o.scenarios = bug_on ? 2 : scaled(3);
+  o.stop_at_first_failure = stop_at_first;
+  if (!bug_on) o.index_opts["bug"] = "none";
+  Report r;
+  Status s = run_crash_test(o, &r);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  print(r);
+  return r;
+}
+
+void expect_caught(const Report& r, const std::string& site) {
+  ASSERT_GT(r.failures, 0u) << r.options.index << " was not caught";
+  const Failure& f = r.examples.front();
+  // A crash failure with everything needed to replay it.
+  EXPECT_FALSE(f.live) << f.to_string();
+  EXPECT_EQ(f.index, r.options.index);
+  EXPECT_EQ(f.node_size, 128u);
+  EXPECT_GE(f.op_number, 0) << f.to_string();
+  EXPECT_TRUE(f.at_fence) << f.to_string();
+  EXPECT_EQ(f.site, site) << f.to_string();
+  EXPECT_FALSE(f.choice.empty()) << f.to_string();
+  EXPECT_FALSE(f.what.empty());
+  EXPECT_NE(f.to_string().find("replay: nvindex crashtest --index " + r.options.index),
+            std::string::npos);
+}
+
+TEST(BuggyIndexes, PublishBeforePersistIsCaught) {
+  const Report r = run_bug("bug-publish-before-persist-test", true, true);
+  // The first crash image that shows the bug: the link is durable, the new
+  // node's lines are not.
+  expect_caught(r, "bug.split.link");
+  EXPECT_NE(r.examples.front().what.find("Corruption"), std::string::npos)
+      << r.examples.front().to_string();
+}
+
+TEST(BuggyIndexes, SplitWithTwoNawsAndNoRecoveryIsCaught) {
+  const Report r = run_bug("bug-split-two-naw-test", true, true);
+  // The first image that shows the bug: X.next durable, X.bitmap not yet
+  // trimmed (the crash point before the link NAW's fence).
+  expect_caught(r, "bug.split.link");
+}
+
+TEST(BuggyIndexes, WithTheBugOffTheyPass) {
+  for (const char* name : {"bug-publish-before-persist-test", "bug-split-two-naw-test"}) {
+    const Report r = run_bug(name, false, false);
+    expect_clean(r);
+    EXPECT_GT(r.images, 100u);
+  }
+}
+
+// Removing the one flush or fence that makes the fixed list correct is caught:
+// the simulator sees more than the two planted bugs.
+TEST(BuggyIndexes, AblatingTheFixedListsSplitPersistIsCaught) {
+  Options o;
+  o.index = "bug-publish-before-persist-test";
+  o.index_opts["bug"] = "none";
+  o.node_size = 128;
+  o.ops = 30;
+  o.ablate_site = "bug.split.node";
+  o.ablate_flush = true;
+  o.stop_at_first_failure = true;
+  Report r;
+  ASSERT_TRUE(run_crash_test(o, &r).ok());
+  ASSERT_GT(r.failures, 0u);
+  EXPECT_EQ(r.examples.front().ablation, "bug.split.node/flush");
+}
+
+// --- the oracle's own machinery.
+
+TEST(Oracle, ScenariosAreDeterministicAndGrowThenShrink) {
+  const Scenario a = make_scenario(7, 50), b = make_scenario(7, 50), c = make_scenario(8, 50);
+  ASSERT_EQ(a.ops.size(), 50u);
+  bool same = true, differ = false;
+  for (size_t i = 0; i < 50; ++i) {
+    same &= a.ops[i].key == b.ops[i].key && a.ops[i].kind == b.ops[i].kind &&
+            a.ops[i].value == b.ops[i].value;
+    differ |= a.ops[i].key != c.ops[i].key || a.ops[i].kind != c.ops[i].kind;
+  }
+  EXPECT_TRUE(same);
+  EXPECT_TRUE(differ);
+  Model m;
+  size_t peak = 0, ok_removes = 0;
+  for (const Op& op : a.ops) {
+    EXPECT_TRUE(std::binary_search(a.universe.begin(), a.universe.end(), op.key));
+    const Code c2 = apply_op(op, &m);
+    if (op.kind == Op::Kind::kRemove && c2 == Code::kOk) ++ok_removes;
+    peak = std::max(peak, m.size());
+  }
+  EXPECT_GE(peak, 16u);  // > 4 leaves of 128 B fastfair nodes: splits
+  EXPECT_GE(ok_removes, 10u);
+  EXPECT_LT(m.size(), peak);  // shrinks: merges
+}
+
+TEST(Oracle, ApplyOpFollowsTheIndexContract) {
+  Model m;
+  EXPECT_EQ(apply_op({Op::Kind::kUpdate, 5, 1}, &m), Code::kNotFound);
+  EXPECT_EQ(apply_op({Op::Kind::kInsert, 5, 1}, &m), Code::kOk);
+  EXPECT_EQ(apply_op({Op::Kind::kInsert, 5, 2}, &m), Code::kAlreadyExists);
+  EXPECT_EQ(m.at(5), 1u);
+  EXPECT_EQ(apply_op({Op::Kind::kUpdate, 5, 3}, &m), Code::kOk);
+  EXPECT_EQ(m.at(5), 3u);
+  EXPECT_EQ(apply_op({Op::Kind::kRemove, 5, 0}, &m), Code::kOk);
+  EXPECT_EQ(apply_op({Op::Kind::kRemove, 5, 0}, &m), Code::kNotFound);
+  EXPECT_TRUE(m.empty());
+}
+
+TEST(Oracle, AHungRecoveryCheckIsKilledAndReported) {
+  Options o;
+  o.index = "fastfair";
+  o.node_size = 128;
+  o.ops = 3;
+  o.child_timeout_s = 1e-9;  // every check outlives its deadline
+  o.nested_every = 0;
+  o.stop_at_first_failure = true;
+  Report r;
+  ASSERT_TRUE(run_crash_test(o, &r).ok());
+  ASSERT_GT(r.failures, 0u);
+  EXPECT_NE(r.examples.front().what.find("hung"), std::string::npos)
+      << r.examples.front().to_string();
+}
+
+TEST(Oracle, RefusesBadArguments) {
+  Report r;
+  Options o;
+  o.index = "btree";  // volatile
+  EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
+  o.index = "no-such-index";
+  EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
+  o.index = "fastfair";
+  o.ops = 0;
+  EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
+  o.ops = 5;
+  o.sim.budget = 0;
+  EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
+  o.sim.budget = 16;
+  o.node_size = 100;  // refused by fastfair
+  EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
+}
+
+TEST(Oracle, NotesAreFoundByKindThenSite) {
+  const std::vector<std::pair<std::string, std::string>> notes = {{"a/fence", "fence only"},
+                                                                  {"a", "both"}};
+  EXPECT_EQ(find_note(notes, "a", true), "fence only");
+  EXPECT_EQ(find_note(notes, "a", false), "both");
+  EXPECT_EQ(find_note(notes, "b", false), "");
+  EXPECT_FALSE(find_note(notes, "allocator.cc:12", true).empty());
+  EXPECT_EQ(find_note(notes, "allocator.cc:12", false), "");
+}
+
+}  // namespace
+}  // namespace nvindex::crash
