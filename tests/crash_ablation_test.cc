@@ -2,7 +2,7 @@
 // (names ending in -test excluded): each flush and each fence site, dropped
 // one at a time, must be caught by the crash lab, or carry a written reason
 // (Index::ablation_notes()). Bounded: one scenario of 40 operations on 128 B
-// nodes (about 45 s for fastfair in a release build). Skipped under a
+// nodes (about 25 s for fastfair in a release build). Skipped under a
 // sanitizer or with NVINDEX_CRASH_SCALE < 1 (see the test). The baseline run
 // must be clean.
 #include <gtest/gtest.h>
