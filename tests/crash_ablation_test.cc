@@ -19,9 +19,7 @@
 namespace nvindex::crash {
 namespace {
 
-bool is_test_double(std::string_view name) {
-  return name.size() >= 5 && name.substr(name.size() - 5) == "-test";
-}
+bool is_test_double(std::string_view name) { return is_test_only_index(name); }
 
 bool reduced() {
   if (const char* s = std::getenv("NVINDEX_CRASH_SCALE")) return std::atof(s) < 1;

@@ -27,9 +27,7 @@
 namespace nvindex::crash {
 namespace {
 
-bool is_test_double(std::string_view name) {
-  return name.size() >= 5 && name.substr(name.size() - 5) == "-test";
-}
+bool is_test_double(std::string_view name) { return is_test_only_index(name); }
 
 /// 1 in a plain build, 0.1 under AddressSanitizer, or NVINDEX_CRASH_SCALE.
 double scale() {

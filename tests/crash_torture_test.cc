@@ -24,9 +24,7 @@ std::string pool_path(const std::string& tag) {
   return "/dev/shm/nvindex_torture_test_" + tag + "_" + std::to_string(getpid()) + ".pool";
 }
 
-bool is_test_index(std::string_view name) {
-  return name.size() >= 5 && name.substr(name.size() - 5) == "-test";
-}
+bool is_test_index(std::string_view name) { return is_test_only_index(name); }
 
 void print(const std::string& name, const TortureReport& r) {
   std::printf(

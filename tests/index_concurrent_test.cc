@@ -17,9 +17,7 @@ namespace nvindex {
 namespace {
 
 // Registry entries ending in "-test" are deliberately broken test doubles.
-bool is_test_double(std::string_view name) {
-  return name.size() >= 5 && name.substr(name.size() - 5) == "-test";
-}
+bool is_test_double(std::string_view name) { return is_test_only_index(name); }
 
 std::vector<std::string> index_names() {
   std::vector<std::string> names;

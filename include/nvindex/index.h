@@ -163,6 +163,11 @@ struct IndexEntry {
   Status (*make)(const IndexOptions&, std::unique_ptr<Index<uint64_t>>*);
 };
 
+/// True for registry names ending in "-test": indexes that exist only to test
+/// the harness and the crash lab (some deliberately broken). They are never in
+/// a default benchmark list nor in the per-index test sweeps.
+inline bool is_test_only_index(std::string_view name) { return name.ends_with("-test"); }
+
 /// Every registered index for uint64_t keys, in registration order.
 std::span<const IndexEntry> registered_indexes();
 
