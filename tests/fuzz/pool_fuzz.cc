@@ -45,7 +45,7 @@ void expect_clear_error(const Status& s, const char* where) {
   if (s.message().empty()) die(where, "error without a message: " + s.ToString());
 }
 
-bool is_test_index(std::string_view name) { return is_test_only_index(name); }
+bool is_test_index(std::string_view name) { return nvindex::is_test_only_index(name); }
 
 /// The layout name the header claims (bytes 16..47, NUL-padded), if it names a
 /// registered persistent non-test index; else "fastfair".
