@@ -11,7 +11,12 @@
 # installs both.
 #
 # Usage: tests/fuzz/run-fuzz.sh [SECONDS]        (default 60)
-# Environment: NVINDEX_FUZZ_BUILD  build directory (default build/fuzz)
+# Environment: FUZZ_RUNS           if set: a reproducible run for `make test`:
+#                                  exactly this many inputs from seed 1 over a
+#                                  fresh corpus (SECONDS stays an upper bound),
+#                                  so the same commit always tries the same
+#                                  inputs and CI cannot turn red by luck
+#              NVINDEX_FUZZ_BUILD  build directory (default build/fuzz)
 #              JOBS                parallel build jobs (default nproc)
 #              FUZZ_ARGS           extra libFuzzer flags, e.g. "-jobs=2 -workers=2"
 set -euo pipefail
@@ -35,16 +40,23 @@ cmake --build "$build" -j "$jobs" --target pool_fuzz pool_fuzz_seeds
 
 rm -rf "$build/seeds"
 "$build/pool_fuzz_seeds" "$build/seeds"
-mkdir -p "$build/corpus" "$build/artifacts"
+corpus="$build/corpus"
+limits=()
+if [[ -n "${FUZZ_RUNS:-}" ]]; then
+  corpus="$build/corpus-reproducible"
+  rm -rf "$corpus"
+  limits=(-seed=1 -runs="$FUZZ_RUNS")
+fi
+mkdir -p "$corpus" "$build/artifacts"
 
-echo "test-fuzz: fuzzing pool files for $seconds s (corpus $build/corpus)" >&2
+echo "test-fuzz: fuzzing pool files for ${FUZZ_RUNS:+$FUZZ_RUNS inputs from seed 1, at most }$seconds s (corpus $corpus)" >&2
 # ASan: abort_on_error off so libFuzzer writes the crashing input first;
 # UBSan: halt on the first report (set at compile time too).
 set +e
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-"$build/pool_fuzz" "$build/corpus" "$build/seeds" "$root/tests/fuzz/regressions" \
-  -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=37121 \
+"$build/pool_fuzz" "$corpus" "$build/seeds" "$root/tests/fuzz/regressions" \
+  "${limits[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=37121 \
   -dict="$root/tests/fuzz/pool.dict" -artifact_prefix="$build/artifacts/" \
   -print_final_stats=1 ${FUZZ_ARGS:-} 2>"$build/fuzz.log"
 rc=$?

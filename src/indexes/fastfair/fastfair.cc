@@ -791,6 +791,12 @@ Status FastFair::walk_levels(std::vector<std::vector<uint64_t>>* levels) const {
   // Read the level only after the range check; check() validates the rest.
   if (node(first)->level() > 64) return Status::Corruption("fastfair: root level too large");
   for (int64_t lvl = node(first)->level(); lvl >= 0; --lvl) {
+    // Every level has a leftmost node: the root, or the leftmost child of the
+    // level above (0 there is damage, found by the pool fuzzer).
+    if (first == 0) {
+      return Status::Corruption("fastfair: level " + std::to_string(lvl) +
+                                " has no leftmost node (inner node without a leftmost child)");
+    }
     std::vector<uint64_t> chain;
     for (uint64_t off = first; off != 0; off = node(off)->sibling.load(kRlx)) {
       Status s = check(off, static_cast<uint32_t>(lvl), chain.empty() ? "leftmost" : "sibling");
