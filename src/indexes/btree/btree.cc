@@ -143,6 +143,22 @@ bool read_lock(const std::atomic<uint64_t>& word, uint64_t* v) {
 }
 // True when `word` still holds version v (nothing changed since read_lock).
 bool check(const std::atomic<uint64_t>& word, uint64_t v) { return ld(word) == v; }
+// One B-link step of a descent (Lehman & Yao): reads *n's version into *v
+// and follows right links while key >= the node's high fence (a split moved
+// the key's range right), setting *moved_right when it follows one. False
+// when the descent must restart: the node is obsolete, lost its low keys to a
+// rebalance (key < low fence), or changed before its right link was read.
+bool settle(uint64_t key, Node** n, uint64_t* v, bool* moved_right) {
+  for (;;) {
+    if (!read_lock((*n)->version, v)) return false;
+    if (key < ld((*n)->low)) return false;
+    Node* r = ld((*n)->right);
+    if (r == nullptr || key < ld((*n)->high)) return true;
+    if (!check((*n)->version, *v)) return false;
+    *n = r;
+    *moved_right = true;
+  }
+}
 // Locks `word` if it still holds version v; never waits.
 bool upgrade(std::atomic<uint64_t>& word, uint64_t v) {
   return word.compare_exchange_strong(v, v | kLocked, std::memory_order_acquire,
@@ -345,14 +361,8 @@ class Btree final : public Index<uint64_t> {
       Node* n = root_.load(std::memory_order_acquire);
       for (;;) {
         uint64_t v;
-        if (!read_lock(n->version, &v)) break;
-        if (key < ld(n->low)) break;  // lost its low keys to a rebalance
-        Node* r = ld(n->right);
-        if (r != nullptr && key >= ld(n->high)) {  // split since: move right
-          if (!check(n->version, v)) break;
-          n = r;
-          continue;
-        }
+        bool moved_right = false;
+        if (!settle(key, &n, &v, &moved_right)) break;
         if (n->level == 0) {
           *v_out = v;
           return n;
@@ -412,15 +422,9 @@ bool Btree::try_insert(uint64_t key, Value value, Status* s) {
   bool direct = true;  // n was reached from parent (or is the root), not by a right link
   for (;;) {
     uint64_t v;
-    if (!read_lock(n->version, &v)) return false;
-    if (key < ld(n->low)) return false;
-    Node* r = ld(n->right);
-    if (r != nullptr && key >= ld(n->high)) {
-      if (!check(n->version, v)) return false;
-      n = r;
-      direct = false;
-      continue;
-    }
+    bool moved_right = false;
+    if (!settle(key, &n, &v, &moved_right)) return false;
+    if (moved_right) direct = false;
     unsigned cnt = count_of(n);
     if (n->level == 0) {
       unsigned i = leaf_lower_bound(n, cnt, key);
@@ -551,15 +555,9 @@ bool Btree::try_remove(uint64_t key, Status* s) {
   bool direct = true;
   for (;;) {
     uint64_t v;
-    if (!read_lock(n->version, &v)) return false;
-    if (key < ld(n->low)) return false;
-    Node* r = ld(n->right);
-    if (r != nullptr && key >= ld(n->high)) {
-      if (!check(n->version, v)) return false;
-      n = r;
-      direct = false;
-      continue;
-    }
+    bool moved_right = false;
+    if (!settle(key, &n, &v, &moved_right)) return false;
+    if (moved_right) direct = false;
     unsigned cnt = count_of(n);
     if (direct && parent == nullptr && n->level > 0 && cnt == 0) {
       collapse_root(n, v, rv);
