@@ -168,16 +168,24 @@ struct CheckContext {
   uint64_t overhead = 0;  ///< bytes in use beyond the nodes, right after creation
 };
 
+// The scenario's index on `pool`: created when the pool has no root,
+// recovered otherwise (make_index decides), with the scenario's node size and
+// index-specific options. Errors as make_index.
+Status make_scenario_index(const Options& o, pm::Pool* pool,
+                           std::unique_ptr<Index<uint64_t>>* idx) {
+  IndexOptions io;
+  io.pool = pool;
+  io.node_size = o.node_size;
+  io.extra = o.index_opts;
+  return make_index<uint64_t>(o.index, io, idx);
+}
+
 /// Opens the image file at `path` in `mode` and recovers the index.
 Status open_and_recover(const Options& o, const std::string& path, pm::Mode mode,
                         std::unique_ptr<pm::Pool>* pool, std::unique_ptr<Index<uint64_t>>* idx) {
   Status s = pm::Pool::open(path, o.index, mode, pool);
   if (!s.ok()) return Status(s.code(), "Pool::open: " + s.ToString());
-  IndexOptions io;
-  io.pool = pool->get();
-  io.node_size = o.node_size;
-  io.extra = o.index_opts;
-  s = make_index<uint64_t>(o.index, io, idx);
+  s = make_scenario_index(o, pool->get(), idx);
   if (!s.ok()) return Status(s.code(), "recovery (make_index): " + s.ToString());
   return Status::Ok();
 }
@@ -517,12 +525,8 @@ void child_nested(const Options& o, const std::vector<uint64_t>& universe, bool 
     return true;
   });
   sim->set_crash_points(true);
-  IndexOptions io;
-  io.pool = pool.get();
-  io.node_size = o.node_size;
-  io.extra = o.index_opts;
   std::unique_ptr<Index<uint64_t>> idx;
-  s = make_index<uint64_t>(o.index, io, &idx);
+  s = make_scenario_index(o, pool.get(), &idx);
   sim->set_crash_points(false);
   if (!s.ok()) {
     write_line(fd, "F nested: recovery under the simulator failed: " + s.ToString());
@@ -676,12 +680,8 @@ Status run_scenario(const Options& o, size_t scenario, Report* rep, Runner* runn
 
   // Index creation, with crash points on: a crash here must recover empty.
   sim->set_crash_points(true);
-  IndexOptions io;
-  io.pool = pool.get();
-  io.node_size = o.node_size;
-  io.extra = o.index_opts;
   std::unique_ptr<Index<uint64_t>> idx;
-  s = make_index<uint64_t>(o.index, io, &idx);
+  s = make_scenario_index(o, pool.get(), &idx);
   if (!s.ok()) {
     sim->set_crash_points(false);
     runner->drain();
