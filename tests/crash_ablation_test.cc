@@ -19,8 +19,6 @@
 namespace nvindex::crash {
 namespace {
 
-bool is_test_double(std::string_view name) { return is_test_only_index(name); }
-
 bool reduced() {
   if (const char* s = std::getenv("NVINDEX_CRASH_SCALE")) return std::atof(s) < 1;
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -33,7 +31,7 @@ bool reduced() {
 std::vector<std::string> persistent_indexes() {
   std::vector<std::string> names;
   for (const IndexEntry& e : registered_indexes()) {
-    if (e.persistent && !is_test_double(e.name)) names.emplace_back(e.name);
+    if (e.persistent && !is_test_only_index(e.name)) names.emplace_back(e.name);
   }
   return names;
 }

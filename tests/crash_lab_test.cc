@@ -27,8 +27,6 @@
 namespace nvindex::crash {
 namespace {
 
-bool is_test_double(std::string_view name) { return is_test_only_index(name); }
-
 /// 1 in a plain build, 0.1 under AddressSanitizer, or NVINDEX_CRASH_SCALE.
 double scale() {
   if (const char* s = std::getenv("NVINDEX_CRASH_SCALE")) {
@@ -47,7 +45,7 @@ size_t scaled(size_t n) { return std::max<size_t>(1, static_cast<size_t>(n * sca
 std::vector<std::string> persistent_indexes() {
   std::vector<std::string> names;
   for (const IndexEntry& e : registered_indexes()) {
-    if (e.persistent && !is_test_double(e.name)) names.emplace_back(e.name);
+    if (e.persistent && !is_test_only_index(e.name)) names.emplace_back(e.name);
   }
   return names;
 }

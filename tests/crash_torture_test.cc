@@ -24,8 +24,6 @@ std::string pool_path(const std::string& tag) {
   return "/dev/shm/nvindex_torture_test_" + tag + "_" + std::to_string(getpid()) + ".pool";
 }
 
-bool is_test_index(std::string_view name) { return is_test_only_index(name); }
-
 void print(const std::string& name, const TortureReport& r) {
   std::printf(
       "%s: %u kills (%u before ready), %llu acked ops, %llu in-flight applied, %u recoveries "
@@ -44,7 +42,7 @@ void print(const std::string& name, const TortureReport& r) {
 TEST(CrashTorture, EveryPersistentIndexSurvivesKills) {
   int tested = 0;
   for (const IndexEntry& e : registered_indexes()) {
-    if (!e.persistent || is_test_index(e.name)) continue;
+    if (!e.persistent || is_test_only_index(e.name)) continue;
     for (unsigned threads : {1u, 2u}) {
       TortureOptions o;
       o.index = std::string(e.name);

@@ -16,13 +16,10 @@
 namespace nvindex {
 namespace {
 
-// Registry entries ending in "-test" are deliberately broken test doubles.
-bool is_test_double(std::string_view name) { return is_test_only_index(name); }
-
 std::vector<std::string> index_names() {
   std::vector<std::string> names;
   for (const IndexEntry& e : registered_indexes()) {
-    if (!is_test_double(e.name)) names.emplace_back(e.name);
+    if (!is_test_only_index(e.name)) names.emplace_back(e.name);
   }
   return names;
 }

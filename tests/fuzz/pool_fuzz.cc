@@ -45,15 +45,13 @@ void expect_clear_error(const Status& s, const char* where) {
   if (s.message().empty()) die(where, "error without a message: " + s.ToString());
 }
 
-bool is_test_index(std::string_view name) { return nvindex::is_test_only_index(name); }
-
 /// The layout name the header claims (bytes 16..47, NUL-padded), if it names a
 /// registered persistent non-test index; else "fastfair".
 std::string claimed_index(const std::vector<uint8_t>& w) {
   const char* p = reinterpret_cast<const char*>(w.data() + 16);
   const std::string layout(p, strnlen(p, 32));
   for (const IndexEntry& e : nvindex::registered_indexes()) {
-    if (e.persistent && !is_test_index(e.name) && e.name == layout) return layout;
+    if (e.persistent && !nvindex::is_test_only_index(e.name) && e.name == layout) return layout;
   }
   return "fastfair";
 }
