@@ -49,7 +49,7 @@ TEST_P(Ablation, EverySiteIsCaughtOrHasAWrittenReason) {
   }
   Options o;
   o.index = GetParam();
-  o.node_size = 128;
+  o.node_size = smallest_node_size(GetParam());
   o.ops = 40;
   o.scenarios = 1;
   o.nested_max = 4;  // the baseline still re-recovers a few images

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -48,7 +49,7 @@ TEST(CrashTorture, EveryPersistentIndexSurvivesKills) {
       o.index = std::string(e.name);
       o.pool_path = pool_path(o.index + "_t" + std::to_string(threads));
       std::filesystem::remove(o.pool_path);
-      o.node_size = 256;
+      o.node_size = std::max<uint32_t>(256, smallest_node_size(e.name));
       o.threads = threads;
       o.seconds = 3;
       o.kills = 40;

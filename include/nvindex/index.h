@@ -60,6 +60,9 @@ struct Capabilities {
   bool persistent = false;   ///< survives close/reopen and crashes (needs a pool)
   bool thread_safe = false;  ///< concurrent calls allowed (see file comment)
   bool string_keys = false;  ///< has a std::string_view instantiation
+  /// bulk_load() builds nodes directly at IndexOptions::fill_factor (false:
+  /// the default bulk_load(), one insert() per pair, fill factor ignored).
+  bool bulk_load = false;
   Placement placement = Placement::kDram;
 };
 
@@ -91,8 +94,10 @@ struct IndexOptions {
   /// gets a new index; a pool with a root is recovered.
   pm::Pool* pool = nullptr;
   uint32_t node_size = 512;  ///< bytes per node; each index states its range
-  double fill_factor = 1.0;  ///< bulk-load fill, (0, 1]
-  unsigned threads = 1;      ///< worker threads the caller will use (hint)
+  double fill_factor = 1.0;  ///< bulk-load fill of each node's slots, (0, 1]
+  /// Worker threads the caller will use (hint); indexes with a parallel
+  /// recovery (lbtree) rebuild with this many threads.
+  unsigned threads = 1;
   /// Index-specific knobs, "name" -> "value" (e.g. from --index-opt k=v).
   std::map<std::string, std::string> extra;
 };
@@ -128,6 +133,27 @@ class Index {
     for (size_t i = 0; i < keys.size(); ++i) out[i] = lookup(keys[i]);
   }
 
+  /// Loads `sorted` (keys strictly ascending) into an *empty* index. An index
+  /// with caps.bulk_load builds its leaves (and inner nodes) bottom-up, each
+  /// filled to IndexOptions::fill_factor of its slots (at least one entry per
+  /// node), persisting every node before publishing the whole structure with
+  /// one NAW, so a crash during a bulk load leaves the empty index. The
+  /// default inserts each pair with insert() (fill factor ignored).
+  /// Errors: InvalidArgument (the index is not empty, or keys not strictly
+  /// ascending; nothing changed), OutOfSpace (pool full; the index stays
+  /// empty for a bottom-up load, holds a prefix of `sorted` for the default).
+  virtual Status bulk_load(std::span<const std::pair<K, Value>> sorted) {
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      if (i > 0 && !(sorted[i - 1].first < sorted[i].first)) {
+        return Status::InvalidArgument("bulk_load: keys not strictly ascending at pair " +
+                                       std::to_string(i));
+      }
+      Status s = insert(sorted[i].first, sorted[i].second);
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
   /// Name, capabilities, footprint, recovery time.
   virtual IndexInfo info() const = 0;
 
@@ -160,6 +186,9 @@ struct IndexEntry {
   std::string_view name;
   std::string_view description;
   bool persistent;
+  /// Smallest node size (bytes) the index accepts; tests and the crash lab
+  /// use it to make splits happen within a few operations.
+  uint32_t min_node_size;
   Status (*make)(const IndexOptions&, std::unique_ptr<Index<uint64_t>>*);
 };
 
@@ -170,5 +199,13 @@ inline bool is_test_only_index(std::string_view name) { return name.ends_with("-
 
 /// Every registered index for uint64_t keys, in registration order.
 std::span<const IndexEntry> registered_indexes();
+
+/// The registry entry named `name`, or nullptr.
+const IndexEntry* find_index_entry(std::string_view name);
+
+/// The node size (bytes) tests and the crash lab use for `name` so that splits
+/// happen within a few operations: its min_node_size, at least 128 (an index
+/// without nodes ignores it); 128 for an unknown name.
+uint32_t smallest_node_size(std::string_view name);
 
 }  // namespace nvindex

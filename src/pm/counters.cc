@@ -52,6 +52,7 @@ CounterSnapshot snapshot() {
     s.allocs += c->allocs.load(std::memory_order_relaxed);
     s.frees += c->frees.load(std::memory_order_relaxed);
     s.media_writes += c->media_writes.load(std::memory_order_relaxed);
+    s.smos += c->smos.load(std::memory_order_relaxed);
   }
   return s;
 }
@@ -67,6 +68,7 @@ CounterSnapshot CounterSnapshot::operator-(const CounterSnapshot& o) const {
   d.allocs = allocs - o.allocs;
   d.frees = frees - o.frees;
   d.media_writes = media_writes - o.media_writes;
+  d.smos = smos - o.smos;
   return d;
 }
 
@@ -80,6 +82,7 @@ CounterSnapshot& CounterSnapshot::operator+=(const CounterSnapshot& o) {
   allocs += o.allocs;
   frees += o.frees;
   media_writes += o.media_writes;
+  smos += o.smos;
   return *this;
 }
 

@@ -25,6 +25,11 @@ struct CounterSnapshot {
   uint64_t allocs = 0;         ///< PM blocks allocated
   uint64_t frees = 0;          ///< PM blocks freed
   uint64_t media_writes = 0;   ///< 256 B XPLine writes (media model; 0 when off)
+  /// Structure modification operations (SMOs) an index made: node splits,
+  /// merges, root growth or collapse, each counted once by the index with
+  /// count_smo(). Counted in every mode (volatile indexes too), so the
+  /// harness can separate split inserts from non-split ones.
+  uint64_t smos = 0;
 
   /// Field-wise difference (this - o): the cost between two snapshots, where
   /// `o` is the earlier one (counters only grow, so no field underflows).
@@ -44,6 +49,7 @@ struct alignas(64) ThreadCounters {
   std::atomic<uint64_t> allocs{0};
   std::atomic<uint64_t> frees{0};
   std::atomic<uint64_t> media_writes{0};
+  std::atomic<uint64_t> smos{0};
 };
 
 /// Registers this thread's counters on first use; the returned reference is
@@ -65,6 +71,11 @@ inline ThreadCounters& thread_counters() {
 inline void bump(std::atomic<uint64_t>& counter, uint64_t n = 1) {
   counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
 }
+
+/// Counts one structure modification operation (a node split, merge, root
+/// growth or collapse) of this thread, in every mode. Indexes call it once per
+/// SMO, where the SMO is decided.
+inline void count_smo() { bump(thread_counters().smos); }
 
 /// Sum over every thread that ever counted, live or exited.
 CounterSnapshot snapshot();

@@ -22,20 +22,10 @@ namespace nvindex {
 namespace fastfair {
 namespace {
 
-constexpr uint64_t kObsolete = 1;
-constexpr uint64_t kLocked = 2;
 constexpr auto kAcq = std::memory_order_acquire;
 constexpr auto kRlx = std::memory_order_relaxed;
 
 uintptr_t line_of(const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kLineSize; }
-
-void backoff(unsigned* spins) {
-  if (++*spins < 64) {
-    _mm_pause();
-  } else {
-    std::this_thread::yield();
-  }
-}
 
 bool valid_node_size(uint32_t s) { return s >= 128 && s <= 4096 && (s & (s - 1)) == 0; }
 
@@ -46,40 +36,6 @@ std::string hex(uint64_t v) {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------- LockTable
-
-LockTable::LockTable(uint64_t pool_size, uint32_t node_size)
-    : node_size_(node_size),
-      per_chunk_(static_cast<uint32_t>(pm::Allocator::kChunkSize / node_size)),
-      nchunks_(pool_size / pm::Allocator::kChunkSize + 1),
-      chunks_(new std::atomic<std::atomic<uint64_t>*>[nchunks_]) {
-  for (size_t i = 0; i < nchunks_; ++i) chunks_[i].store(nullptr, kRlx);
-}
-
-LockTable::~LockTable() {
-  for (size_t i = 0; i < nchunks_; ++i) delete[] chunks_[i].load(kRlx);
-}
-
-std::atomic<uint64_t>& LockTable::word(uint64_t off) {
-  const size_t c = off / pm::Allocator::kChunkSize;
-  std::atomic<uint64_t>* arr = chunks_[c].load(kAcq);
-  if (arr == nullptr) {
-    auto* fresh = new std::atomic<uint64_t>[per_chunk_];
-    for (uint32_t i = 0; i < per_chunk_; ++i) fresh[i].store(0, kRlx);
-    if (chunks_[c].compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, kAcq)) {
-      arr = fresh;
-      allocated_.fetch_add(1, kRlx);
-    } else {
-      delete[] fresh;  // another thread installed the array first (arr = it)
-    }
-  }
-  return arr[(off % pm::Allocator::kChunkSize) / node_size_];
-}
-
-uint64_t LockTable::dram_bytes() const {
-  return nchunks_ * sizeof(void*) + allocated_.load(kRlx) * per_chunk_ * sizeof(uint64_t);
-}
 
 // ---------------------------------------------------------------- Stash
 
@@ -157,49 +113,25 @@ uint64_t FastFair::route(Node* n, uint64_t key) const {
 }
 
 bool FastFair::read_lock(uint64_t off, uint64_t* v) const {
-  std::atomic<uint64_t>& w = locks_->word(off);
-  unsigned spins = 0;
-  uint64_t x = w.load(kAcq);
-  while (x & kLocked) {
-    backoff(&spins);
-    x = w.load(kAcq);
-  }
-  *v = x;
-  return (x & kObsolete) == 0;
+  return vlock::read_lock(locks_->word(off), v);
 }
 
 bool FastFair::validate(uint64_t off, uint64_t v) const {
   // Every node word is read with an acquire load, so no later access (this
   // re-read of the version) can be reordered before those reads: no fence
   // is needed (and GCC's ThreadSanitizer does not support one).
-  return locks_->word(off).load(kAcq) == v;
+  return vlock::validate(locks_->word(off), v);
 }
 
-bool FastFair::lock(uint64_t off) const {
-  std::atomic<uint64_t>& w = locks_->word(off);
-  unsigned spins = 0;
-  while (true) {
-    uint64_t x = w.load(kAcq);
-    if (x & kObsolete) return false;
-    if ((x & kLocked) == 0 &&
-        w.compare_exchange_weak(x, x | kLocked, std::memory_order_acquire, kRlx)) {
-      return true;
-    }
-    backoff(&spins);
-  }
-}
+bool FastFair::lock(uint64_t off) const { return vlock::lock(locks_->word(off)); }
 
 bool FastFair::upgrade(uint64_t off, uint64_t v) const {
-  return locks_->word(off).compare_exchange_strong(v, v | kLocked, std::memory_order_acquire, kRlx);
+  return vlock::upgrade(locks_->word(off), v);
 }
 
-void FastFair::unlock(uint64_t off) const {
-  locks_->word(off).fetch_add(kLocked, std::memory_order_release);  // clears locked, version+1
-}
+void FastFair::unlock(uint64_t off) const { vlock::unlock(locks_->word(off)); }
 
-void FastFair::unlock_obsolete(uint64_t off) const {
-  locks_->word(off).fetch_add(kLocked | kObsolete, std::memory_order_release);
-}
+void FastFair::unlock_obsolete(uint64_t off) const { vlock::unlock_obsolete(locks_->word(off)); }
 
 void FastFair::retire(uint64_t off) {
   std::lock_guard g(retire_mu_);
@@ -335,6 +267,7 @@ void FastFair::fast_delete(Node* x, uint32_t n, uint32_t p) {
 // caller inserts the separator into the parent (B-link); recovery re-inserts
 // a missing separator.
 uint64_t FastFair::split(uint64_t xoff, uint64_t noff) {
+  pm::count_smo();
   Node* x = node(xoff);
   Node* nn = node(noff);
   Entry* xe = x->entries();
@@ -723,6 +656,7 @@ void FastFair::try_merge(uint32_t level, uint64_t key) {
   if (at > ln) pm::persist(&le[ln], (at - ln) * kEntryBytes, {"fastfair.merge.entries"});
   pm::store(&l->count, static_cast<uint64_t>(at));  // 3)
   pm::store(&l->sibling, r->sibling.load(kRlx));
+  pm::count_smo();
   pm::persist(l, kHeaderBytes, {"fastfair.merge.header"});
   unlock_obsolete(roff);  // 4)
   retire(roff);

@@ -51,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "indexes/common/version_lock.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/pool.h"
@@ -120,29 +121,6 @@ struct Node {
   }
 };
 static_assert(sizeof(Node) == kHeaderBytes);
-
-/// DRAM table of per-node version locks (OLC, Leis et al. DaMoN'16): word =
-/// version << 2 | locked << 1 | obsolete. One word per node, no aliasing:
-/// chunk = off / Allocator::kChunkSize (array allocated lazily),
-/// slot = (off % kChunkSize) / node_size. Thread-safe.
-class LockTable {
- public:
-  LockTable(uint64_t pool_size, uint32_t node_size);
-  ~LockTable();
-  LockTable(const LockTable&) = delete;
-  LockTable& operator=(const LockTable&) = delete;
-  /// The lock word of the node at pool offset `off` (node_size aligned).
-  std::atomic<uint64_t>& word(uint64_t off);
-  /// DRAM bytes held by the table, bytes.
-  uint64_t dram_bytes() const;
-
- private:
-  uint32_t node_size_;
-  uint32_t per_chunk_;
-  size_t nchunks_;
-  std::unique_ptr<std::atomic<std::atomic<uint64_t>*>[]> chunks_;
-  std::atomic<uint64_t> allocated_{0};
-};
 
 /// The FAST & FAIR tree. Created by make_fastfair().
 class FastFair final : public Index<uint64_t> {

@@ -1,0 +1,138 @@
+// InnerTree: the DRAM inner nodes of a selectively persistent B+-tree
+// (leaves in PM, inner nodes in DRAM, rebuilt from the leaf chain on
+// recovery). Shared by lbtree (Liu et al., VLDB'20 §3.2: "non-leaf nodes in
+// DRAM"), fptree (Oukid et al., SIGMOD'16 §3, selective persistence) and
+// wbtree's inner-nodes-in-DRAM option.
+//
+// The tree maps key ranges to leaves, identified by their 8-byte pool offset
+// (never 0). Leaf i covers keys [sep_i, sep_{i+1}), with sep_0 = 0 (the first
+// leaf covers every key below the second separator) and the last leaf
+// unbounded above. Leaves are only ever added by splits (insert_separator) or
+// by a whole rebuild (build); none is removed (no merges, as in LB+-tree and
+// FP-Tree).
+//
+// Inner node layout (DRAM, node_size bytes, default 256, 64 B aligned):
+//   offset size  field
+//   ------ ----  -------------------------------------------------------
+//        0    8  version lock (indexes/common/version_lock.h)
+//        8    2  count: separators in use
+//       10    2  level: 1 = children are leaves, 2.. = children are inner
+//       12    4  reserved
+//       16    8  leftmost child (leaf offset at level 1, Node* above)
+//       24   16* {separator key, child}: child i covers [key_i, key_{i+1});
+//                capacity = (node_size - 24) / 16 (256 B -> 14 separators)
+//
+// Concurrency (no HTM here, unlike LB+-tree's release): readers descend with
+// optimistic lock coupling (read version, read child, validate) and never
+// block; inner-node writers (insert_separator) serialize on one mutex per
+// tree and write-lock each node they change, so readers overlapping a change
+// restart. Leaf splits are far rarer than leaf writes (one per ~7 inserts at
+// 14 slots, random keys), so the one mutex does not limit 2-thread runs;
+// IndexInfo of the users says so.
+//
+// How a leaf writer knows it holds the right leaf (the protocol every user
+// follows):
+//   Route r = tree.find(key);          // optimistic, lock-free
+//   lock leaf r.leaf;                  // the leaf's own lock
+//   if (!tree.validate(r)) { unlock; retry; }
+//   ... r.leaf covers key for as long as the leaf lock is held ...
+// This holds because the only way the leaf covering `key` changes is a split
+// of r.leaf, whose splitter holds r.leaf's lock until insert_separator() has
+// changed the level-1 node that routes to r.leaf (bumping its version, which
+// r recorded). A split that completed before find() is already visible.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "nvindex/status.h"
+
+namespace nvindex::inner {
+
+/// (low key, leaf offset): the leaf covers keys from `first` up to the next
+/// pair's `first` (exclusive).
+using LeafRef = std::pair<uint64_t, uint64_t>;
+
+/// Where find() routed a key: the leaf and the level-1 node (with its version
+/// when read) that routed there. Opaque to users except `leaf` and `high`.
+struct Route {
+  uint64_t leaf = 0;             ///< offset of the leaf covering the key
+  uint64_t high = 0;             ///< the leaf's exclusive upper bound (next separator)
+  bool has_high = false;         ///< false for the last leaf (unbounded above)
+  const void* parent = nullptr;  ///< level-1 node that routed to the leaf
+  uint64_t version = 0;          ///< its version lock word when read
+};
+
+class InnerTree {
+ public:
+  /// node_size: bytes per inner node, 128..4096, a multiple of 64 (else the
+  /// constructor aborts with a message: a program bug; callers validate).
+  /// The tree starts with no leaf: call build() before find().
+  explicit InnerTree(uint32_t node_size = 256);
+  ~InnerTree();
+  InnerTree(const InnerTree&) = delete;
+  InnerTree& operator=(const InnerTree&) = delete;
+
+  /// Replaces the whole tree by one built bottom-up over `leaves` (at least
+  /// one pair; keys strictly ascending; leaves[0].first is treated as 0).
+  /// Each inner node gets ceil(fill * capacity) children (fill in (0, 1],
+  /// at least 2 children per node unless a level has only one node).
+  /// Not safe against concurrent calls of any other method.
+  /// Errors: InvalidArgument (empty, not ascending, leaf offset 0).
+  Status build(std::span<const LeafRef> leaves, double fill = 1.0);
+
+  /// Parallel build (recovery, LB+-tree §3.5): `segments` are consecutive
+  /// runs of the leaf chain (their concatenation ascending, as for build());
+  /// up to `threads` threads each build the level-1 nodes over whole
+  /// segments, then the upper levels are built over all level-1 nodes by
+  /// the calling thread. The resulting tree is identical (same nodes, same
+  /// separators) to build() over the concatenation when every segment but
+  /// the last holds a multiple of the per-node child count; otherwise nodes
+  /// at segment ends may be less full. Empty segments are allowed.
+  /// Errors: as build().
+  Status build_segments(const std::vector<std::vector<LeafRef>>& segments, unsigned threads,
+                        double fill = 1.0);
+
+  /// Optimistic descent to the leaf covering `key`. Never blocks on a
+  /// writer longer than one node change (restarts internally). Requires a
+  /// built tree (at least one leaf).
+  Route find(uint64_t key) const;
+
+  /// True if the level-1 node recorded in `r` is unchanged since find() (see
+  /// the protocol in the file comment).
+  bool validate(const Route& r) const;
+
+  /// Records that leaf `left` (covering some range [lo, hi)) was split: keys
+  /// >= `sep` now live in `right`, which covers [sep, hi). The caller holds
+  /// the lock of `left` (so no other split of `left` can run). Splits inner
+  /// nodes as needed, growing the root. Thread-safe against every other
+  /// method but build*().
+  void insert_separator(uint64_t left, uint64_t sep, uint64_t right);
+
+  /// All leaves in key order with their low keys (the first is 0), as the
+  /// tree routes them. Not safe against concurrent writers.
+  std::vector<LeafRef> leaves() const;
+
+  /// Checks every invariant (separators strictly ascending within a node and
+  /// bounded by the parent's, counts in range, levels consistent, no node
+  /// left locked). Ok, or Corruption naming the first violation. Not safe
+  /// against concurrent writers.
+  Status verify() const;
+
+  /// Levels of inner nodes (0 when not built; 1 = the root's children are
+  /// leaves).
+  uint32_t height() const;
+  /// Inner nodes allocated.
+  uint64_t nodes() const;
+  /// DRAM held by the inner nodes, bytes.
+  uint64_t dram_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace nvindex::inner

@@ -1,0 +1,85 @@
+// Version locks and the DRAM lock table (version_lock.h).
+#include "indexes/common/version_lock.h"
+
+#include <immintrin.h>
+
+#include <thread>
+
+#include "nvindex/pm/allocator.h"
+
+namespace nvindex {
+
+namespace vlock {
+
+void backoff(unsigned* spins) {
+  if (++*spins < 64) {
+    _mm_pause();
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+bool read_lock(const std::atomic<uint64_t>& w, uint64_t* v) {
+  unsigned spins = 0;
+  uint64_t x = w.load(std::memory_order_acquire);
+  while (x & kLocked) {
+    backoff(&spins);
+    x = w.load(std::memory_order_acquire);
+  }
+  *v = x;
+  return (x & kObsolete) == 0;
+}
+
+bool lock(std::atomic<uint64_t>& w) {
+  unsigned spins = 0;
+  while (true) {
+    uint64_t x = w.load(std::memory_order_acquire);
+    if (x & kObsolete) return false;
+    if ((x & kLocked) == 0 && w.compare_exchange_weak(x, x | kLocked, std::memory_order_acquire,
+                                                      std::memory_order_relaxed)) {
+      return true;
+    }
+    backoff(&spins);
+  }
+}
+
+}  // namespace vlock
+
+namespace {
+constexpr auto kAcq = std::memory_order_acquire;
+constexpr auto kRlx = std::memory_order_relaxed;
+}  // namespace
+
+LockTable::LockTable(uint64_t pool_size, uint32_t node_size)
+    : node_size_(node_size),
+      per_chunk_(static_cast<uint32_t>(pm::Allocator::kChunkSize / node_size)),
+      nchunks_(pool_size / pm::Allocator::kChunkSize + 1),
+      chunks_(new std::atomic<std::atomic<uint64_t>*>[nchunks_]) {
+  for (size_t i = 0; i < nchunks_; ++i) chunks_[i].store(nullptr, kRlx);
+}
+
+LockTable::~LockTable() {
+  for (size_t i = 0; i < nchunks_; ++i) delete[] chunks_[i].load(kRlx);
+}
+
+std::atomic<uint64_t>& LockTable::word(uint64_t off) {
+  const size_t c = off / pm::Allocator::kChunkSize;
+  std::atomic<uint64_t>* arr = chunks_[c].load(kAcq);
+  if (arr == nullptr) {
+    auto* fresh = new std::atomic<uint64_t>[per_chunk_];
+    for (uint32_t i = 0; i < per_chunk_; ++i) fresh[i].store(0, kRlx);
+    if (chunks_[c].compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, kAcq)) {
+      arr = fresh;
+      allocated_.fetch_add(1, kRlx);
+    } else {
+      delete[] fresh;  // another thread installed the array first (arr = it)
+    }
+  }
+  return arr[(off % pm::Allocator::kChunkSize) / node_size_];
+}
+
+uint64_t LockTable::dram_bytes() const {
+  return nchunks_ * sizeof(void*) + allocated_.load(kRlx) * per_chunk_ * sizeof(uint64_t);
+}
+
+}  // namespace nvindex

@@ -1,0 +1,94 @@
+// Version locks in DRAM, shared by the indexes that keep their node locks out
+// of persistent memory (fastfair, lbtree, fptree).
+//
+// A version lock is one 64-bit word: version << 2 | locked << 1 | obsolete
+// (optimistic lock coupling, Leis, Haubenschild, Neumann, "Optimistic Lock
+// Coupling: A Scalable and Efficient General-Purpose Synchronization Method",
+// IEEE Data Eng. Bull. 2019, §2). Readers take no lock: they read the version
+// (read_lock), read the node, and check that the version did not change
+// (validate). Writers set the locked bit with a compare-and-swap (lock, or
+// upgrade from a version read earlier); unlock() clears it and increments the
+// version in one atomic add, so every reader that overlapped the write fails
+// its validation.
+//
+// LockTable maps the pool offset of a node to its lock word without touching
+// the node: the lock words live in DRAM (they are never persisted, so a crash
+// never leaves a node locked), one word per node-size slot of each allocator
+// chunk, allocated per chunk on first use.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace nvindex::vlock {
+
+inline constexpr uint64_t kObsolete = 1;  ///< the node was unlinked; restart
+inline constexpr uint64_t kLocked = 2;    ///< a writer holds the node
+
+/// Spin-wait step: pause for the first 64 spins, then yield the CPU.
+void backoff(unsigned* spins);
+
+/// Waits until `w` is unlocked and stores its word in *v. False if the node
+/// is obsolete (the caller restarts).
+bool read_lock(const std::atomic<uint64_t>& w, uint64_t* v);
+
+/// True if `w` still equals the word read by read_lock (no writer since).
+/// Every node word a reader loads must be an acquire load (no fence here).
+inline bool validate(const std::atomic<uint64_t>& w, uint64_t v) {
+  return w.load(std::memory_order_acquire) == v;
+}
+
+/// Spins until it sets the locked bit. False (not locked) if the node is or
+/// becomes obsolete.
+bool lock(std::atomic<uint64_t>& w);
+
+/// Sets the locked bit only if `w` still equals v (read by read_lock). False
+/// otherwise (the caller restarts).
+inline bool upgrade(std::atomic<uint64_t>& w, uint64_t v) {
+  return w.compare_exchange_strong(v, v | kLocked, std::memory_order_acquire,
+                                   std::memory_order_relaxed);
+}
+
+/// Clears the locked bit and increments the version (one atomic add).
+inline void unlock(std::atomic<uint64_t>& w) { w.fetch_add(kLocked, std::memory_order_release); }
+
+/// Unlocks and marks the node obsolete (it was unlinked by the writer).
+inline void unlock_obsolete(std::atomic<uint64_t>& w) {
+  w.fetch_add(kLocked | kObsolete, std::memory_order_release);
+}
+
+}  // namespace nvindex::vlock
+
+namespace nvindex {
+
+/// DRAM table of per-node version locks (see vlock above), keyed by pool
+/// offset: chunk = off / pm::Allocator::kChunkSize (an array of
+/// kChunkSize / node_size words allocated lazily per chunk), slot =
+/// (off % kChunkSize) / node_size. Every node of one table must be node_size
+/// bytes, node_size aligned. Thread-safe; words start at 0 (unlocked,
+/// version 0). DRAM: 8 B per chunk of the pool plus 8 B per node slot of each
+/// chunk that was used.
+class LockTable {
+ public:
+  /// pool_size: bytes of the pool (offsets < pool_size); node_size: bytes per
+  /// node (64 .. 65536).
+  LockTable(uint64_t pool_size, uint32_t node_size);
+  ~LockTable();
+  LockTable(const LockTable&) = delete;
+  LockTable& operator=(const LockTable&) = delete;
+  /// The lock word of the node at pool offset `off` (node_size aligned).
+  std::atomic<uint64_t>& word(uint64_t off);
+  /// DRAM bytes held by the table, bytes.
+  uint64_t dram_bytes() const;
+
+ private:
+  uint32_t node_size_;
+  uint32_t per_chunk_;
+  size_t nchunks_;
+  std::unique_ptr<std::atomic<std::atomic<uint64_t>*>[]> chunks_;
+  std::atomic<uint64_t> allocated_{0};
+};
+
+}  // namespace nvindex
