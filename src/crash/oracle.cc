@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -39,6 +40,12 @@ namespace nvindex::crash {
 namespace cs = pm::crashsim;
 
 namespace {
+
+/// Bytes the allocator hands out for a node of `node_size` bytes: its size
+/// class (the next power of two, at least 64), e.g. 1024 for a 768 B leaf.
+uint64_t block_bytes(uint32_t node_size) {
+  return std::bit_ceil(std::max<uint64_t>(pm::Allocator::kMinBlock, node_size));
+}
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
@@ -224,12 +231,12 @@ std::string check_recovered(const CheckContext& c, pm::Pool* pool, Index<uint64_
   const IndexInfo info = idx.info();
   if (c.overhead_known) {
     const uint64_t nodes = r.leaves + (c.placement == Placement::kSelective ? 0 : r.inner_nodes);
-    const uint64_t want = nodes * info.node_size + c.overhead;
+    const uint64_t want = nodes * block_bytes(info.node_size) + c.overhead;
     const uint64_t have = pool->allocator().bytes_in_use();
     if (have != want) {
       return "PM accounting after recovery: " + std::to_string(have) + " bytes in use, expected " +
              std::to_string(want) + " (" + std::to_string(nodes) + " nodes x " +
-             std::to_string(info.node_size) + " B + " + std::to_string(c.overhead) +
+             std::to_string(block_bytes(info.node_size)) + " B + " + std::to_string(c.overhead) +
              " B overhead): a block leaked or lost";
     }
   }
@@ -698,8 +705,9 @@ Status run_scenario(const Options& o, size_t scenario, Report* rep, Runner* runn
       const uint64_t nodes =
           r.leaves + (info.caps.placement == Placement::kSelective ? 0 : r.inner_nodes);
       const uint64_t in_use = pool->allocator().bytes_in_use();
-      ctx.overhead_known = nodes > 0 && in_use >= nodes * info.node_size;
-      ctx.overhead = ctx.overhead_known ? in_use - nodes * info.node_size : 0;
+      const uint64_t block = block_bytes(info.node_size);
+      ctx.overhead_known = nodes > 0 && in_use >= nodes * block;
+      ctx.overhead = ctx.overhead_known ? in_use - nodes * block : 0;
     }
   }
 
