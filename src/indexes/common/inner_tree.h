@@ -28,7 +28,10 @@
 // tree and write-lock each node they change, so readers overlapping a change
 // restart. Leaf splits are far rarer than leaf writes (one per ~7 inserts at
 // 14 slots, random keys), so the one mutex does not limit 2-thread runs;
-// IndexInfo of the users says so.
+// IndexInfo of the users says so. No node is freed while the tree lives (a
+// split keeps the full node as the lower half and adds a new upper half), so
+// a reader never touches freed memory; build*() and the destructor free the
+// old nodes and must not run concurrently with anything else.
 //
 // How a leaf writer knows it holds the right leaf (the protocol every user
 // follows):
@@ -61,7 +64,8 @@ using LeafRef = std::pair<uint64_t, uint64_t>;
 /// when read) that routed there. Opaque to users except `leaf` and `high`.
 struct Route {
   uint64_t leaf = 0;             ///< offset of the leaf covering the key
-  uint64_t high = 0;             ///< the leaf's exclusive upper bound (next separator)
+  uint64_t high = 0;             ///< the leaf's exclusive upper bound (next separator);
+                                 ///< exact while validate() holds
   bool has_high = false;         ///< false for the last leaf (unbounded above)
   const void* parent = nullptr;  ///< level-1 node that routed to the leaf
   uint64_t version = 0;          ///< its version lock word when read
