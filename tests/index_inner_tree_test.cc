@@ -184,6 +184,35 @@ TEST(InnerTreeDeath, WrongLeftAborts) {
   EXPECT_DEATH(InnerTree bad(100), "node_size 100 invalid");
 }
 
+TEST(InnerTree, ValidateFailsExactlyWhenTheRoutingNodeChanged) {
+  InnerTree t(256);  // fill 1.0: leaves 0..14 under the first level-1 node
+  const std::vector<LeafRef> leaves = make_leaves(1000);
+  ASSERT_TRUE(t.build(leaves, 1.0).ok());
+  const Route r = t.find(leaves[3].first);
+  ASSERT_EQ(r.leaf, off_of(3));
+  ASSERT_TRUE(t.validate(r));
+  // A split far away (its full level-1 node splits, upper levels change):
+  // r's level-1 node is untouched.
+  t.insert_separator(off_of(500), leaves[500].first + 2, off_of(5000));
+  EXPECT_TRUE(t.validate(r));
+  // A split of a sibling leaf under the same level-1 node (which is full, so
+  // it splits too): r is stale.
+  t.insert_separator(off_of(5), leaves[5].first + 2, off_of(5001));
+  EXPECT_FALSE(t.validate(r));
+  const Route again = t.find(leaves[3].first);
+  EXPECT_EQ(again.leaf, off_of(3));
+  EXPECT_TRUE(t.validate(again));
+  EXPECT_NE(again.version, r.version);
+  // A split of leaf 3 itself into a level-1 node with room: stale again, and
+  // the new route gives the new upper bound.
+  t.insert_separator(off_of(3), leaves[3].first + 2, off_of(5002));
+  EXPECT_FALSE(t.validate(again));
+  const Route third = t.find(leaves[3].first);
+  EXPECT_EQ(third.leaf, off_of(3));
+  EXPECT_EQ(third.high, leaves[3].first + 2);
+  EXPECT_TRUE(t.verify().ok()) << t.verify().ToString();
+}
+
 /// Model: low key -> leaf offset. The leaf covering k is upper_bound(k) - 1.
 using Model = std::map<uint64_t, uint64_t>;
 
