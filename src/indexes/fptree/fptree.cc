@@ -37,7 +37,7 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-/// The fingerprint of a key (paper §3.2): one byte of its hash.
+/// The fingerprint of a key (paper §3): one byte of its hash.
 uint8_t fingerprint(uint64_t key) { return static_cast<uint8_t>(XXH3_64bits(&key, sizeof(key))); }
 
 /// PM store of a one-byte atomic (fingerprint, lock byte): an atomic release
@@ -86,7 +86,7 @@ uint64_t FpTree::full_mask() const { return (uint64_t{1} << layout_.slots) - 1; 
 // restricted to the C slots; not yet masked by the bitmap. Under
 // ThreadSanitizer a scalar loop of atomic loads (the SIMD load is not an
 // atomic access).
-uint64_t FpTree::match(uint64_t off, uint64_t /*key*/, uint8_t fp) const {
+uint64_t FpTree::match(uint64_t off, uint8_t fp) const {
   uint64_t m = 0;
 #if defined(__SANITIZE_THREAD__)
   const Leaf* l = leaf(off);
@@ -111,7 +111,7 @@ uint64_t FpTree::match(uint64_t off, uint64_t /*key*/, uint8_t fp) const {
 // The live slot holding `key` in the leaf at `off`, or -1. Optimistic readers
 // call it between read_lock and validate; every word is an acquire load.
 int FpTree::find_slot(uint64_t off, uint64_t key) const {
-  uint64_t cand = match(off, key, fingerprint(key)) & leaf(off)->bitmap.load(kAcq);
+  uint64_t cand = match(off, fingerprint(key)) & leaf(off)->bitmap.load(kAcq);
   while (cand != 0) {
     const int i = std::countr_zero(cand);
     cand &= cand - 1;
@@ -121,7 +121,7 @@ int FpTree::find_slot(uint64_t off, uint64_t key) const {
 }
 
 // Writer lock of a leaf: the PM lock byte by CAS (mutual exclusion between
-// writers, paper §4.3), then the DRAM version lock (optimistic readers wait
+// writers, paper §4), then the DRAM version lock (optimistic readers wait
 // or retry while it is held).
 void FpTree::lock_leaf(uint64_t off) {
   std::atomic<uint8_t>& b = leaf(off)->lock;
@@ -156,7 +156,7 @@ uint64_t FpTree::lock_covering(uint64_t key) {
   }
 }
 
-// Leaf insert (paper §4.2, Algorithm "Insert") into the free slot `slot` of
+// Leaf insert (paper §4, insert) into the free slot `slot` of
 // the locked leaf at `off`.
 //
 // Crash argument. 1) The entry (key, value) goes into a slot whose bitmap bit
@@ -357,8 +357,8 @@ uint32_t FpTree::take_log() {
 
 void FpTree::release_log(uint32_t i) { log_busy_.fetch_and(~(1u << i), kRel); }
 
-// Leaf split with the split micro-log (paper §4.2, "SplitLeaf"; recovery in
-// §4.4), then the insert of (key, value), on the full, locked leaf L at
+// Leaf split with the split micro-log (paper §4, leaf split; recovery in
+// §4), then the insert of (key, value), on the full, locked leaf L at
 // `off`.
 //
 // Steps and crash argument:
@@ -455,7 +455,7 @@ Status FpTree::update(uint64_t key, Value value) {
   return Status::Ok();
 }
 
-// Leaf delete (paper §4.2, "Delete"): clear the slot's bitmap bit, one
+// Leaf delete (paper §4, delete): clear the slot's bitmap bit, one
 // aligned 8-byte store persisted with line 0 (a crash leaves the old or the
 // new bitmap). The entry's bytes stay; the slot is free for a later insert.
 Status FpTree::remove(uint64_t key) {
@@ -600,7 +600,7 @@ Status FpTree::rebuild_inner(const std::vector<uint64_t>& chain) {
   return inner_->build(refs);
 }
 
-// Recovery (paper §4.4, "Recover"), single-threaded; it may itself crash and
+// Recovery (paper §4, recovery), single-threaded; it may itself crash and
 // run again, so every write is idempotent:
 //  1) Validate the root object.
 //  2) Every active split micro-log {L, N}: if L.next == N (the split's link

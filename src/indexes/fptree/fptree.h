@@ -7,7 +7,7 @@
 // persistent update where the update is; docs/architecture.md summarises
 // the protocols and our departures from the paper.
 //
-// Placement (selective persistence, paper §3.1): the leaves live in PM, the
+// Placement (selective persistence, paper §3): the leaves live in PM, the
 // inner nodes in DRAM (indexes/common/inner_tree.h), rebuilt from the leaf
 // chain on recovery.
 //
@@ -114,7 +114,7 @@ inline constexpr uint32_t kEntryBytes = 16;
 /// Largest slot count of any leaf (1024 B leaves).
 inline constexpr uint32_t kMaxSlots = 47;
 
-/// One split micro-log (paper §4.2, "split micro-log"): 16 B, in one line.
+/// One split micro-log (paper §3-4, the split micro-log): 16 B, in one line.
 /// Active iff cur != 0. Written: new_leaf, then cur (commit), persist;
 /// reset: cur = 0, persist.
 struct SplitLog {
@@ -213,10 +213,9 @@ class FpTree final : public Index<uint64_t> {
   }
 
  private:
-  struct Found;
   uint64_t head() const { return root_obj_->head.load(std::memory_order_acquire); }
   uint64_t full_mask() const;
-  uint64_t match(uint64_t off, uint64_t key, uint8_t fp) const;
+  uint64_t match(uint64_t off, uint8_t fp) const;
   int find_slot(uint64_t off, uint64_t key) const;
   void lock_leaf(uint64_t off);
   void unlock_leaf(uint64_t off);
