@@ -40,17 +40,6 @@ std::string hex(uint64_t v) {
 /// The fingerprint of a key (paper §3): one byte of its hash.
 uint8_t fingerprint(uint64_t key) { return static_cast<uint8_t>(XXH3_64bits(&key, sizeof(key))); }
 
-/// PM store of a one-byte atomic (fingerprint, lock byte): an atomic release
-/// store (optimistic readers load it concurrently), reported to the crash
-/// simulator like pm::store.
-void store_byte(std::atomic<uint8_t>* dst, uint8_t v,
-                std::source_location loc = std::source_location::current()) {
-  dst->store(v, kRel);
-  if (__builtin_expect(pm::detail::g.mode == pm::Mode::kCrashSim, 0)) {
-    pm::detail::sim_store(dst, 1, loc, false);
-  }
-}
-
 }  // namespace
 
 bool Layout::of(uint32_t node_size, Layout* out) {
@@ -128,11 +117,8 @@ void FpTree::lock_leaf(uint64_t off) {
   unsigned spins = 0;
   while (true) {
     uint8_t expected = 0;
-    if (b.load(kRlx) == 0 && b.compare_exchange_weak(expected, 1, kAcq, kRlx)) break;
+    if (b.load(kRlx) == 0 && pm::cas<uint8_t>(&b, &expected, 1)) break;
     vlock::backoff(&spins);
-  }
-  if (__builtin_expect(pm::detail::g.mode == pm::Mode::kCrashSim, 0)) {
-    pm::detail::sim_store(&b, 1, std::source_location::current(), false);
   }
   vlock::lock(versions_->word(off));  // leaves are never obsolete
 }
@@ -142,7 +128,7 @@ void FpTree::lock_leaf(uint64_t off) {
 // before; a lock byte that reaches PM as 1 is cleared by recovery).
 void FpTree::unlock_leaf(uint64_t off) {
   vlock::unlock(versions_->word(off));
-  store_byte(&leaf(off)->lock, 0);
+  pm::store<uint8_t>(&leaf(off)->lock, 0);
 }
 
 // Locks the leaf covering `key` (InnerTree protocol: find, lock the leaf,
@@ -175,7 +161,7 @@ void FpTree::put_slot(uint64_t off, uint32_t slot, uint64_t key, Value value,
   pm::store(&e->key, key);
   pm::store(&e->value, value);
   if (line_of(e) != line_of(l)) pm::persist(e, kEntryBytes, {entry_site});
-  store_byte(&l->fp[slot], fingerprint(key));
+  pm::store<uint8_t>(&l->fp[slot], fingerprint(key));
   pm::store(&l->bitmap, l->bitmap.load(kRlx) | uint64_t{1} << slot);
   pm::persist(&l->bitmap, sizeof(uint64_t), {commit_site});
 }
@@ -211,7 +197,7 @@ Status FpTree::create(uint32_t node_size) {
   Leaf* l = leaf(head);
   pm::store(&l->bitmap, 0);
   pm::store(&l->next, 0);
-  store_byte(&l->lock, 0);
+  pm::store<uint8_t>(&l->lock, 0);
   pm::flush(l, sizeof(uint64_t), {"fptree.create.leaf"});
   root_obj_ = pool_->ptr<RootObject>(ro);
   pm::store(&root_obj_->magic, kRootMagic);
@@ -399,18 +385,18 @@ Status FpTree::split_insert(uint64_t off, uint64_t key, Value value) {
     Entry* dst = entry(noff, j);
     pm::store(&dst->key, src->key.load(kRlx));
     pm::store(&dst->value, src->value.load(kRlx));
-    store_byte(&n->fp[j], l->fp[ks[i].second].load(kRlx));
+    pm::store<uint8_t>(&n->fp[j], l->fp[ks[i].second].load(kRlx));
   }
   if (key >= sep) {
     Entry* dst = entry(noff, j);
     pm::store(&dst->key, key);
     pm::store(&dst->value, value);
-    store_byte(&n->fp[j], fingerprint(key));
+    pm::store<uint8_t>(&n->fp[j], fingerprint(key));
     ++j;
   }
   pm::store(&n->bitmap, (uint64_t{1} << j) - 1);
   pm::store(&n->next, l->next.load(kRlx));
-  store_byte(&n->lock, 0);
+  pm::store<uint8_t>(&n->lock, 0);
   pm::flush(n, layout_.entries_offset + j * kEntryBytes, {"fptree.split.new_leaf"});
   // b) the micro-log
   const uint32_t li = take_log();
@@ -515,11 +501,11 @@ Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
       Entry* e = entry(off, j);
       pm::store(&e->key, sorted[from + j].first);
       pm::store(&e->value, sorted[from + j].second);
-      store_byte(&l->fp[j], fingerprint(sorted[from + j].first));
+      pm::store<uint8_t>(&l->fp[j], fingerprint(sorted[from + j].first));
     }
     pm::store(&l->bitmap, (uint64_t{1} << cnt) - 1);
     pm::store(&l->next, i + 1 < nleaves ? leaves[i + 1] : 0);
-    store_byte(&l->lock, 0);
+    pm::store<uint8_t>(&l->lock, 0);
     pm::flush(l, layout_.entries_offset + cnt * kEntryBytes, {"fptree.bulk.leaf"});
     refs[i] = {i == 0 ? 0 : sorted[from].first, off};
     lows_->word(off).store(refs[i].first, kRel);
@@ -689,7 +675,7 @@ Status FpTree::recover() {
       }
       Leaf* l = leaf(off);
       const uint64_t nxt = l->next.load(kRlx);
-      if (l->lock.load(kRlx) != 0) store_byte(&l->lock, 0);
+      if (l->lock.load(kRlx) != 0) pm::store<uint8_t>(&l->lock, 0);
       if (prev != 0 && l->bitmap.load(kRlx) == 0) {
         pm::store(&leaf(prev)->next, nxt);
         pm::persist(&leaf(prev)->next, sizeof(uint64_t), {"fptree.recover.unlink"});
