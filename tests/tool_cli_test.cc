@@ -160,6 +160,19 @@ TEST_F(Cli, LbtreePresetsBulkLoadAndPerIndexOptionsInJson) {
   EXPECT_EQ(j["results"][1]["index_options"]["other"], "x");
   EXPECT_EQ(j["results"][1]["index_options"]["all"], "y");
   EXPECT_FALSE(j["results"][0]["index_options"].contains("knob")) << "options are per entry";
+  fs::remove(out);
+
+  // node_size=N in an entry sets that entry's IndexOptions::node_size.
+  r = nvindex(std::string("bench") + kSmall +
+              "--index 'btree:node_size=128,btree:node_size=256' --workload insert --format json "
+              "--output " +
+              out);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json n = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(n["results"][0]["info"]["node_size"], 128);
+  EXPECT_EQ(n["results"][1]["info"]["node_size"], 256);
+  EXPECT_FALSE(n["results"][0]["index_options"].contains("node_size"));
+  EXPECT_EQ(nvindex(std::string("bench") + kSmall + "--index 'btree:node_size=big'").rc, 2);
   for (const auto& res : j["results"]) {
     EXPECT_EQ(res["verification"]["failures"], 0);
     EXPECT_EQ(res["load"]["method"], "bulk_load_by_inserts");

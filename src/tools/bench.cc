@@ -61,6 +61,7 @@ struct IndexSpec {
   std::string label;                         ///< the whole entry, shown in reports
   std::string name;                          ///< registry name
   std::map<std::string, std::string> extra;  ///< options for this index only
+  uint32_t node_size = 0;                    ///< "node_size=N" (bytes); 0 = --node-size
 };
 
 /// Parses one --index entry. InvalidArgument for an unknown index (listing
@@ -88,6 +89,20 @@ Status parse_index_spec(const std::string& text, IndexSpec* out) {
     }
     out->extra[kv.substr(0, eq)] = kv.substr(eq + 1);
     b = e + 1;
+  }
+  // node_size is IndexOptions::node_size, not an extra knob.
+  if (auto it = out->extra.find("node_size"); it != out->extra.end()) {
+    const std::string& v = it->second;
+    uint64_t n = 0;
+    bool ok = !v.empty() && v.size() <= 10;
+    for (char c : v) ok = ok && c >= '0' && c <= '9';
+    if (ok) n = std::stoull(v);
+    if (!ok || n == 0 || n > UINT32_MAX) {
+      return Status::InvalidArgument("--index " + text + ": node_size must be a byte count, got '" +
+                                     v + "'");
+    }
+    out->node_size = static_cast<uint32_t>(n);
+    out->extra.erase(it);
   }
   return Status::Ok();
 }
@@ -274,6 +289,7 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
     o.label = is.label;
     // This entry's own options override --index-opt ones.
     for (const auto& [k, v] : is.extra) o.index_extra[k] = v;
+    if (is.node_size != 0) o.node_size = is.node_size;
     // Several indexes and one --pool PATH: each gets PATH-<label, file-safe>.
     if (!a.pool.empty()) {
       o.pool_path = specs.size() > 1 ? a.pool + "-" + bench::file_safe(is.label) : a.pool;
@@ -333,8 +349,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--index", a.indexes,
                   "Comma-separated indexes to run, in order (default: btree,fastfair,absl-btree, "
                   "those registered). Each entry is name[:k=v[;k=v]]: options for that index "
-                  "only (over --index-opt), the whole entry its label, e.g. "
-                  "--index 'wbtree,wbtree:inner=dram'")
+                  "only (over --index-opt; node_size=N overrides --node-size), the whole entry "
+                  "its label, e.g. --index 'wbtree,wbtree:inner=dram' or "
+                  "'lbtree:node_size=256,lbtree:node_size=512'")
       ->default_str("btree,fastfair,absl-btree");
   cmd->add_flag("--list-indexes", a.list_indexes,
                 "Print the registered indexes (name, kind, description) and exit");
