@@ -303,7 +303,7 @@ std::string first_failure(const IndexResult& r) {
 }
 
 TEST(DriverBulkLoad, VolatileAndPersistentIndexesLoadEveryKeyAndSayHow) {
-  for (const char* index : {"absl-btree", "btree", "fastfair"}) {
+  for (const char* index : {"absl-btree", "btree", "fastfair", "divided-skiplist"}) {
     if (!registered(index)) continue;
     for (unsigned threads : {1u, 2u}) {
       Workload w = preset_workload("insert", 3000, 1000, threads);
@@ -359,7 +359,7 @@ TEST(DriverBulkLoad, LyingIndexIsCaughtAfterABulkLoad) {
 
 TEST(DriverWorkloads, DenseInsertSearchAndDeleteHaveNoFailures) {
   for (const char* preset : {"dense-insert", "search", "delete"}) {
-    for (const char* index : {"absl-btree", "btree", "fastfair"}) {
+    for (const char* index : {"absl-btree", "btree", "fastfair", "divided-skiplist"}) {
       if (!registered(index)) continue;
       Workload w = preset_workload(preset, 4000, 2000, 2);
       BenchOptions o = quiet_options();
