@@ -104,16 +104,16 @@ struct InnerTree::Impl {
     n->level.store(level, kRlx);
     return n;
   }
-  static void free_node(Node* n, uint32_t node_size) {
+  static void free_node(Node* n) {
     n->~Node();  // trivially destructible atomics; kept for symmetry
-    ::operator delete(static_cast<void*>(n), node_size, kAlign);
+    ::operator delete(static_cast<void*>(n), kAlign);
   }
   void register_nodes(const std::vector<Node*>& ns) {
     all.insert(all.end(), ns.begin(), ns.end());
     count.store(all.size(), kRel);
   }
   void free_all() {
-    for (Node* n : all) free_node(n, node_size);
+    for (Node* n : all) free_node(n);
     all.clear();
     count.store(0, kRel);
     root.store(nullptr, kRel);
@@ -285,7 +285,7 @@ Status InnerTree::build_segments(const std::vector<std::vector<LeafRef>>& segmen
       prev->count.store(static_cast<uint16_t>(pc + 1), kRlx);
       level.pop_back();
       all.pop_back();  // lone: segments' nodes are in order, it is the last
-      Impl::free_node(lone, impl_->node_size);
+      Impl::free_node(lone);
     } else {
       Entry& moved = entries(prev)[pc - 1];
       entries(lone)[0].key.store(level.back().first, kRlx);
