@@ -508,3 +508,105 @@ TEST(WbTreeBulkLoad, SurvivesReopen) {
 
 }  // namespace
 }  // namespace nvindex
+
+namespace nvindex {
+namespace {
+
+// inner=dram: the same model test at every node size, leaves in PM and the
+// inner nodes in DRAM (InnerTree).
+class WbTreeDramModel : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(WbTreeDramModel, MatchesStdMap) {
+  const ModelCase c = GetParam();
+  Anon a;
+  ASSERT_TRUE(a.open(c.node_size, {{"inner", "dram"}}, 1.0, 64ull << 20).ok());
+  EXPECT_EQ(a.index->info().caps.placement, Placement::kSelective);
+  run_model_test(*a.index, c.seed, c.ops, c.key_space);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    NodeSizes, WbTreeDramModel,
+    ::testing::Values(ModelCase{128, 11, 20000, 4000}, ModelCase{256, 13, 20000, 5000},
+                      ModelCase{512, 14, 20000, 8000}, ModelCase{1024, 16, 20000, 1ull << 62}),
+    [](const auto& info) {
+      return "n" + std::to_string(info.param.node_size) + "_s" + std::to_string(info.param.seed);
+    });
+
+TEST(WbTreeDram, InfoAndAccounting) {
+  Anon a;
+  ASSERT_TRUE(a.open(256, {{"inner", "dram"}}).ok());
+  for (uint64_t k = 0; k < 5000; ++k) ASSERT_TRUE(a.index->insert(k * 31 % 5003, k).ok());
+  IndexInfo i = a.index->info();
+  EXPECT_EQ(i.caps.placement, Placement::kSelective);
+  EXPECT_NE(i.description.find("inner nodes in DRAM"), std::string::npos);
+  VerifyReport r;
+  ASSERT_TRUE(a.index->verify(&r).ok());
+  EXPECT_GT(r.inner_nodes, 0u);
+  EXPECT_GE(r.height, 2u);
+  // PM holds the leaves only.
+  EXPECT_EQ(i.pm_bytes, 64u + 4096u + r.leaves * 256u);
+  EXPECT_GT(i.dram_bytes, r.inner_nodes * 256u);
+}
+
+// Recovery rebuilds the DRAM inner nodes from the leaf chain; leaves emptied
+// by removes are unlinked (their lower bounds were only in DRAM); the stored
+// placement wins over the option.
+TEST(WbTreeDram, RecoveryRebuildsInnerNodesAndUnlinksEmptyLeaves) {
+  FilePool fp("dram");
+  ASSERT_TRUE(fp.create(128, {{"inner", "dram"}}).ok());
+  std::map<uint64_t, Value> model;
+  for (uint64_t k = 0; k < 2000; ++k) {
+    ASSERT_TRUE(fp.index->insert(k, k + 1).ok());
+    model[k] = k + 1;
+  }
+  for (uint64_t k = 0; k < 1500; ++k) {  // empties the leftmost leaves
+    ASSERT_TRUE(fp.index->remove(k).ok());
+    model.erase(k);
+  }
+  VerifyReport before;
+  ASSERT_TRUE(fp.index->verify(&before).ok());
+  ASSERT_TRUE(fp.reopen({{"inner", "pm"}}).ok());
+  EXPECT_EQ(fp.index->info().caps.placement, Placement::kSelective);
+  VerifyReport after;
+  ASSERT_TRUE(fp.index->verify(&after).ok());
+  EXPECT_EQ(after.keys, model.size());
+  EXPECT_LT(after.leaves, before.leaves);
+  EXPECT_EQ(fp.index->info().pm_bytes, 64u + 4096u + after.leaves * 128u);
+  EXPECT_EQ(fp.index->lookup(1700), 1701u);
+  EXPECT_FALSE(fp.index->lookup(17).has_value());
+  auto fl = fp.index->find_last_less_than(1600);
+  ASSERT_TRUE(fl.has_value());
+  EXPECT_EQ(fl->first, 1599u);
+  EXPECT_FALSE(fp.index->find_last_less_than(1500).has_value());
+  // The rebuilt tree keeps working below its first key (first leaf from 0).
+  for (uint64_t k = 0; k < 1500; k += 7) ASSERT_TRUE(fp.index->insert(k, k).ok());
+  ASSERT_TRUE(fp.index->verify(&after).ok());
+  // Every leaf empty: one leaf stays.
+  for (uint64_t k = 0; k < 2000; ++k) fp.index->remove(k);
+  ASSERT_TRUE(fp.reopen().ok());
+  ASSERT_TRUE(fp.index->verify(&after).ok());
+  EXPECT_EQ(after.leaves, 1u);
+  EXPECT_EQ(after.keys, 0u);
+  EXPECT_TRUE(fp.index->insert(5, 5).ok());
+}
+
+TEST(WbTreeDram, BulkLoad) {
+  Anon a;
+  ASSERT_TRUE(a.open(512, {{"inner", "dram"}}, 0.5).ok());
+  const auto data = pairs(10000, 2);
+  ASSERT_TRUE(a.index->bulk_load(data).ok());
+  VerifyReport r;
+  ASSERT_TRUE(a.index->verify(&r).ok());
+  EXPECT_EQ(r.leaves, (10000u + 13) / 14);
+  EXPECT_EQ(scan_all(*a.index), data);
+  EXPECT_TRUE(a.index->insert(4, 4).ok());
+}
+
+TEST(WbTreeDram, Concurrent) {
+  Anon a;
+  ASSERT_TRUE(a.open(128, {{"inner", "dram"}}, 1.0, 64ull << 20).ok());
+  testing::run_concurrent_test(*a.index, 2, 12, 4000, 512);
+}
+
+}  // namespace
+}  // namespace nvindex

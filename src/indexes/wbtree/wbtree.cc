@@ -122,6 +122,13 @@ uint64_t WbTree::child_at(Node* n, int pos) const {
 // the nodes from the root down to that leaf.
 uint64_t WbTree::find_leaf(uint64_t key, std::vector<uint64_t>* path) const {
   if (path != nullptr) path->clear();
+  if (inner_dram_) {
+    // The DRAM inner nodes route to the leaf; under the tree-wide lock no
+    // writer runs concurrently with a descent, so no validation is needed.
+    const uint64_t leaf = tree_->find(key).leaf;
+    if (path != nullptr) path->push_back(leaf);
+    return leaf;
+  }
   uint64_t off = root_word();
   while (true) {
     if (path != nullptr) path->push_back(off);
@@ -305,7 +312,22 @@ std::optional<std::pair<uint64_t, Value>> WbTree::last_le_subtree(uint64_t off,
 std::optional<std::pair<uint64_t, Value>> WbTree::find_last_less_than(uint64_t key) {
   if (key == 0) return std::nullopt;
   std::shared_lock g(mu_);
-  return last_le_subtree(root_word(), key - 1);
+  if (!inner_dram_) return last_le_subtree(root_word(), key - 1);
+  // inner=dram: the leaf covering the target, then leaves to its left
+  // (through their lower bounds) until one holds a key <= the target.
+  uint64_t target = key - 1;
+  while (true) {
+    const uint64_t off = find_leaf(target, nullptr);
+    Node* n = node(off);
+    const int p = last_le(n, target);
+    if (p >= 0) {
+      const Entry& e = entries(n)[slots(n)[1 + p]];
+      return std::make_pair(e.key, e.value);
+    }
+    const uint64_t low = low_of(off);
+    if (low == 0) return std::nullopt;
+    target = low - 1;
+  }
 }
 
 // ---------------------------------------------------------------- writes
@@ -531,6 +553,12 @@ Status WbTree::split(const std::vector<uint64_t>& path) {
     pm::flush(&n->bitmap, sizeof(uint64_t), {"wbtree.split.valid"});
   }
   pm::fence({"wbtree.split.valid"});
+  if (inner_dram_) {
+    // DRAM inner nodes: route keys >= sep to the new leaf (volatile; rebuilt
+    // from the leaf chain after a crash).
+    tree_->insert_separator(path[0], up_key, up_child);
+    leaf_low_[up_child] = up_key;
+  }
   return Status::Ok();
 }
 
@@ -776,6 +804,12 @@ Status WbTree::recover() {
     }
     pm::fence({"wbtree.recover.valid"});
   }
+  if (inner_dram_) {
+    s = unlink_empty_leaves();
+    if (!s.ok()) return s;
+    s = walk(&nodes, &leaves);
+    if (!s.ok()) return s;
+  }
   pm::Allocator& alloc = pool_->allocator();
   alloc.begin_recovery();
   s = alloc.mark_reachable(ro);
@@ -797,8 +831,57 @@ Status WbTree::recover() {
   return Status::Ok();
 }
 
+// inner=dram: builds the DRAM inner nodes over the leaf chain (bulk-load
+// fill 1.0): the first leaf covers keys from 0, every other leaf from its
+// smallest key (every leaf but the first holds a key: see
+// unlink_empty_leaves). Touches no PM.
 Status WbTree::rebuild_inner() {
-  return Status::NotSupported("wbtree: inner=dram needs the DRAM inner tree (not merged yet)");
+  std::vector<inner::LeafRef> refs;
+  leaf_low_.clear();
+  for (uint64_t off = root_word(); off != 0; off = node(off)->link) {
+    Node* n = node(off);
+    uint64_t low = 0;
+    if (!refs.empty()) {
+      if (slots(n)[0] == 0) {
+        return Status::Corruption("wbtree: empty leaf " + hex(off) + " inside the leaf chain");
+      }
+      low = entries(n)[slots(n)[1]].key;
+      if (low <= refs.back().first) {
+        return Status::Corruption("wbtree: leaf " + hex(off) + " keys overlap its predecessor");
+      }
+    }
+    refs.emplace_back(low, off);
+    leaf_low_[off] = low;
+  }
+  if (!tree_) tree_ = std::make_unique<inner::InnerTree>(node_size_);
+  return tree_->build(refs, 1.0);
+}
+
+// inner=dram recovery: a leaf's lower bound is not stored (only the DRAM
+// inner nodes knew it), so the rebuild takes each leaf's smallest key as its
+// lower bound; an empty leaf has none and is unlinked from the chain (unless
+// it is the only leaf). Each unlink is one NAW of its predecessor's next link
+// (or of the root word for the first leaf) that skips only empty leaves: every
+// crash state is a chain with the same content, and the skipped leaves,
+// unreachable, are reclaimed by the allocator pass that follows.
+Status WbTree::unlink_empty_leaves() {
+  std::vector<uint64_t> chain, kept;
+  for (uint64_t off = root_word(); off != 0; off = node(off)->link) {
+    chain.push_back(off);
+    if (slots(node(off))[0] != 0) kept.push_back(off);
+  }
+  if (kept.empty()) kept.push_back(chain.front());
+  if (root_word() != kept.front()) {
+    pm::naw(&root_obj_->root, kept.front(), {"wbtree.recover.unlink"});
+  }
+  for (size_t i = 0; i < kept.size(); ++i) {
+    const uint64_t next = i + 1 < kept.size() ? kept[i + 1] : 0;
+    Node* n = node(kept[i]);
+    if (n->link != next) {
+      pm::naw(reinterpret_cast<std::atomic<uint64_t>*>(&n->link), next, {"wbtree.recover.unlink"});
+    }
+  }
+  return Status::Ok();
 }
 
 uint64_t WbTree::low_of(uint64_t leaf) const {
@@ -820,7 +903,7 @@ IndexInfo WbTree::info() const {
   i.caps.placement = inner_dram_ ? Placement::kSelective : Placement::kPmOnly;
   i.node_size = node_size_;
   i.pm_bytes = pool_->allocator().bytes_in_use();
-  i.dram_bytes = sizeof(*this) + leaf_low_.size() * 32;
+  i.dram_bytes = sizeof(*this) + leaf_low_.size() * 32 + (tree_ ? tree_->dram_bytes() : 0);
   i.recovered = recovered_;
   i.recovery_seconds = recovery_seconds_;
   return i;
@@ -913,7 +996,32 @@ Status WbTree::verify(VerifyReport* report) const {
       ++r.leaves;
       r.keys += items.size();
     }
-    r.height = 1;
+    // The DRAM inner nodes route exactly the chain, each leaf within its
+    // bounds.
+    s = tree_->verify();
+    if (!s.ok()) return s;
+    const std::vector<inner::LeafRef> refs = tree_->leaves();
+    if (refs.size() != leaves.size()) {
+      return Status::Corruption("wbtree: DRAM inner nodes route " + std::to_string(refs.size()) +
+                                " leaves, the chain has " + std::to_string(leaves.size()));
+    }
+    for (size_t i = 0; i < refs.size(); ++i) {
+      if (refs[i].second != leaves[i]) {
+        return Status::Corruption("wbtree: DRAM inner nodes route leaf " + hex(refs[i].second) +
+                                  " where the chain has " + hex(leaves[i]));
+      }
+      if (low_of(leaves[i]) != refs[i].first) {
+        return Status::Corruption("wbtree: leaf " + hex(leaves[i]) + " lower bound mismatch");
+      }
+      for (const Sorted& e : sorted_entries(node(leaves[i]))) {
+        if (e.key < refs[i].first || (i + 1 < refs.size() && e.key >= refs[i + 1].first)) {
+          return Status::Corruption("wbtree: key " + hex(e.key) + " outside the bounds of leaf " +
+                                    hex(leaves[i]));
+        }
+      }
+    }
+    r.inner_nodes = tree_->nodes();
+    r.height = tree_->height() + 1;
     *report = r;
     return Status::Ok();
   }

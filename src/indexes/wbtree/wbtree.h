@@ -240,6 +240,7 @@ class WbTree final : public Index<uint64_t> {
                         std::vector<uint64_t>* leaves, VerifyReport* r) const;
   Status verify_node_slots(uint64_t off) const;
   Status rebuild_inner();
+  Status unlink_empty_leaves();
   uint64_t low_of(uint64_t leaf) const;
 
   pm::Pool* pool_;
@@ -253,7 +254,7 @@ class WbTree final : public Index<uint64_t> {
   mutable std::shared_mutex mu_;
   /// inner=dram only: the DRAM inner nodes, and each leaf's lower bound (for
   /// find_last_less_than, which walks leaves right to left).
-  // (InnerTree lands with the merge of branch "inner".)
+  std::unique_ptr<inner::InnerTree> tree_;
   std::unordered_map<uint64_t, uint64_t> leaf_low_;
   bool recovered_ = false;
   double recovery_seconds_ = 0;
