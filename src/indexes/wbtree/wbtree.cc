@@ -892,6 +892,7 @@ uint64_t WbTree::low_of(uint64_t leaf) const {
 // ---------------------------------------------------------------- info, verify
 
 IndexInfo WbTree::info() const {
+  std::shared_lock g(mu_);
   IndexInfo i;
   i.name = "wbtree";
   i.description = std::string(kWbTreeDescription) +
