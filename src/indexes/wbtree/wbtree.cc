@@ -632,7 +632,7 @@ Status WbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
   pm::fence({"wbtree.bulk.nodes"});
   pm::naw(&root_obj_->root, blocks.back().front(), {"wbtree.bulk.publish"});
   for (uint64_t off : old_nodes) alloc.free(off);
-  if (inner_dram_) return rebuild_inner();
+  if (inner_dram_) return rebuild_inner(fill);
   return Status::Ok();
 }
 
@@ -831,11 +831,12 @@ Status WbTree::recover() {
   return Status::Ok();
 }
 
-// inner=dram: builds the DRAM inner nodes over the leaf chain (bulk-load
-// fill 1.0): the first leaf covers keys from 0, every other leaf from its
+// inner=dram: builds the DRAM inner nodes over the leaf chain, each with
+// InnerTree::children_per_node(fill) children (fill 1.0 except after a bulk
+// load): the first leaf covers keys from 0, every other leaf from its
 // smallest key (every leaf but the first holds a key: see
 // unlink_empty_leaves). Touches no PM.
-Status WbTree::rebuild_inner() {
+Status WbTree::rebuild_inner(double fill) {
   std::vector<inner::LeafRef> refs;
   leaf_low_.clear();
   for (uint64_t off = root_word(); off != 0; off = node(off)->link) {
@@ -854,7 +855,7 @@ Status WbTree::rebuild_inner() {
     leaf_low_[off] = low;
   }
   if (!tree_) tree_ = std::make_unique<inner::InnerTree>(node_size_);
-  return tree_->build(refs, 1.0);
+  return tree_->build(refs, fill);
 }
 
 // inner=dram recovery: a leaf's lower bound is not stored (only the DRAM

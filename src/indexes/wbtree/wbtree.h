@@ -239,7 +239,7 @@ class WbTree final : public Index<uint64_t> {
   Status verify_subtree(uint64_t off, uint32_t level, uint64_t lo, bool has_hi, uint64_t hi,
                         std::vector<uint64_t>* leaves, VerifyReport* r) const;
   Status verify_node_slots(uint64_t off) const;
-  Status rebuild_inner();
+  Status rebuild_inner(double fill = 1.0);
   Status unlink_empty_leaves();
   uint64_t low_of(uint64_t leaf) const;
 
