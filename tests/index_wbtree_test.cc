@@ -412,7 +412,21 @@ TEST(WbTreeRecovery, DamageIsCorruption) {
   log->state.store(wbtree::kLogCommitted | 1);
   Status s = fp.open_index(128);
   EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  // A record outside every node block (here the allocator's metadata).
+  log->records[0] = {pm::kPoolHeaderBytes + 8, 0, 0};
+  s = fp.open_index(128);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
   log->state.store(0);
+  ASSERT_TRUE(fp.open_index(128).ok());
+  // A slot array marked valid that names a free slot.
+  ASSERT_TRUE(fp.open_raw().ok());
+  Node* first = fp.pool->ptr<Node>(fp.root_node()->link);
+  uint8_t* sa = reinterpret_cast<uint8_t*>(first) + wbtree::kSlotArrayOffset;
+  const uint8_t saved_slot = sa[1];
+  sa[1] = 200;
+  s = fp.open_index(128);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  sa[1] = saved_slot;
   ASSERT_TRUE(fp.open_index(128).ok());
   // A child pointer out of the pool.
   ASSERT_TRUE(fp.open_raw().ok());

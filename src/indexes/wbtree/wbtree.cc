@@ -23,6 +23,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <mutex>
 #include <unordered_set>
@@ -761,7 +762,13 @@ Status WbTree::recover() {
     }
     for (uint64_t i = 0; i < nrec; ++i) {
       const LogRecord& r = log_->records[i];
-      if (!pool_->contains(r.off, 8) || r.off % 8 != 0) {
+      // A record names the root word or a word of a node block (never the
+      // allocator's metadata or another block class: damage, not a crash).
+      const uint64_t base = r.off - r.off % node_size_;
+      const bool root_word_rec = r.off == ro + offsetof(RootObject, root);
+      if (!pool_->contains(r.off, 8) || r.off % 8 != 0 ||
+          (!root_word_rec && (!pool_->contains(base, node_size_) ||
+                              pool_->allocator().block_size(base) != node_size_))) {
         return Status::Corruption("wbtree: log record " + std::to_string(i) + " offset " +
                                   hex(r.off) + " out of range");
       }
@@ -803,6 +810,12 @@ Status WbTree::recover() {
       pm::flush(&n->bitmap, sizeof(uint64_t), {"wbtree.recover.valid"});
     }
     pm::fence({"wbtree.recover.valid"});
+  }
+  // Every slot array is valid now (else the pool is damaged): the steps
+  // below and verify() read entries through them.
+  for (uint64_t off : nodes) {
+    s = verify_node_slots(off);
+    if (!s.ok()) return s;
   }
   if (inner_dram_) {
     s = unlink_empty_leaves();
