@@ -1,17 +1,264 @@
-// wbtree: see wbtree.cc. (Interface placeholder: the implementation lands with issue 4.)
+// wbtree: the wB+-tree, a write-atomic B+-tree for persistent memory. Source:
+// Chen and Jin, "Persistent B+-Trees in Non-Volatile Main Memory", VLDB 2015
+// (§3: unsorted nodes with a bitmap and a slot array; §4.1-4.2: insertion and
+// deletion with two NAW sections around a recoverable intermediate state;
+// §4.3: undo-redo logging for node splits; §4.4: recovery). wbtree.cc holds
+// the crash argument of every persistent update where the update is;
+// docs/architecture-wbtree.md summarises the protocols and our departures.
+//
+// Persistent layout (pool layout name "wbtree"):
+//
+//   Root object (one 64 B allocator block; Pool::root() -> it):
+//   offset size  field
+//   ------ ----  -----------------------------------------------------------
+//        0    8  magic kRootMagic ("WBTREEv1"), written once
+//        8    8  node_size, bytes (128, 256, 512 or 1024), written once
+//       16    8  root word (std::atomic; changed only through the split log
+//                or by one NAW): inner=pm: the root node; inner=dram: the
+//                first leaf of the leaf chain
+//       24    8  offset of the split log (one 4096 B block), written once
+//       32    8  inner placement: 0 = inner nodes in PM, 1 = in DRAM; once
+//       40   24  reserved, zero
+//
+//   Split log (one 4096 B allocator block, reachable from the root object):
+//   offset size  field
+//   ------ ----  -----------------------------------------------------------
+//        0    8  state (std::atomic, written only by NAW): 0 = empty, or
+//                kLogCommitted | n = n committed records follow
+//        8   56  reserved, zero
+//       64  24*  records {word offset in the pool, old value, new value};
+//                at most kLogRecords = (4096 - 64) / 24 = 168
+//
+//   Node (one allocator block of node_size bytes):
+//   offset size  field
+//   ------ ----  -----------------------------------------------------------
+//        0    8  bitmap (std::atomic): bit 0 = slot array valid, bit i+1 =
+//                entry slot i in use; written only by NAW (or the split log)
+//        8    8  level (low 32 bits, 0 = leaf) | kNodeMagic << 32; once
+//       16    8  leaf: next leaf (0 = last); inner node: leftmost child
+//       24  1+c  slot array: byte 24 = count n, bytes 25..24+n = entry slot
+//                indices in ascending key order; meaningful only while the
+//                bitmap's bit 0 is set
+//        E  16*c entries {key, value-or-child}, E = 24+1+c rounded up to 16,
+//                so no entry straddles a 64 B line
+//   capacity c (slots) and E (bytes) per node size:
+//     128 B -> c = 6, E = 32;   256 B -> c = 13, E = 48;
+//     512 B -> c = 28, E = 64;  1024 B -> c = 58, E = 96   (c <= 63)
+//   Inner node entry i: child covers [key_i, next key in sorted order); the
+//   leftmost child covers [the node's lower bound, smallest key).
+//
+// Invariant outside an operation: every bitmap has bit 0 set and its slot
+// array lists exactly its set entry slots, sorted by key; the log is empty.
+// A crash may leave a bitmap with bit 0 clear (its slot array is rebuilt from
+// the bitmap and the keys by recovery) or a committed log (redone).
+//
+// Concurrency: the original is single-threaded. One tree-wide
+// std::shared_mutex: lookups, scans and find_last_less_than hold it shared,
+// inserts, updates, removes and bulk loads hold it exclusively.
+// Thread-safety: every Index method may be called concurrently; verify()
+// takes the lock shared.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
+#include "indexes/common/inner_tree.h"
 #include "nvindex/index.h"
+#include "nvindex/pm/allocator.h"
+#include "nvindex/pm/pool.h"
 
 namespace nvindex {
 
 inline constexpr char kWbTreeDescription[] =
-    "wB+-tree: unsorted PM nodes with bitmap and slot array, tree-wide lock (Chen and Jin, "
-    "VLDB'15)";
+    "wB+-tree: unsorted PM nodes with bitmap and slot array, undo-redo logged splits, tree-wide "
+    "lock (the original is single-threaded) (Chen and Jin, VLDB'15)";
 
-/// Factory for "wbtree". (Not implemented yet: returns NotSupported.)
+/// Factory for "wbtree". options.pool is required (InvalidArgument otherwise)
+/// and must have layout "wbtree" (InvalidArgument naming it otherwise).
+/// options.extra["inner"]: "pm" (default: inner nodes in PM, as in the paper)
+/// or "dram" (inner nodes in DRAM, rebuilt from the leaf chain on recovery:
+/// the LB+-tree paper's selective-persistence comparison); any other value is
+/// InvalidArgument; other keys are ignored (they belong to other indexes).
+/// On a pool with no root: creates an empty tree with options.node_size
+/// (128, 256, 512 or 1024 bytes; else InvalidArgument). On a pool with a
+/// root: recovers; the stored node size and inner placement win over the
+/// options. Errors: Corruption (bad root object, log or node), OutOfSpace.
 Status make_wbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
 
+namespace wbtree {
+
+/// Pool layout name.
+inline constexpr char kLayout[] = "wbtree";
+/// Root object magic: "WBTREEv1" as a little-endian word.
+inline constexpr uint64_t kRootMagic = 0x3176454552544257ull;
+/// Node magic (high 32 bits of the level word): "WBND".
+inline constexpr uint32_t kNodeMagic = 0x444e4257u;
+/// Bitmap bit 0: the slot array is valid.
+inline constexpr uint64_t kValidBit = 1;
+/// Most entry slots per node (bitmap bits 1..63).
+inline constexpr uint32_t kMaxSlots = 63;
+/// Byte offset of the slot array in a node.
+inline constexpr uint32_t kSlotArrayOffset = 24;
+/// Bytes per entry {key, value}.
+inline constexpr uint32_t kEntryBytes = 16;
+/// Bytes of the split log block.
+inline constexpr uint32_t kLogBytes = 4096;
+/// Log state tag of a committed log ("LOGC" << 32); the low 32 bits count
+/// the records.
+inline constexpr uint64_t kLogCommitted = 0x434f474cull << 32;
+
+/// The root object (64 B), see the table above.
+struct RootObject {
+  uint64_t magic;
+  uint64_t node_size;
+  std::atomic<uint64_t> root;
+  uint64_t log;
+  uint64_t inner_dram;
+  uint64_t reserved[3];
+};
+static_assert(sizeof(RootObject) == 64);
+
+/// One undo-redo log record (24 B): the 8-byte word at pool offset `off`
+/// held `old_value` before the split and holds `new_value` after it.
+struct LogRecord {
+  uint64_t off;
+  uint64_t old_value;
+  uint64_t new_value;
+};
+static_assert(sizeof(LogRecord) == 24);
+
+/// The split log (4096 B), see the table above.
+struct Log {
+  std::atomic<uint64_t> state;
+  uint64_t reserved[7];
+  LogRecord records[(kLogBytes - 64) / sizeof(LogRecord)];
+};
+static_assert(sizeof(Log) <= kLogBytes);
+/// Records the log holds.
+inline constexpr uint32_t kLogRecords = (kLogBytes - 64) / sizeof(LogRecord);
+
+/// One entry slot (16 B, 16 B aligned: never straddles a line).
+struct Entry {
+  uint64_t key;
+  uint64_t value;
+};
+static_assert(sizeof(Entry) == kEntryBytes);
+
+/// Node header (24 B); the slot array and the entries follow (see the table).
+struct Node {
+  std::atomic<uint64_t> bitmap;
+  uint64_t level_magic;  ///< level (low 32 bits) | kNodeMagic << 32
+  uint64_t link;         ///< leaf: next leaf; inner node: leftmost child
+  uint32_t level() const { return static_cast<uint32_t>(level_magic); }
+  uint32_t magic() const { return static_cast<uint32_t>(level_magic >> 32); }
+};
+static_assert(sizeof(Node) == kSlotArrayOffset);
+
+/// Entry slots of a node of `node_size` bytes (0 for a size that is not
+/// 128, 256, 512 or 1024), and in *entries_offset the byte offset of slot 0.
+uint32_t capacity_for(uint32_t node_size, uint32_t* entries_offset);
+
+/// The wB+-tree. Created by make_wbtree().
+class WbTree final : public Index<uint64_t> {
+ public:
+  explicit WbTree(pm::Pool* pool);
+  ~WbTree() override;
+
+  /// Creates an empty tree (one empty leaf, the root object and the log) in a
+  /// pool with no root; node_size was checked by the caller. Errors:
+  /// OutOfSpace.
+  Status create(uint32_t node_size, bool inner_dram);
+  /// Recovers the tree of a pool with a root (see wbtree.cc "Recovery"):
+  /// redoes a committed split log, rebuilds every slot array whose valid bit
+  /// is clear, reclaims unreachable blocks, rebuilds the DRAM inner nodes
+  /// (inner=dram). Errors: Corruption (naming the offending node or record),
+  /// OutOfSpace never (recovery allocates nothing).
+  Status recover();
+
+  Status insert(uint64_t key, Value value) override;
+  Status update(uint64_t key, Value value) override;
+  Status remove(uint64_t key) override;
+  std::optional<Value> lookup(uint64_t key) override;
+  size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override;
+  std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override;
+  /// Bottom-up bulk load at IndexOptions::fill_factor (see Index::bulk_load):
+  /// leaves and (inner=pm) inner nodes get ceil(fill * capacity) entries,
+  /// each persisted, then one NAW of the root word publishes them; the old
+  /// (empty) nodes are freed after. Errors: InvalidArgument (index holds a
+  /// key, keys not strictly ascending), OutOfSpace (nothing changed).
+  Status bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) override;
+  IndexInfo info() const override;
+  Status verify(VerifyReport* report) const override;
+  /// Why the crash lab's ablation self-test cannot catch the removal of some
+  /// flushes and fences (see wbtree.cc "Ablation notes").
+  std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
+
+  /// Sets the bulk-load fill factor, (0, 1] (make_wbtree passes
+  /// IndexOptions::fill_factor).
+  void set_fill_factor(double f) { fill_ = f; }
+  /// Entry slots per node.
+  uint32_t capacity() const { return cap_; }
+  /// True when the inner nodes live in DRAM.
+  bool inner_dram() const { return inner_dram_; }
+
+ private:
+  struct Txn;
+  struct Sorted {
+    uint64_t key;
+    uint64_t value;
+    uint32_t slot;
+  };
+
+  Node* node(uint64_t off) const { return reinterpret_cast<Node*>(pool_->base() + off); }
+  Entry* entries(Node* n) const {
+    return reinterpret_cast<Entry*>(reinterpret_cast<char*>(n) + eoff_);
+  }
+  uint8_t* slots(Node* n) const { return reinterpret_cast<uint8_t*>(n) + kSlotArrayOffset; }
+  uint64_t root_word() const { return root_obj_->root.load(std::memory_order_acquire); }
+  uint32_t used(const Node* n) const;
+  bool full(const Node* n) const { return used(n) == cap_; }
+  int last_le(Node* n, uint64_t key) const;
+  uint64_t child_at(Node* n, int pos) const;
+  uint64_t find_leaf(uint64_t key, std::vector<uint64_t>* path) const;
+  std::vector<Sorted> sorted_entries(Node* n) const;
+  void init_node(uint64_t off, uint32_t level, uint64_t link, std::span<const Sorted> items);
+  void write_slot_array(Node* n, uint64_t bitmap, const char* site);
+  void apply_records(const LogRecord* recs, size_t n, const char* site);
+  Status split(const std::vector<uint64_t>& path);
+  std::optional<std::pair<uint64_t, Value>> last_le_subtree(uint64_t off, uint64_t key) const;
+  Status walk(std::vector<uint64_t>* nodes, std::vector<uint64_t>* leaves) const;
+  Status check_node(uint64_t off, const char* what) const;
+  Status verify_subtree(uint64_t off, uint32_t level, uint64_t lo, bool has_hi, uint64_t hi,
+                        std::vector<uint64_t>* leaves, VerifyReport* r) const;
+  Status verify_node_slots(uint64_t off) const;
+  Status rebuild_inner(double fill = 1.0);
+  Status unlink_empty_leaves();
+  uint64_t low_of(uint64_t leaf) const;
+
+  pm::Pool* pool_;
+  RootObject* root_obj_ = nullptr;
+  Log* log_ = nullptr;
+  uint32_t node_size_ = 0;
+  uint32_t cap_ = 0;
+  uint32_t eoff_ = 0;
+  bool inner_dram_ = false;
+  double fill_ = 1.0;
+  mutable std::shared_mutex mu_;
+  /// inner=dram only: the DRAM inner nodes, and each leaf's lower bound (for
+  /// find_last_less_than, which walks leaves right to left).
+  std::unique_ptr<inner::InnerTree> tree_;
+  std::unordered_map<uint64_t, uint64_t> leaf_low_;
+  bool recovered_ = false;
+  double recovery_seconds_ = 0;
+};
+
+}  // namespace wbtree
 }  // namespace nvindex

@@ -1,0 +1,626 @@
+// wbtree: model tests at every node size (splits at 1..4 levels), both inner
+// placements, values 0 and repeated values, recovery of crash states built by
+// hand (invalid slot arrays, a committed split log), bulk load at a fill
+// factor, node-size and option errors, capability claims, out of space.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "indexes/wbtree/wbtree.h"
+#include "nvindex/index.h"
+#include "nvindex/pm/pool.h"
+#include "support/model_check.h"
+
+namespace nvindex {
+namespace {
+
+using testing::open_test_index;
+using testing::run_model_test;
+using testing::TestIndex;
+
+struct ModelCase {
+  uint32_t node_size;
+  uint64_t seed;
+  size_t ops;
+  uint64_t key_space;
+};
+
+class WbTreeModel : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(WbTreeModel, MatchesStdMap) {
+  const ModelCase c = GetParam();
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("wbtree", c.node_size, &t, 64ull << 20).ok());
+  EXPECT_EQ(t.index->info().node_size, c.node_size);
+  run_model_test(*t.index, c.seed, c.ops, c.key_space);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    NodeSizes, WbTreeModel,
+    ::testing::Values(ModelCase{128, 1, 20000, 4000}, ModelCase{128, 2, 20000, 100000},
+                      ModelCase{256, 3, 20000, 5000}, ModelCase{512, 4, 20000, 8000},
+                      ModelCase{512, 5, 10000, 1ull << 62}, ModelCase{1024, 6, 20000, 20000}),
+    [](const auto& info) {
+      return "n" + std::to_string(info.param.node_size) + "_s" + std::to_string(info.param.seed);
+    });
+
+}  // namespace
+}  // namespace nvindex
+
+namespace nvindex {
+namespace {
+
+using wbtree::Entry;
+using wbtree::Log;
+using wbtree::Node;
+using wbtree::RootObject;
+
+/// An anonymous pool with layout "wbtree" and an index made with `extra`.
+struct Anon {
+  std::unique_ptr<pm::Pool> pool;
+  std::unique_ptr<Index<uint64_t>> index;
+  Status open(uint32_t node_size, std::map<std::string, std::string> extra = {}, double fill = 1.0,
+              uint64_t bytes = 32ull << 20) {
+    Status s = pm::Pool::create_anonymous(bytes, "wbtree", &pool);
+    if (!s.ok()) return s;
+    IndexOptions o;
+    o.pool = pool.get();
+    o.node_size = node_size;
+    o.extra = std::move(extra);
+    o.fill_factor = fill;
+    return make_index<uint64_t>("wbtree", o, &index);
+  }
+};
+
+/// A pool file in /dev/shm, removed at the end of the test.
+class FilePool {
+ public:
+  explicit FilePool(const std::string& tag)
+      : path_("/dev/shm/nvindex_wb_" + tag + "_" + std::to_string(getpid()) + ".pool") {
+    std::remove(path_.c_str());
+  }
+  ~FilePool() {
+    close();
+    std::remove(path_.c_str());
+  }
+  Status create(uint32_t node_size, std::map<std::string, std::string> extra = {}) {
+    Status s = pm::Pool::create(path_, 32ull << 20, "wbtree", pm::Mode::kEmulated, &pool);
+    if (!s.ok()) return s;
+    return open_index(node_size, std::move(extra));
+  }
+  void close() {
+    index.reset();
+    pool.reset();
+  }
+  /// Opens the pool file without an index (to damage or inspect it).
+  Status open_raw() {
+    close();
+    return pm::Pool::open(path_, "wbtree", pm::Mode::kEmulated, &pool);
+  }
+  Status open_index(uint32_t node_size, std::map<std::string, std::string> extra = {}) {
+    IndexOptions o;
+    o.pool = pool.get();
+    o.node_size = node_size;
+    o.extra = std::move(extra);
+    return make_index<uint64_t>("wbtree", o, &index);
+  }
+  Status reopen(std::map<std::string, std::string> extra = {}) {
+    Status s = open_raw();
+    if (!s.ok()) return s;
+    return open_index(128, std::move(extra));
+  }
+  RootObject* root() const { return pool->ptr<RootObject>(pool->root()); }
+  Node* root_node() const { return pool->ptr<Node>(root()->root.load()); }
+  Log* log() const { return pool->ptr<Log>(root()->log); }
+  Entry* entries(Node* n) const {
+    uint32_t eoff = 0;
+    wbtree::capacity_for(static_cast<uint32_t>(root()->node_size), &eoff);
+    return reinterpret_cast<Entry*>(reinterpret_cast<char*>(n) + eoff);
+  }
+
+  std::unique_ptr<pm::Pool> pool;
+  std::unique_ptr<Index<uint64_t>> index;
+
+ private:
+  std::string path_;
+};
+
+std::vector<std::pair<uint64_t, Value>> scan_all(Index<uint64_t>& idx) {
+  std::vector<std::pair<uint64_t, Value>> out;
+  idx.scan(0, SIZE_MAX, &out);
+  return out;
+}
+
+TEST(WbTree, Geometry) {
+  uint32_t e = 0;
+  EXPECT_EQ(wbtree::capacity_for(128, &e), 6u);
+  EXPECT_EQ(e, 32u);
+  EXPECT_EQ(wbtree::capacity_for(256, &e), 13u);
+  EXPECT_EQ(e, 48u);
+  EXPECT_EQ(wbtree::capacity_for(512, &e), 28u);
+  EXPECT_EQ(e, 64u);
+  EXPECT_EQ(wbtree::capacity_for(1024, &e), 58u);
+  EXPECT_EQ(e, 96u);
+  EXPECT_EQ(wbtree::capacity_for(2048, &e), 0u);
+}
+
+TEST(WbTree, ValueZeroAndRepeatedValues) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("wbtree", 128, &t, 16ull << 20).ok());
+  Index<uint64_t>& idx = *t.index;
+  for (uint64_t k = 1; k <= 500; ++k) ASSERT_TRUE(idx.insert(k * 3, k % 2 ? 0 : 7).ok());
+  for (uint64_t k = 1; k <= 500; ++k) {
+    auto v = idx.lookup(k * 3);
+    ASSERT_TRUE(v.has_value()) << k;
+    EXPECT_EQ(*v, k % 2 ? 0u : 7u);
+    EXPECT_FALSE(idx.lookup(k * 3 + 1).has_value());
+  }
+  std::vector<std::pair<uint64_t, Value>> out;
+  EXPECT_EQ(idx.scan(0, 1000, &out), 500u);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].first, (i + 1) * 3);
+  auto fl = idx.find_last_less_than(7);
+  ASSERT_TRUE(fl.has_value());
+  EXPECT_EQ(fl->first, 6u);
+  EXPECT_EQ(fl->second, 7u);
+  EXPECT_FALSE(idx.find_last_less_than(3).has_value());
+  EXPECT_TRUE(idx.insert(3, 1).IsAlreadyExists());
+  EXPECT_TRUE(idx.update(4, 1).IsNotFound());
+  for (uint64_t k = 1; k <= 500; k += 2) ASSERT_TRUE(idx.remove(k * 3).ok());
+  EXPECT_TRUE(idx.remove(3).IsNotFound());
+  VerifyReport r;
+  ASSERT_TRUE(idx.verify(&r).ok());
+  EXPECT_EQ(r.keys, 250u);
+  EXPECT_GE(r.height, 3u);
+}
+
+// No merges: removing every key leaves empty leaves that the tree still
+// routes through; find_last_less_than and scans skip them.
+TEST(WbTree, EmptyLeavesStayAndAreSkipped) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("wbtree", 128, &t, 16ull << 20).ok());
+  Index<uint64_t>& idx = *t.index;
+  for (uint64_t k = 0; k < 1000; ++k) ASSERT_TRUE(idx.insert(k, k).ok());
+  VerifyReport full;
+  ASSERT_TRUE(idx.verify(&full).ok());
+  for (uint64_t k = 10; k < 990; ++k) ASSERT_TRUE(idx.remove(k).ok());
+  VerifyReport after;
+  ASSERT_TRUE(idx.verify(&after).ok());
+  EXPECT_EQ(after.keys, 20u);
+  EXPECT_EQ(after.leaves, full.leaves);
+  auto fl = idx.find_last_less_than(985);
+  ASSERT_TRUE(fl.has_value());
+  EXPECT_EQ(fl->first, 9u);
+  std::vector<std::pair<uint64_t, Value>> out;
+  EXPECT_EQ(idx.scan(5, 10, &out), 10u);
+  EXPECT_EQ(out[4].first, 9u);
+  EXPECT_EQ(out[5].first, 990u);
+}
+
+TEST(WbTree, NodeSizeErrors) {
+  for (uint32_t bad : {0u, 64u, 100u, 192u, 300u, 2048u, 4096u}) {
+    Anon a;
+    Status s = a.open(bad);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad << " " << s.ToString();
+    EXPECT_NE(s.message().find("128, 256, 512 or 1024"), std::string::npos) << s.ToString();
+    EXPECT_EQ(a.index, nullptr);
+  }
+}
+
+TEST(WbTree, OptionErrors) {
+  Anon a;
+  Status s = a.open(256, {{"inner", "nvm"}});
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("inner=dram"), std::string::npos) << s.ToString();
+  Anon b;
+  EXPECT_EQ(b.open(256, {}, 0.0).code(), Code::kInvalidArgument);
+  Anon c;
+  EXPECT_EQ(c.open(256, {}, 1.5).code(), Code::kInvalidArgument);
+  Anon d;
+  EXPECT_TRUE(d.open(256, {{"inner", "pm"}, {"someone-else", "x"}}).ok());
+}
+
+TEST(WbTree, NeedsPoolWithItsLayout) {
+  IndexOptions o;
+  std::unique_ptr<Index<uint64_t>> idx;
+  EXPECT_EQ(make_index<uint64_t>("wbtree", o, &idx).code(), Code::kInvalidArgument);
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::create_anonymous(8ull << 20, "fastfair", &pool).ok());
+  o.pool = pool.get();
+  Status s = make_index<uint64_t>("wbtree", o, &idx);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("layout"), std::string::npos) << s.ToString();
+}
+
+TEST(WbTree, InfoClaims) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("wbtree", 512, &t, 8ull << 20).ok());
+  IndexInfo i = t.index->info();
+  EXPECT_EQ(i.name, "wbtree");
+  EXPECT_TRUE(i.caps.ordered);
+  EXPECT_TRUE(i.caps.persistent);
+  EXPECT_TRUE(i.caps.thread_safe);
+  EXPECT_TRUE(i.caps.bulk_load);
+  EXPECT_FALSE(i.caps.string_keys);
+  EXPECT_EQ(i.caps.placement, Placement::kPmOnly);
+  EXPECT_EQ(i.node_size, 512u);
+  // Root object (64 B), split log (4096 B), one leaf.
+  EXPECT_EQ(i.pm_bytes, 64u + 4096u + 512u);
+  EXPECT_FALSE(i.recovered);
+  EXPECT_NE(i.description.find("VLDB'15"), std::string::npos);
+  EXPECT_NE(i.description.find("tree-wide lock (the original is single-threaded)"),
+            std::string::npos);
+}
+
+TEST(WbTree, OutOfSpaceChangesNothing) {
+  Anon a;
+  ASSERT_TRUE(a.open(1024, {}, 1.0, pm::kMinPoolSize).ok());
+  Index<uint64_t>& idx = *a.index;
+  uint64_t k = 0;
+  Status s;
+  for (; k < 10'000'000; ++k) {
+    s = idx.insert(k * 7919 % 10'000'019, k);
+    if (!s.ok()) break;
+  }
+  ASSERT_EQ(s.code(), Code::kOutOfSpace) << s.ToString();
+  EXPECT_FALSE(idx.lookup(k * 7919 % 10'000'019).has_value());
+  for (uint64_t j = 0; j < k; j += 97) ASSERT_EQ(idx.lookup(j * 7919 % 10'000'019), j);
+  VerifyReport r;
+  ASSERT_TRUE(idx.verify(&r).ok());
+  EXPECT_EQ(r.keys, k);
+  ASSERT_TRUE(idx.remove(5 * 7919).ok());
+  EXPECT_TRUE(idx.insert(5 * 7919, 5).ok());
+}
+
+TEST(WbTree, PmAccountingMatchesNodes) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("wbtree", 256, &t, 16ull << 20).ok());
+  for (uint64_t k = 0; k < 5000; ++k) ASSERT_TRUE(t.index->insert(k * 31 % 5003, k).ok());
+  VerifyReport r;
+  ASSERT_TRUE(t.index->verify(&r).ok());
+  EXPECT_EQ(t.index->info().pm_bytes, 64u + 4096u + (r.leaves + r.inner_nodes) * 256u);
+}
+
+TEST(WbTree, ConcurrentThroughTheTreeWideLock) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("wbtree", 128, &t, 64ull << 20).ok());
+  testing::run_concurrent_test(*t.index, 2, 11, 4000, 512);
+}
+
+}  // namespace
+}  // namespace nvindex
+
+namespace nvindex {
+namespace {
+
+TEST(WbTreeRecovery, ReopenAfterCleanClose) {
+  FilePool fp("reopen");
+  ASSERT_TRUE(fp.create(128).ok());
+  std::map<uint64_t, Value> model;
+  for (uint64_t k = 0; k < 3000; ++k) {
+    const uint64_t key = k * 2654435761u % 100003;
+    if (fp.index->insert(key, k).ok()) model[key] = k;
+  }
+  for (uint64_t k = 0; k < 3000; k += 3) {
+    const uint64_t key = k * 2654435761u % 100003;
+    if (fp.index->remove(key).ok()) model.erase(key);
+  }
+  VerifyReport before;
+  ASSERT_TRUE(fp.index->verify(&before).ok());
+  const uint64_t pm_before = fp.index->info().pm_bytes;
+  ASSERT_TRUE(fp.reopen().ok());
+  EXPECT_TRUE(fp.index->info().recovered);
+  EXPECT_EQ(fp.index->info().node_size, 128u);  // stored size wins
+  EXPECT_EQ(fp.index->info().pm_bytes, pm_before);
+  VerifyReport after;
+  ASSERT_TRUE(fp.index->verify(&after).ok());
+  EXPECT_EQ(after.keys, model.size());
+  EXPECT_EQ(after.leaves, before.leaves);
+  const auto all = scan_all(*fp.index);
+  ASSERT_EQ(all.size(), model.size());
+  size_t i = 0;
+  for (const auto& [k, v] : model) {
+    EXPECT_EQ(all[i].first, k);
+    EXPECT_EQ(all[i].second, v);
+    ++i;
+  }
+  EXPECT_TRUE(fp.index->insert(100003 + 5, 1).ok());
+}
+
+// An insert or delete that crashed between its two NAWs leaves bit 0 clear
+// and a half-written slot array: recovery rebuilds it from the bitmap.
+TEST(WbTreeRecovery, RebuildsAnInvalidSlotArray) {
+  FilePool fp("slots");
+  ASSERT_TRUE(fp.create(512).ok());
+  for (uint64_t k = 20; k > 0; --k) ASSERT_TRUE(fp.index->insert(k * 10, k).ok());
+  ASSERT_TRUE(fp.open_raw().ok());
+  Node* leaf = fp.root_node();
+  ASSERT_EQ(leaf->level(), 0u);
+  leaf->bitmap.store(leaf->bitmap.load() & ~wbtree::kValidBit);
+  uint8_t* sa = reinterpret_cast<uint8_t*>(leaf) + wbtree::kSlotArrayOffset;
+  sa[0] = 3;  // garbage: a crash mid-rewrite
+  sa[1] = 7;
+  sa[2] = 7;
+  // An entry written into a free slot whose bitmap bit never got set (crash
+  // before NAW 2 of an insert): not part of the content.
+  wbtree::Entry* e = fp.entries(leaf);
+  e[25] = {5, 55};
+  ASSERT_TRUE(fp.open_index(128).ok());
+  EXPECT_TRUE(fp.index->info().recovered);
+  const auto all = scan_all(*fp.index);
+  ASSERT_EQ(all.size(), 20u);
+  for (uint64_t k = 1; k <= 20; ++k) EXPECT_EQ(all[k - 1], std::make_pair(k * 10, k));
+  EXPECT_FALSE(fp.index->lookup(5).has_value());
+  VerifyReport r;
+  EXPECT_TRUE(fp.index->verify(&r).ok());
+}
+
+// A split whose log was committed but not (wholly) applied is redone.
+TEST(WbTreeRecovery, RedoesACommittedLog) {
+  FilePool fp("redo");
+  ASSERT_TRUE(fp.create(512).ok());
+  for (uint64_t k = 1; k <= 10; ++k) ASSERT_TRUE(fp.index->insert(k, k * 100).ok());
+  ASSERT_TRUE(fp.open_raw().ok());
+  Node* leaf = fp.root_node();
+  const uint64_t leaf_off = fp.pool->offset(leaf);
+  wbtree::Entry* e = fp.entries(leaf);
+  // Records: drop the entry holding key 4 from the bitmap (bit 0 clear, as a
+  // split logs it) and change the value of key 7, both words still old.
+  int slot4 = -1, slot7 = -1;
+  for (int s = 0; s < 10; ++s) {
+    if (e[s].key == 4) slot4 = s;
+    if (e[s].key == 7) slot7 = s;
+  }
+  ASSERT_GE(slot4, 0);
+  ASSERT_GE(slot7, 0);
+  const uint64_t bm = leaf->bitmap.load();
+  Log* log = fp.log();
+  log->records[0] = {leaf_off, bm, (bm & ~(2ull << slot4)) & ~wbtree::kValidBit};
+  const uint64_t voff = fp.pool->offset(&e[slot7].value);
+  log->records[1] = {voff, 700, 7777};
+  log->state.store(wbtree::kLogCommitted | 2);
+  ASSERT_TRUE(fp.open_index(128).ok());
+  EXPECT_EQ(fp.log()->state.load(), 0u);
+  EXPECT_FALSE(fp.index->lookup(4).has_value());
+  EXPECT_EQ(fp.index->lookup(7), 7777u);
+  EXPECT_EQ(fp.index->lookup(8), 800u);
+  VerifyReport r;
+  ASSERT_TRUE(fp.index->verify(&r).ok());
+  EXPECT_EQ(r.keys, 9u);
+  // An uncommitted log (state 0) is ignored whatever its records say.
+  ASSERT_TRUE(fp.open_raw().ok());
+  fp.log()->records[0] = {fp.pool->offset(fp.root_node()), 0, 0};
+  ASSERT_TRUE(fp.open_index(128).ok());
+  ASSERT_TRUE(fp.index->verify(&r).ok());
+  EXPECT_EQ(r.keys, 9u);
+}
+
+TEST(WbTreeRecovery, DamageIsCorruption) {
+  FilePool fp("damage");
+  ASSERT_TRUE(fp.create(256).ok());
+  for (uint64_t k = 1; k <= 100; ++k) ASSERT_TRUE(fp.index->insert(k, k).ok());
+  // A committed record whose word holds neither its old nor its new value.
+  ASSERT_TRUE(fp.open_raw().ok());
+  Log* log = fp.log();
+  log->records[0] = {fp.pool->offset(fp.root_node()) + 8, 1, 2};
+  log->state.store(wbtree::kLogCommitted | 1);
+  Status s = fp.open_index(128);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  // A record outside every node block (here the allocator's metadata).
+  log->records[0] = {pm::kPoolHeaderBytes + 8, 0, 0};
+  s = fp.open_index(128);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  log->state.store(0);
+  ASSERT_TRUE(fp.open_index(128).ok());
+  // A slot array marked valid that names a free slot.
+  ASSERT_TRUE(fp.open_raw().ok());
+  Node* first = fp.pool->ptr<Node>(fp.root_node()->link);
+  uint8_t* sa = reinterpret_cast<uint8_t*>(first) + wbtree::kSlotArrayOffset;
+  const uint8_t saved_slot = sa[1];
+  sa[1] = 200;
+  s = fp.open_index(128);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  sa[1] = saved_slot;
+  ASSERT_TRUE(fp.open_index(128).ok());
+  // A child pointer out of the pool.
+  ASSERT_TRUE(fp.open_raw().ok());
+  Node* root = fp.root_node();
+  ASSERT_GT(root->level(), 0u);
+  const uint64_t saved = root->link;
+  root->link = 12345;
+  s = fp.open_index(128);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  root->link = saved;
+  // A bad root object magic.
+  fp.root()->magic ^= 1;
+  s = fp.open_index(128);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  fp.root()->magic ^= 1;
+  ASSERT_TRUE(fp.open_index(128).ok());
+  VerifyReport r;
+  ASSERT_TRUE(fp.index->verify(&r).ok());
+  EXPECT_EQ(r.keys, 100u);
+}
+
+}  // namespace
+}  // namespace nvindex
+
+namespace nvindex {
+namespace {
+
+std::vector<std::pair<uint64_t, Value>> pairs(uint64_t n, uint64_t step) {
+  std::vector<std::pair<uint64_t, Value>> v;
+  for (uint64_t i = 0; i < n; ++i) v.emplace_back(i * step + 1, i ^ 0x5555);
+  return v;
+}
+
+TEST(WbTreeBulkLoad, FillsNodesToTheFillFactor) {
+  for (double fill : {1.0, 0.7, 0.5, 0.01}) {
+    Anon a;
+    ASSERT_TRUE(a.open(256, {}, fill).ok());
+    const auto data = pairs(5000, 3);
+    ASSERT_TRUE(a.index->bulk_load(data).ok()) << fill;
+    const uint64_t per = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(fill * 13)));
+    VerifyReport r;
+    ASSERT_TRUE(a.index->verify(&r).ok());
+    EXPECT_EQ(r.keys, 5000u);
+    EXPECT_EQ(r.leaves, (5000 + per - 1) / per) << fill;
+    // The old empty leaf is freed: PM holds exactly the new nodes.
+    EXPECT_EQ(a.index->info().pm_bytes, 64u + 4096u + (r.leaves + r.inner_nodes) * 256u);
+    const auto all = scan_all(*a.index);
+    ASSERT_EQ(all, data);
+    EXPECT_EQ(a.index->lookup(1 + 3 * 77), 77u ^ 0x5555);
+    EXPECT_FALSE(a.index->lookup(3).has_value());
+    // The loaded tree takes further inserts and removes (splits at fill 1).
+    for (uint64_t k = 0; k < 2000; ++k) ASSERT_TRUE(a.index->insert(k * 3 + 2, k).ok());
+    for (uint64_t k = 0; k < 2000; k += 2) ASSERT_TRUE(a.index->remove(k * 3 + 1).ok());
+    ASSERT_TRUE(a.index->verify(&r).ok());
+    EXPECT_EQ(r.keys, 6000u);
+  }
+}
+
+TEST(WbTreeBulkLoad, Errors) {
+  Anon a;
+  ASSERT_TRUE(a.open(128).ok());
+  std::vector<std::pair<uint64_t, Value>> bad{{1, 1}, {3, 3}, {3, 4}};
+  EXPECT_EQ(a.index->bulk_load(bad).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(a.index->bulk_load({}).ok());
+  ASSERT_TRUE(a.index->insert(10, 1).ok());
+  EXPECT_EQ(a.index->bulk_load(pairs(10, 1)).code(), Code::kInvalidArgument);
+  // Emptied by removes (several empty nodes): a bulk load replaces them all.
+  for (uint64_t k = 0; k < 100; ++k) a.index->insert(k * 5, k);
+  for (uint64_t k = 0; k < 100; ++k) a.index->remove(k * 5);
+  a.index->remove(10);
+  ASSERT_TRUE(a.index->bulk_load(pairs(50, 2)).ok());
+  VerifyReport r;
+  ASSERT_TRUE(a.index->verify(&r).ok());
+  EXPECT_EQ(r.keys, 50u);
+  EXPECT_EQ(a.index->info().pm_bytes, 64u + 4096u + (r.leaves + r.inner_nodes) * 128u);
+  // Out of space: nothing changes.
+  Anon small;
+  ASSERT_TRUE(small.open(1024, {}, 1.0, pm::kMinPoolSize).ok());
+  EXPECT_EQ(small.index->bulk_load(pairs(400000, 1)).code(), Code::kOutOfSpace);
+  ASSERT_TRUE(small.index->verify(&r).ok());
+  EXPECT_EQ(r.keys, 0u);
+  EXPECT_TRUE(small.index->insert(1, 1).ok());
+}
+
+TEST(WbTreeBulkLoad, SurvivesReopen) {
+  FilePool fp("bulk");
+  ASSERT_TRUE(fp.create(512).ok());
+  const auto data = pairs(3000, 7);
+  ASSERT_TRUE(fp.index->bulk_load(data).ok());
+  ASSERT_TRUE(fp.reopen().ok());
+  EXPECT_EQ(scan_all(*fp.index), data);
+}
+
+}  // namespace
+}  // namespace nvindex
+
+namespace nvindex {
+namespace {
+
+// inner=dram: the same model test at every node size, leaves in PM and the
+// inner nodes in DRAM (InnerTree).
+class WbTreeDramModel : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(WbTreeDramModel, MatchesStdMap) {
+  const ModelCase c = GetParam();
+  Anon a;
+  ASSERT_TRUE(a.open(c.node_size, {{"inner", "dram"}}, 1.0, 64ull << 20).ok());
+  EXPECT_EQ(a.index->info().caps.placement, Placement::kSelective);
+  run_model_test(*a.index, c.seed, c.ops, c.key_space);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    NodeSizes, WbTreeDramModel,
+    ::testing::Values(ModelCase{128, 11, 20000, 4000}, ModelCase{256, 13, 20000, 5000},
+                      ModelCase{512, 14, 20000, 8000}, ModelCase{1024, 16, 20000, 1ull << 62}),
+    [](const auto& info) {
+      return "n" + std::to_string(info.param.node_size) + "_s" + std::to_string(info.param.seed);
+    });
+
+TEST(WbTreeDram, InfoAndAccounting) {
+  Anon a;
+  ASSERT_TRUE(a.open(256, {{"inner", "dram"}}).ok());
+  for (uint64_t k = 0; k < 5000; ++k) ASSERT_TRUE(a.index->insert(k * 31 % 5003, k).ok());
+  IndexInfo i = a.index->info();
+  EXPECT_EQ(i.caps.placement, Placement::kSelective);
+  EXPECT_NE(i.description.find("inner nodes in DRAM"), std::string::npos);
+  VerifyReport r;
+  ASSERT_TRUE(a.index->verify(&r).ok());
+  EXPECT_GT(r.inner_nodes, 0u);
+  EXPECT_GE(r.height, 2u);
+  // PM holds the leaves only.
+  EXPECT_EQ(i.pm_bytes, 64u + 4096u + r.leaves * 256u);
+  EXPECT_GT(i.dram_bytes, r.inner_nodes * 256u);
+}
+
+// Recovery rebuilds the DRAM inner nodes from the leaf chain; leaves emptied
+// by removes are unlinked (their lower bounds were only in DRAM); the stored
+// placement wins over the option.
+TEST(WbTreeDram, RecoveryRebuildsInnerNodesAndUnlinksEmptyLeaves) {
+  FilePool fp("dram");
+  ASSERT_TRUE(fp.create(128, {{"inner", "dram"}}).ok());
+  std::map<uint64_t, Value> model;
+  for (uint64_t k = 0; k < 2000; ++k) {
+    ASSERT_TRUE(fp.index->insert(k, k + 1).ok());
+    model[k] = k + 1;
+  }
+  for (uint64_t k = 0; k < 1500; ++k) {  // empties the leftmost leaves
+    ASSERT_TRUE(fp.index->remove(k).ok());
+    model.erase(k);
+  }
+  VerifyReport before;
+  ASSERT_TRUE(fp.index->verify(&before).ok());
+  ASSERT_TRUE(fp.reopen({{"inner", "pm"}}).ok());
+  EXPECT_EQ(fp.index->info().caps.placement, Placement::kSelective);
+  VerifyReport after;
+  ASSERT_TRUE(fp.index->verify(&after).ok());
+  EXPECT_EQ(after.keys, model.size());
+  EXPECT_LT(after.leaves, before.leaves);
+  EXPECT_EQ(fp.index->info().pm_bytes, 64u + 4096u + after.leaves * 128u);
+  EXPECT_EQ(fp.index->lookup(1700), 1701u);
+  EXPECT_FALSE(fp.index->lookup(17).has_value());
+  auto fl = fp.index->find_last_less_than(1600);
+  ASSERT_TRUE(fl.has_value());
+  EXPECT_EQ(fl->first, 1599u);
+  EXPECT_FALSE(fp.index->find_last_less_than(1500).has_value());
+  // The rebuilt tree keeps working below its first key (first leaf from 0).
+  for (uint64_t k = 0; k < 1500; k += 7) ASSERT_TRUE(fp.index->insert(k, k).ok());
+  ASSERT_TRUE(fp.index->verify(&after).ok());
+  // Every leaf empty: one leaf stays.
+  for (uint64_t k = 0; k < 2000; ++k) fp.index->remove(k);
+  ASSERT_TRUE(fp.reopen().ok());
+  ASSERT_TRUE(fp.index->verify(&after).ok());
+  EXPECT_EQ(after.leaves, 1u);
+  EXPECT_EQ(after.keys, 0u);
+  EXPECT_TRUE(fp.index->insert(5, 5).ok());
+}
+
+TEST(WbTreeDram, BulkLoad) {
+  Anon a;
+  ASSERT_TRUE(a.open(512, {{"inner", "dram"}}, 0.5).ok());
+  const auto data = pairs(10000, 2);
+  ASSERT_TRUE(a.index->bulk_load(data).ok());
+  VerifyReport r;
+  ASSERT_TRUE(a.index->verify(&r).ok());
+  EXPECT_EQ(r.leaves, (10000u + 13) / 14);
+  EXPECT_EQ(scan_all(*a.index), data);
+  EXPECT_TRUE(a.index->insert(4, 4).ok());
+}
+
+TEST(WbTreeDram, Concurrent) {
+  Anon a;
+  ASSERT_TRUE(a.open(128, {{"inner", "dram"}}, 1.0, 64ull << 20).ok());
+  testing::run_concurrent_test(*a.index, 2, 12, 4000, 512);
+}
+
+}  // namespace
+}  // namespace nvindex
