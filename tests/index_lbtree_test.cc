@@ -605,7 +605,9 @@ TEST(LbTreeRecovery, ParallelRebuildEqualsSerial) {
                   r.tree().rebuild_seconds() * 1e3, r.index->info().recovery_seconds * 1e3);
       size_t i = 0;
       for (const auto& [k, v] : model) {
-        if (i++ % 97 == 0) ASSERT_EQ(r.index->lookup(k), v);
+        if (i++ % 97 == 0) {
+          ASSERT_EQ(r.index->lookup(k), v);
+        }
       }
       r.index.reset();
       r.pool.reset();
