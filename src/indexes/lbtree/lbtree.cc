@@ -170,8 +170,9 @@ Status LbTree::create(uint32_t leaf_size) {
   // sibling) and the root object are persisted before Pool::set_root (a NAW)
   // publishes them; a crash earlier leaves a pool with no root whose blocks
   // the next create reclaims (above).
+  // The head's flush is committed by the root object's fence below.
   pm::fill(pool_->ptr<char>(head), 0, leaf_size_);
-  pm::persist(pool_->ptr<char>(head), leaf_size_, {"lbtree.create.head"});
+  pm::flush(pool_->ptr<char>(head), leaf_size_, {"lbtree.create.head"});
   root_ = pool_->ptr<RootObject>(ro);
   pm::fill(root_, 0, kRootBytes);
   pm::store(&root_->magic, kRootMagic);
@@ -336,8 +337,9 @@ Status LbTree::insert(uint64_t key, Value value) {
 // (OutOfSpace: nothing changed). N receives the upper half of L's entries
 // (7 per 256 B block, in the block's last slots: its header line stays
 // free), live headers with their bits and fingerprints, alt = 0, next[0] =
-// L's live sibling, its lock bit set; N is persisted whole while nothing
-// points to it (a crash leaves an unreachable block that recovery reclaims).
+// L's live sibling, its lock bit set; the lines of N that were written are
+// flushed while nothing points to it (a crash leaves an unreachable block
+// that recovery reclaims); step (2)'s fence makes them durable.
 // (2) L's unused sibling pointer next[!alt] := N, and for each block j >= 1
 // the spare header := the live one without the moved bits; these are
 // persisted while alt still selects the old pointer and headers, so they are
@@ -383,13 +385,16 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
   uint64_t moved_bits[kMaxBlocks] = {};
   uint32_t next_item = half;
   const std::array<uint32_t, kSlots> order = fill_order(0);
+  uint32_t lines[kMaxBlocks] = {};  // bit l: line l of block j was written
   for (uint32_t j = 0; j < blocks_; ++j) {
     const uint32_t take = moved * (j + 1) / blocks_ - moved * j / blocks_;
     Header h;
     if (j == 0) h.w0 = kLockBit;
+    lines[j] = 1u << 0 | 1u << 3;  // header, unit 15
     for (uint32_t t = 0; t < take; ++t) {
       const Item& it = items[next_item++];
       const uint32_t i = order[t];
+      lines[j] |= 1u << line_of_slot(i);
       pm::store(&n.ent(j, i).key, it.key);
       pm::store(&n.ent(j, i).value, it.value);
       h.set_fp(i, fingerprint(it.key));
@@ -401,7 +406,13 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
     pm::store(&n.b[j].tail[0], j == 0 ? l.next(alt).load(kRlx) : uint64_t{0});
     pm::store(&n.b[j].tail[1], uint64_t{0});
   }
-  pm::persist(n.b, leaf_size_, {"lbtree.split.new_leaf"});
+  for (uint32_t j = 0; j < blocks_; ++j) {
+    for (uint32_t ln = 0; ln < 4; ++ln) {
+      if (lines[j] & (1u << ln)) pm::flush(n.line(j, ln), pm::kLineSize, {"lbtree.split.new_leaf"});
+    }
+  }
+  // No fence here: the fence of step (2) commits these flushes too, before
+  // the commit NAW (same thread).
   lows_->word(noff).store(sep, std::memory_order_release);
 
   // (2) L's spare sibling pointer and spare headers.
@@ -857,7 +868,20 @@ Status LbTree::verify(VerifyReport* report) const {
 // Ablation notes (issue 3 §4): the flushes and fences whose removal the crash
 // lab (`nvindex crashtest --index lbtree --ablate all`) does not catch, and
 // why each stays.
-std::vector<std::pair<std::string, std::string>> LbTree::ablation_notes() const { return {}; }
+std::vector<std::pair<std::string, std::string>> LbTree::ablation_notes() const {
+  return {
+      {"lbtree.create.head",
+       "not observable in a crash test: a fresh pool's blocks are zero, which is exactly the empty "
+       "head leaf; the flush is needed when the allocator hands out a reused block (e.g. one "
+       "reclaimed after a crash during an earlier create), whose old bytes would otherwise "
+       "survive a crash behind the published root; its fence is the root object's"},
+      {"lbtree.split.commit/fence",
+       "redundant in a complete insert: the insert into the new pair that follows at once ends "
+       "with the fence of its own header NAW, which commits this flush too; kept so that the "
+       "split is committed by its own NAW (Algorithm 3), durable before the leaf lock is "
+       "released and independent of the insert, at one fence per split"},
+  };
+}
 
 }  // namespace lbtree
 
