@@ -28,7 +28,10 @@
 // tree and write-lock each node they change, so readers overlapping a change
 // restart. Leaf splits are far rarer than leaf writes (one per ~7 inserts at
 // 14 slots, random keys), so the one mutex does not limit 2-thread runs;
-// IndexInfo of the users says so.
+// IndexInfo of the users says so. No node is freed while the tree lives (a
+// split keeps the full node as the lower half and adds a new upper half), so
+// a reader never touches freed memory; build*() and the destructor free the
+// old nodes and must not run concurrently with anything else.
 //
 // How a leaf writer knows it holds the right leaf (the protocol every user
 // follows):
@@ -45,6 +48,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -60,7 +64,8 @@ using LeafRef = std::pair<uint64_t, uint64_t>;
 /// when read) that routed there. Opaque to users except `leaf` and `high`.
 struct Route {
   uint64_t leaf = 0;             ///< offset of the leaf covering the key
-  uint64_t high = 0;             ///< the leaf's exclusive upper bound (next separator)
+  uint64_t high = 0;             ///< the leaf's exclusive upper bound (next separator);
+                                 ///< exact while validate() holds
   bool has_high = false;         ///< false for the last leaf (unbounded above)
   const void* parent = nullptr;  ///< level-1 node that routed to the leaf
   uint64_t version = 0;          ///< its version lock word when read
@@ -78,27 +83,39 @@ class InnerTree {
 
   /// Replaces the whole tree by one built bottom-up over `leaves` (at least
   /// one pair; keys strictly ascending; leaves[0].first is treated as 0).
-  /// Each inner node gets ceil(fill * capacity) children (fill in (0, 1],
-  /// at least 2 children per node unless a level has only one node).
-  /// Not safe against concurrent calls of any other method.
-  /// Errors: InvalidArgument (empty, not ascending, leaf offset 0).
+  /// Each level is cut, from the left, into nodes of children_per_node(fill)
+  /// children (ceil(fill * (capacity() + 1)), at least 2); the level's last
+  /// node takes the rest, and if that would be a single child it is merged
+  /// into its left neighbour (or, at fill 1.0, takes one child from it), so
+  /// every node has at least 2 children unless the level has only one node.
+  /// The old tree's nodes are freed. Not safe against concurrent calls of
+  /// any other method.
+  /// Errors: InvalidArgument (empty, not ascending, leaf offset 0, fill not
+  /// in (0, 1]); the old tree is kept then.
   Status build(std::span<const LeafRef> leaves, double fill = 1.0);
 
   /// Parallel build (recovery, LB+-tree §3.5): `segments` are consecutive
   /// runs of the leaf chain (their concatenation ascending, as for build());
-  /// up to `threads` threads each build the level-1 nodes over whole
-  /// segments, then the upper levels are built over all level-1 nodes by
-  /// the calling thread. The resulting tree is identical (same nodes, same
-  /// separators) to build() over the concatenation when every segment but
-  /// the last holds a multiple of the per-node child count; otherwise nodes
-  /// at segment ends may be less full. Empty segments are allowed.
+  /// up to `threads` threads (the calling thread and threads - 1 std::threads,
+  /// segments handed out in order) each build the level-1 nodes over whole
+  /// segments, cut as build() cuts a level; then the upper levels are built
+  /// over all level-1 nodes by the calling thread. The resulting tree is
+  /// identical (same nodes, same separators) to build() over the
+  /// concatenation when every segment but the last holds a multiple of
+  /// children_per_node(fill); otherwise nodes at segment ends may be less
+  /// full (a segment of one leaf gives a level-1 node with one child, no
+  /// separator). Empty segments are allowed; threads 0 counts as 1.
   /// Errors: as build().
   Status build_segments(const std::vector<std::vector<LeafRef>>& segments, unsigned threads,
                         double fill = 1.0);
 
-  /// Optimistic descent to the leaf covering `key`. Never blocks on a
-  /// writer longer than one node change (restarts internally). Requires a
-  /// built tree (at least one leaf).
+  /// Optimistic descent to the leaf covering `key`: per level, read the
+  /// node's version, scan its separators (binary search), read the child,
+  /// read the child's version, validate the node; restart from the root on a
+  /// failed validation (optimistic lock coupling). Never blocks on a writer
+  /// longer than one node change. Route.high/has_high: the next separator
+  /// right of the chosen child, inherited from the parent when the child is
+  /// its node's last. An unbuilt tree returns Route{} (leaf 0).
   Route find(uint64_t key) const;
 
   /// True if the level-1 node recorded in `r` is unchanged since find() (see
@@ -110,6 +127,18 @@ class InnerTree {
   /// the lock of `left` (so no other split of `left` can run). Splits inner
   /// nodes as needed, growing the root. Thread-safe against every other
   /// method but build*().
+  ///
+  /// How: inner writers serialize on one mutex; the level-1 node routing
+  /// `sep - 1` (which lies in [lo, hi)) must hold `left`. A full node is
+  /// split (it keeps the lower half, a new right node the upper half, the
+  /// middle separator goes up), recursively; a full root gets a new root.
+  /// Every existing node that changes is write-locked (vlock::lock) before
+  /// the first change and unlocked (version + 1) after the last, so every
+  /// optimistic reader that overlapped fails validation; new nodes are
+  /// complete before they are published (release store of the child or
+  /// root pointer). No node is freed or made obsolete.
+  /// A caller bug (tree not built, `left` not covering sep - 1, `sep` not
+  /// strictly inside left's range, right == 0) aborts with a message.
   void insert_separator(uint64_t left, uint64_t sep, uint64_t right);
 
   /// All leaves in key order with their low keys (the first is 0), as the
@@ -121,6 +150,20 @@ class InnerTree {
   /// left locked). Ok, or Corruption naming the first violation. Not safe
   /// against concurrent writers.
   Status verify() const;
+
+  /// Debug listing of every node, breadth-first from the root, one line per
+  /// node: level, separator count, leftmost child, then key:child pairs
+  /// (leaf offsets at level 1, breadth-first node numbers above). Two trees
+  /// with equal dumps have the same shape and separators. Not safe against
+  /// concurrent writers.
+  std::string dump() const;
+
+  /// Separators per node: (node_size - 24) / 16 (256 B -> 14; children one
+  /// more).
+  uint32_t capacity() const;
+  /// Children per inner node at bulk-load fill factor `fill` (in (0, 1]):
+  /// ceil(fill * (capacity() + 1)), at least 2, at most capacity() + 1.
+  uint32_t children_per_node(double fill) const;
 
   /// Levels of inner nodes (0 when not built; 1 = the root's children are
   /// leaves).

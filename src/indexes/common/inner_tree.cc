@@ -1,0 +1,614 @@
+// InnerTree: DRAM inner nodes over PM leaves (inner_tree.h has the layout,
+// the concurrency scheme and the leaf-writer protocol).
+//
+// Memory ordering: every node word a reader may load while a writer stores it
+// (lock, count, level, leftmost, keys, children) is a std::atomic; writers
+// store with release, readers load with acquire (no standalone fences: GCC's
+// ThreadSanitizer does not model them). A new node is filled completely before
+// the release store that publishes it (a parent's child slot or the root
+// pointer), so a reader that loads the pointer sees the whole node.
+//
+// Why optimistic readers never act on a half-changed node: an inner writer
+// locks every existing node it will change before the first store and
+// unlocks each (version + 1) after the last store. A reader validates a node
+// after reading what it needs from it and after reading its child's version
+// (lock coupling), so any overlap with a change fails validation and the
+// reader restarts from the root. The root pointer is re-read after the root's
+// version: a root split stores the new root before unlocking the old one, so
+// a reader that saw the old root's new version also sees the new root.
+#include "indexes/common/inner_tree.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "indexes/common/version_lock.h"
+
+namespace nvindex::inner {
+
+namespace {
+
+constexpr auto kAcq = std::memory_order_acquire;
+constexpr auto kRel = std::memory_order_release;
+constexpr auto kRlx = std::memory_order_relaxed;
+constexpr std::align_val_t kAlign{64};
+
+/// Inner node header, 24 B (layout table in inner_tree.h). Followed by
+/// `capacity` Entry slots.
+struct Node {
+  std::atomic<uint64_t> lock{0};      ///< vlock word
+  std::atomic<uint16_t> count{0};     ///< separators in use
+  std::atomic<uint16_t> level{0};     ///< 1 = children are leaves
+  uint32_t reserved = 0;              ///< unused
+  std::atomic<uint64_t> leftmost{0};  ///< child left of the first separator
+};
+
+/// {separator, child}: the child covers [key, next key).
+struct Entry {
+  std::atomic<uint64_t> key{0};
+  std::atomic<uint64_t> child{0};
+};
+
+static_assert(sizeof(Node) == 24 && offsetof(Node, count) == 8 && offsetof(Node, level) == 10 &&
+              offsetof(Node, leftmost) == 16);
+static_assert(sizeof(Entry) == 16);
+static_assert(std::atomic<uint16_t>::is_always_lock_free &&
+              std::atomic<uint64_t>::is_always_lock_free);
+
+Entry* entries(Node* n) {
+  return reinterpret_cast<Entry*>(reinterpret_cast<char*>(n) + sizeof(Node));
+}
+const Entry* entries(const Node* n) {
+  return reinterpret_cast<const Entry*>(reinterpret_cast<const char*>(n) + sizeof(Node));
+}
+
+uint64_t as_word(const Node* n) { return reinterpret_cast<uintptr_t>(n); }
+Node* as_node(uint64_t w) { return reinterpret_cast<Node*>(static_cast<uintptr_t>(w)); }
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "nvindex::inner::InnerTree: %s\n", what);
+  std::abort();
+}
+
+/// One child while building a level: its low key and its word (leaf offset
+/// at level 1, Node* above).
+using Child = std::pair<uint64_t, uint64_t>;
+
+}  // namespace
+
+struct InnerTree::Impl {
+  uint32_t node_size;
+  uint32_t cap;  ///< separators per node
+  std::atomic<Node*> root{nullptr};
+  std::mutex write_mu;             ///< serializes insert_separator
+  std::vector<Node*> all;          ///< every allocated node (guarded by write_mu / build)
+  std::atomic<uint64_t> count{0};  ///< all.size(), readable concurrently
+
+  Impl(uint32_t ns) : node_size(ns), cap((ns - sizeof(Node)) / sizeof(Entry)) {}
+
+  /// A zeroed node of node_size bytes, 64 B aligned, not yet registered.
+  Node* make_node(uint16_t level) const {
+    void* mem = ::operator new(node_size, kAlign);
+    Node* n = new (mem) Node();
+    Entry* e = entries(n);
+    for (uint32_t i = 0; i < cap; ++i) new (&e[i]) Entry();
+    n->level.store(level, kRlx);
+    return n;
+  }
+  static void free_node(Node* n, uint32_t node_size) {
+    n->~Node();  // trivially destructible atomics; kept for symmetry
+    ::operator delete(static_cast<void*>(n), node_size, kAlign);
+  }
+  void register_nodes(const std::vector<Node*>& ns) {
+    all.insert(all.end(), ns.begin(), ns.end());
+    count.store(all.size(), kRel);
+  }
+  void free_all() {
+    for (Node* n : all) free_node(n, node_size);
+    all.clear();
+    count.store(0, kRel);
+    root.store(nullptr, kRel);
+  }
+
+  /// Cut sizes of one level of `n` children into nodes of `per` children
+  /// (inner_tree.h, build()).
+  std::vector<size_t> cuts(size_t n, uint32_t per) const {
+    std::vector<size_t> sizes;
+    for (size_t i = 0; i < n; i += per) sizes.push_back(std::min<size_t>(per, n - i));
+    if (sizes.size() >= 2 && sizes.back() == 1) {
+      if (per + 1 <= cap + 1) {
+        sizes.pop_back();
+        sizes.back() += 1;  // merge the lone child into the left neighbour
+      } else {
+        sizes[sizes.size() - 2] -= 1;  // per == cap + 1 >= 3: borrow one
+        sizes.back() += 1;
+      }
+    }
+    return sizes;
+  }
+
+  /// Builds the nodes of one level over `kids` (kids[0]'s low key is the
+  /// level's low key); appends the new nodes to *made and returns them as
+  /// children of the next level.
+  std::vector<Child> build_level(std::span<const Child> kids, uint16_t level, uint32_t per,
+                                 std::vector<Node*>* made) const {
+    std::vector<Child> out;
+    size_t at = 0;
+    for (size_t sz : cuts(kids.size(), per)) {
+      Node* n = make_node(level);
+      n->leftmost.store(kids[at].second, kRlx);
+      Entry* e = entries(n);
+      for (size_t j = 1; j < sz; ++j) {
+        e[j - 1].key.store(kids[at + j].first, kRlx);
+        e[j - 1].child.store(kids[at + j].second, kRlx);
+      }
+      n->count.store(static_cast<uint16_t>(sz - 1), kRlx);
+      made->push_back(n);
+      out.emplace_back(kids[at].first, as_word(n));
+      at += sz;
+    }
+    return out;
+  }
+
+  /// Builds the levels above `level1` until one node remains; publishes it.
+  void finish(std::vector<Child> level, uint32_t per, std::vector<Node*>* made) {
+    uint16_t lv = 1;
+    while (level.size() > 1) {
+      ++lv;
+      level = build_level(level, lv, per, made);
+    }
+    register_nodes(*made);
+    root.store(as_node(level.front().second), kRel);
+  }
+};
+
+InnerTree::InnerTree(uint32_t node_size) {
+  if (node_size < 128 || node_size > 4096 || node_size % 64 != 0) {
+    std::fprintf(stderr,
+                 "nvindex::inner::InnerTree: node_size %u invalid (128..4096, a multiple of 64)\n",
+                 node_size);
+    std::abort();
+  }
+  impl_ = std::make_unique<Impl>(node_size);
+}
+
+InnerTree::~InnerTree() { impl_->free_all(); }
+
+uint32_t InnerTree::capacity() const { return impl_->cap; }
+
+uint32_t InnerTree::children_per_node(double fill) const {
+  const uint32_t max = impl_->cap + 1;
+  if (!(fill > 0.0)) return 2;
+  const double c = std::ceil(fill * max - 1e-9);  // 1e-9: fill 1.0 is exactly max
+  if (c >= max) return max;
+  return std::max<uint32_t>(2, static_cast<uint32_t>(c));
+}
+
+namespace {
+
+Status check_leaves(std::span<const LeafRef> leaves, bool* first, uint64_t* prev, size_t seg) {
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (leaves[i].second == 0) {
+      return Status::InvalidArgument("InnerTree::build: leaf offset 0 at index " +
+                                     std::to_string(i) + " of segment " + std::to_string(seg));
+    }
+    if (!*first && leaves[i].first <= *prev) {
+      return Status::InvalidArgument("InnerTree::build: keys not strictly ascending at index " +
+                                     std::to_string(i) + " of segment " + std::to_string(seg));
+    }
+    *first = false;
+    *prev = leaves[i].first;
+  }
+  return Status::Ok();
+}
+
+Status check_fill(double fill) {
+  if (!(fill > 0.0 && fill <= 1.0)) {
+    return Status::InvalidArgument("InnerTree::build: fill factor must be in (0, 1]");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status InnerTree::build(std::span<const LeafRef> leaves, double fill) {
+  if (Status s = check_fill(fill); !s.ok()) return s;
+  if (leaves.empty()) return Status::InvalidArgument("InnerTree::build: no leaves");
+  bool first = true;
+  uint64_t prev = 0;
+  if (Status s = check_leaves(leaves, &first, &prev, 0); !s.ok()) return s;
+
+  impl_->free_all();
+  const uint32_t per = children_per_node(fill);
+  std::vector<Child> kids(leaves.begin(), leaves.end());
+  kids.front().first = 0;
+  std::vector<Node*> made;
+  impl_->finish(impl_->build_level(kids, 1, per, &made), per, &made);
+  return Status::Ok();
+}
+
+Status InnerTree::build_segments(const std::vector<std::vector<LeafRef>>& segments,
+                                 unsigned threads, double fill) {
+  if (Status s = check_fill(fill); !s.ok()) return s;
+  bool first = true;
+  uint64_t prev = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (Status s = check_leaves(segments[i], &first, &prev, i); !s.ok()) return s;
+  }
+  if (first) return Status::InvalidArgument("InnerTree::build_segments: no leaves");
+
+  impl_->free_all();
+  const uint32_t per = children_per_node(fill);
+  const size_t nseg = segments.size();
+  std::vector<std::vector<Child>> level1(nseg);
+  std::vector<std::vector<Node*>> made(nseg);
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next.fetch_add(1, kRlx); i < nseg; i = next.fetch_add(1, kRlx)) {
+      if (segments[i].empty()) continue;
+      std::vector<Child> kids(segments[i].begin(), segments[i].end());
+      level1[i] = impl_->build_level(kids, 1, per, &made[i]);
+    }
+  };
+  const size_t nthreads = std::min<size_t>(std::max(1u, threads), nseg);
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < nthreads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+
+  std::vector<Child> level;
+  std::vector<Node*> all;
+  for (size_t i = 0; i < nseg; ++i) {
+    level.insert(level.end(), level1[i].begin(), level1[i].end());
+    all.insert(all.end(), made[i].begin(), made[i].end());
+  }
+  level.front().first = 0;
+  // The level's last node with a lone child gets build()'s treatment (merged
+  // into its left neighbour, or borrowing one child from it if that is full),
+  // so aligned segments give exactly build()'s tree.
+  if (level.size() >= 2 && as_node(level.back().second)->count.load(kRlx) == 0) {
+    Node* lone = as_node(level.back().second);
+    Node* prev = as_node(level[level.size() - 2].second);
+    const uint32_t pc = prev->count.load(kRlx);
+    if (pc < impl_->cap) {
+      entries(prev)[pc].key.store(level.back().first, kRlx);
+      entries(prev)[pc].child.store(lone->leftmost.load(kRlx), kRlx);
+      prev->count.store(static_cast<uint16_t>(pc + 1), kRlx);
+      level.pop_back();
+      all.pop_back();  // lone: segments' nodes are in order, it is the last
+      Impl::free_node(lone, impl_->node_size);
+    } else {
+      Entry& moved = entries(prev)[pc - 1];
+      entries(lone)[0].key.store(level.back().first, kRlx);
+      entries(lone)[0].child.store(lone->leftmost.load(kRlx), kRlx);
+      lone->leftmost.store(moved.child.load(kRlx), kRlx);
+      lone->count.store(1, kRlx);
+      level.back().first = moved.key.load(kRlx);
+      prev->count.store(static_cast<uint16_t>(pc - 1), kRlx);
+    }
+  }
+  impl_->finish(std::move(level), per, &all);
+  return Status::Ok();
+}
+
+namespace {
+
+/// Index of the child of `n` covering `key`: -1 = leftmost, i = entry i
+/// (the number of separators <= key, minus one). `cnt` is the count read.
+int route_in(const Node* n, uint32_t cnt, uint64_t key) {
+  const Entry* e = entries(n);
+  uint32_t lo = 0, hi = cnt;  // first separator > key lies in [lo, hi]
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi) / 2;
+    if (e[mid].key.load(kAcq) <= key) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return static_cast<int>(lo) - 1;
+}
+
+uint64_t child_at(const Node* n, int slot) {
+  return slot < 0 ? n->leftmost.load(kAcq) : entries(n)[slot].child.load(kAcq);
+}
+
+}  // namespace
+
+Route InnerTree::find(uint64_t key) const {
+  const uint32_t cap = impl_->cap;
+restart:
+  Node* n = impl_->root.load(kAcq);
+  if (n == nullptr) return Route{};
+  uint64_t v;
+  if (!vlock::read_lock(n->lock, &v)) goto restart;
+  if (impl_->root.load(kAcq) != n) goto restart;  // a root split finished meanwhile
+  uint64_t high = 0;
+  bool has_high = false;
+  while (true) {
+    const uint16_t level = n->level.load(kAcq);
+    const uint32_t cnt = std::min<uint32_t>(n->count.load(kAcq), cap);
+    const int slot = route_in(n, cnt, key);
+    const uint64_t child = child_at(n, slot);
+    uint64_t next_high = high;
+    bool next_has = has_high;
+    if (static_cast<uint32_t>(slot + 1) < cnt) {
+      next_high = entries(n)[slot + 1].key.load(kAcq);
+      next_has = true;
+    }
+    if (level <= 1) {
+      if (!vlock::validate(n->lock, v)) goto restart;
+      return Route{child, next_high, next_has, n, v};
+    }
+    Node* c = as_node(child);
+    if (c == nullptr) goto restart;  // torn read; validation would fail
+    uint64_t cv;
+    if (!vlock::read_lock(c->lock, &cv)) goto restart;
+    if (!vlock::validate(n->lock, v)) goto restart;
+    n = c;
+    v = cv;
+    high = next_high;
+    has_high = next_has;
+  }
+}
+
+bool InnerTree::validate(const Route& r) const {
+  if (r.parent == nullptr) return false;
+  return vlock::validate(static_cast<const Node*>(r.parent)->lock, r.version);
+}
+
+void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
+  Impl& m = *impl_;
+  const uint32_t cap = m.cap;
+  std::lock_guard<std::mutex> guard(m.write_mu);
+  Node* root = m.root.load(kRlx);
+  if (root == nullptr) die("insert_separator on a tree that was not built");
+  if (sep == 0) die("insert_separator: separator 0 (left's low key must be below it)");
+  if (right == 0) die("insert_separator: right leaf offset 0");
+
+  // Descend by sep - 1 (in left's range [lo, hi) since lo < sep < hi) and
+  // record the path and the slot taken at each level. Writers are serialized,
+  // so these reads see a stable tree.
+  struct Step {
+    Node* node;
+    int slot;
+  };
+  std::vector<Step> path;
+  Node* n = root;
+  while (true) {
+    const uint32_t cnt = n->count.load(kRlx);
+    const int slot = route_in(n, cnt, sep - 1);
+    path.push_back({n, slot});
+    if (n->level.load(kRlx) <= 1) break;
+    n = as_node(child_at(n, slot));
+  }
+  {
+    const Step& s = path.back();
+    if (child_at(s.node, s.slot) != left) {
+      die("insert_separator: `left` is not the leaf covering sep - 1 (caller bug)");
+    }
+    const uint32_t cnt = s.node->count.load(kRlx);
+    if (static_cast<uint32_t>(s.slot + 1) < cnt &&
+        entries(s.node)[s.slot + 1].key.load(kRlx) <= sep) {
+      die("insert_separator: sep is not below left's upper bound (caller bug)");
+    }
+  }
+
+  // Nodes that change: the level-1 node, and each ancestor while the node
+  // below is full (it splits and pushes a separator up). Lock them all before
+  // the first change, so no reader can pass a changed node through an
+  // unchanged-looking ancestor.
+  size_t top = path.size() - 1;  // index in path of the highest node that changes
+  while (path[top].node->count.load(kRlx) >= cap && top > 0) --top;
+  const bool grow = path[top].node->count.load(kRlx) >= cap;  // the root splits too
+  for (size_t i = path.size(); i-- > top;) {
+    if (!vlock::lock(path[i].node->lock)) die("insert_separator: obsolete node on the path");
+  }
+
+  // Bottom-up: insert (key, child) after slot into each node; a full node
+  // splits, its upper half going into a fresh node that is complete before
+  // its parent's slot publishes it.
+  uint64_t key = sep;
+  uint64_t child = right;
+  std::vector<Node*> fresh;
+  for (size_t i = path.size(); i-- > top;) {
+    Node* x = path[i].node;
+    Entry* e = entries(x);
+    const uint32_t cnt = x->count.load(kRlx);
+    const uint32_t pos = static_cast<uint32_t>(path[i].slot + 1);
+    if (cnt < cap) {
+      // Room: shift [pos, cnt) right by one, from the end, then fill pos.
+      // Readers overlapping these stores fail validation (x is locked).
+      for (uint32_t j = cnt; j > pos; --j) {
+        e[j].key.store(e[j - 1].key.load(kRlx), kRel);
+        e[j].child.store(e[j - 1].child.load(kRlx), kRel);
+      }
+      e[pos].key.store(key, kRel);
+      e[pos].child.store(child, kRel);
+      x->count.store(static_cast<uint16_t>(cnt + 1), kRel);
+      break;
+    }
+    // Full: the cap + 1 entries (with the new one at pos) are cut at mid:
+    // x keeps [0, mid), entry mid goes up with the new node r, which takes
+    // entry mid's child as leftmost and entries (mid, cap].
+    std::vector<Child> all(cap + 1);
+    for (uint32_t j = 0, k = 0; j <= cap; ++j) {
+      if (j == pos) {
+        all[j] = {key, child};
+      } else {
+        all[j] = {e[k].key.load(kRlx), e[k].child.load(kRlx)};
+        ++k;
+      }
+    }
+    const uint32_t mid = (cap + 1) / 2;
+    Node* r = m.make_node(x->level.load(kRlx));
+    r->leftmost.store(all[mid].second, kRlx);
+    Entry* re = entries(r);
+    for (uint32_t j = mid + 1; j <= cap; ++j) {
+      re[j - mid - 1].key.store(all[j].first, kRlx);
+      re[j - mid - 1].child.store(all[j].second, kRlx);
+    }
+    r->count.store(static_cast<uint16_t>(cap - mid), kRlx);
+    fresh.push_back(r);
+    for (uint32_t j = 0; j < mid; ++j) {
+      e[j].key.store(all[j].first, kRel);
+      e[j].child.store(all[j].second, kRel);
+    }
+    x->count.store(static_cast<uint16_t>(mid), kRel);
+    key = all[mid].first;
+    child = as_word(r);
+  }
+  if (grow) {
+    // The old root split: a new root over (old root, key -> child), stored
+    // before the old root is unlocked (find() re-reads the root pointer).
+    Node* old = path[0].node;
+    Node* nr = m.make_node(static_cast<uint16_t>(old->level.load(kRlx) + 1));
+    nr->leftmost.store(as_word(old), kRlx);
+    entries(nr)[0].key.store(key, kRlx);
+    entries(nr)[0].child.store(child, kRlx);
+    nr->count.store(1, kRlx);
+    fresh.push_back(nr);
+    m.root.store(nr, kRel);
+  }
+  m.register_nodes(fresh);
+  for (size_t i = path.size(); i-- > top;) vlock::unlock(path[i].node->lock);
+}
+
+std::vector<LeafRef> InnerTree::leaves() const {
+  std::vector<LeafRef> out;
+  const Node* root = impl_->root.load(kAcq);
+  if (root == nullptr) return out;
+  struct Rec {
+    static void walk(const Node* n, uint64_t low, std::vector<LeafRef>* out) {
+      const uint32_t cnt = n->count.load(kAcq);
+      const bool leaf_level = n->level.load(kAcq) <= 1;
+      for (int s = -1; s < static_cast<int>(cnt); ++s) {
+        const uint64_t lo = s < 0 ? low : entries(n)[s].key.load(kAcq);
+        const uint64_t c = child_at(n, s);
+        if (leaf_level) {
+          out->emplace_back(lo, c);
+        } else {
+          walk(as_node(c), lo, out);
+        }
+      }
+    }
+  };
+  Rec::walk(root, 0, &out);
+  return out;
+}
+
+Status InnerTree::verify() const {
+  const Impl& m = *impl_;
+  const Node* root = m.root.load(kAcq);
+  if (root == nullptr) {
+    if (m.count.load(kAcq) != 0) return Status::Corruption("inner tree: no root but nodes exist");
+    return Status::Ok();
+  }
+  uint64_t reached = 0;
+  std::set<uint64_t> leaf_set;
+  std::string err;
+  // Checks n (expected level, keys within [lo, hi) / hi unbounded when !has_hi).
+  struct Rec {
+    const Impl& m;
+    uint64_t* reached;
+    std::set<uint64_t>* leaf_set;
+    std::string* err;
+    bool walk(const Node* n, uint16_t level, uint64_t lo, uint64_t hi, bool has_hi, bool is_root) {
+      ++*reached;
+      auto fail = [&](const std::string& what) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, " (node at level %u, low key %llu)", level,
+                      static_cast<unsigned long long>(lo));
+        *err = "inner tree: " + what + buf;
+        return false;
+      };
+      if (reinterpret_cast<uintptr_t>(n) % 64 != 0) return fail("node not 64 B aligned");
+      const uint64_t w = n->lock.load(kAcq);
+      if (w & vlock::kLocked) return fail("node left locked");
+      if (w & vlock::kObsolete) return fail("obsolete node reachable");
+      if (n->level.load(kAcq) != level) return fail("level mismatch");
+      const uint32_t cnt = n->count.load(kAcq);
+      if (cnt > m.cap) return fail("count above capacity");
+      if (!is_root && cnt == 0 && level > 1) return fail("inner node above level 1 with 1 child");
+      const Entry* e = entries(n);
+      uint64_t prev = lo;
+      for (uint32_t i = 0; i < cnt; ++i) {
+        const uint64_t k = e[i].key.load(kAcq);
+        if (k <= prev) return fail("separators not strictly ascending above the node's low key");
+        if (has_hi && k >= hi) return fail("separator not below the node's upper bound");
+        prev = k;
+      }
+      for (int s = -1; s < static_cast<int>(cnt); ++s) {
+        const uint64_t c = child_at(n, s);
+        if (c == 0) return fail("null child");
+        const uint64_t clo = s < 0 ? lo : e[s].key.load(kAcq);
+        const bool last = s + 1 == static_cast<int>(cnt);
+        const uint64_t chi = last ? hi : e[s + 1].key.load(kAcq);
+        const bool chas = last ? has_hi : true;
+        if (level == 1) {
+          if (!leaf_set->insert(c).second) return fail("leaf routed twice");
+        } else if (!walk(as_node(c), static_cast<uint16_t>(level - 1), clo, chi, chas, false)) {
+          return false;
+        }
+      }
+      return true;
+    }
+  };
+  Rec rec{m, &reached, &leaf_set, &err};
+  const uint16_t h = root->level.load(kAcq);
+  if (h == 0) return Status::Corruption("inner tree: root at level 0");
+  if (!rec.walk(root, h, 0, 0, false, true)) return Status::Corruption(err);
+  if (reached != m.count.load(kAcq)) {
+    return Status::Corruption("inner tree: " + std::to_string(reached) + " nodes reachable, " +
+                              std::to_string(m.count.load(kAcq)) + " allocated");
+  }
+  return Status::Ok();
+}
+
+std::string InnerTree::dump() const {
+  std::string out;
+  const Node* root = impl_->root.load(kAcq);
+  if (root == nullptr) return out;
+  std::vector<const Node*> order{root};
+  std::unordered_map<const Node*, size_t> id{{root, 0}};
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Node* n = order[i];
+    const uint32_t cnt = n->count.load(kAcq);
+    const bool leaf_level = n->level.load(kAcq) <= 1;
+    auto name = [&](uint64_t c) {
+      if (leaf_level) return "@" + std::to_string(c);
+      const Node* cn = as_node(c);
+      auto [it, added] = id.emplace(cn, order.size());
+      if (added) order.push_back(cn);
+      return "n" + std::to_string(it->second);
+    };
+    out += "n" + std::to_string(i) + " L" + std::to_string(n->level.load(kAcq)) + " c" +
+           std::to_string(cnt) + ": " + name(n->leftmost.load(kAcq));
+    for (uint32_t s = 0; s < cnt; ++s) {
+      out += " " + std::to_string(entries(n)[s].key.load(kAcq)) + ":" +
+             name(entries(n)[s].child.load(kAcq));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+uint32_t InnerTree::height() const {
+  const Node* root = impl_->root.load(kAcq);
+  return root == nullptr ? 0 : root->level.load(kAcq);
+}
+
+uint64_t InnerTree::nodes() const { return impl_->count.load(kAcq); }
+
+uint64_t InnerTree::dram_bytes() const { return nodes() * impl_->node_size; }
+
+}  // namespace nvindex::inner
