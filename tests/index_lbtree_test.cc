@@ -391,6 +391,67 @@ TEST(LbTreeBulkLoad, FillFactorsAndLaterInserts) {
   }
 }
 
+// Every crash image taken during a bulk load holds the empty tree or the
+// whole loaded chain (one NAW of the head leaf publishes every leaf).
+TEST(LbTreeBulkLoad, CrashDuringBulkLoadLeavesEmptyOrAll) {
+  for (uint32_t size : {256u, 768u}) {
+    ShmFile f("bulk" + std::to_string(size));
+    std::unique_ptr<pm::Pool> pool;
+    ASSERT_TRUE(pm::Pool::create(f.path, 4ull << 20, "lbtree", pm::Mode::kCrashSim, &pool).ok());
+    std::unique_ptr<pm::crashsim::Simulator> sim;
+    ASSERT_TRUE(pm::crashsim::Simulator::attach(pool.get(), {}, &sim).ok());
+    sim->set_crash_points(false);
+    IndexOptions o;
+    o.pool = pool.get();
+    o.node_size = size;
+    o.fill_factor = 0.7;
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
+    LbTree& tree = static_cast<LbTree&>(*idx);
+    sim->make_all_durable();
+    std::vector<std::pair<uint64_t, Value>> pairs;
+    std::set<uint64_t> all;
+    for (uint64_t i = 1; i <= 200; ++i) {
+      pairs.emplace_back(i * 11, i);
+      all.insert(i * 11);
+    }
+    const uint32_t blocks = size / 256;
+    size_t images = 0, empty = 0, full = 0;
+    std::vector<std::string> problems;
+    sim->set_visitor([&](const pm::crashsim::CrashPoint&, const pm::crashsim::Image& img) {
+      ++images;
+      std::set<uint64_t> keys;
+      size_t leaves = 0;
+      for (uint64_t off = tree.head(); off != 0 && leaves < 1000; ++leaves) {
+        const ImageLeaf l = read_image_leaf(*img.bytes, off, blocks);
+        keys.insert(l.keys.begin(), l.keys.end());
+        off = l.next;
+      }
+      if (keys.empty() && leaves == 1) {
+        ++empty;
+      } else if (keys == all) {
+        ++full;
+      } else {
+        problems.push_back(std::to_string(keys.size()) + " keys in " + std::to_string(leaves) +
+                           " leaves");
+      }
+      return true;
+    });
+    sim->set_crash_points(true);
+    ASSERT_TRUE(idx->bulk_load(pairs).ok());
+    sim->operation_boundary("bulk_load");
+    sim->set_crash_points(false);
+    EXPECT_TRUE(problems.empty()) << size << ": " << problems.front();
+    EXPECT_GT(empty, 0u);
+    EXPECT_GT(full, 0u);
+    std::printf("[ bulk     ] %u B leaves: %zu images, %zu empty, %zu complete\n", size, images,
+                empty, full);
+    idx.reset();
+    sim.reset();
+    pool.reset();
+  }
+}
+
 TEST(LbTreeBulkLoad, ErrorsLeaveTheTreeEmpty) {
   std::unique_ptr<pm::Pool> pool;
   ASSERT_TRUE(pm::Pool::create_anonymous(4ull << 20, "lbtree", &pool).ok());
