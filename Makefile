@@ -1,6 +1,8 @@
 # The commands a user runs. Each first installs missing Debian packages
 # (scripts/install-deps) and builds what it needs.
 #   make bench   the main job: compare btree, fastfair and absl-btree on YCSB
+#   make bench-lbtree  the LB+-tree paper's sec. 4.2 workloads over lbtree,
+#                fptree and wbtree (scripts/bench-lbtree; BENCH_LBTREE_ARGS)
 #   make test    every test: release build, then an ASan+UBSan build, then
 #                the concurrent index tests under ThreadSanitizer, then
 #                FUZZ_RUNS inputs of fuzzing pool files (clang/libFuzzer;
@@ -8,6 +10,7 @@
 #   make build   the release build only (build/release/nvindex)
 JOBS ?= $(shell nproc)
 BENCH_ARGS ?=
+BENCH_LBTREE_ARGS ?=
 # The tests that run concurrent index code, run again under ThreadSanitizer.
 TSAN_TESTS ?= index_concurrent_test index_fastfair_test index_fastfair_review_test index_btree_test index_inner_tree_test
 empty :=
@@ -18,7 +21,7 @@ space := $(empty) $(empty)
 FUZZ_RUNS ?= 150000
 FUZZ_SECONDS ?= 120
 
-.PHONY: all deps build bench test test-release test-asan test-tsan test-fuzz format format-check clean
+.PHONY: all deps build bench bench-lbtree test test-release test-asan test-tsan test-fuzz format format-check clean
 
 all: build
 
@@ -31,6 +34,9 @@ build: deps
 
 bench: build
 	@scripts/bench $(BENCH_ARGS)
+
+bench-lbtree: build
+	@scripts/bench-lbtree $(BENCH_LBTREE_ARGS)
 
 test: deps format-check test-release test-asan test-tsan test-fuzz
 

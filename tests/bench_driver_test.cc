@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <numeric>
 #include <string>
@@ -280,6 +281,172 @@ TEST(Driver, MediaWriteAmplification) {
   c.lines_flushed = 8;  // 512 B of line writes
   c.media_writes = 4;   // 1024 B of media writes
   EXPECT_DOUBLE_EQ(media_write_amplification(c), 2.0);
+}
+
+// --- issue 4: bulk load, dense inserts, SMO split, recovery threads, labels --
+
+/// A generated workload from `preset` over `records` hashed keys.
+Workload preset_workload(const char* preset, uint64_t records, uint64_t ops, unsigned threads) {
+  WorkloadSpec spec;
+  spec.records = records;
+  spec.operations = ops;
+  spec.threads = threads;
+  EXPECT_TRUE(apply_preset(preset, &spec).ok()) << preset;
+  Workload w;
+  Status st = make_workload(spec, &w);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return w;
+}
+
+std::string first_failure(const IndexResult& r) {
+  return r.failure_examples.empty() ? "" : r.failure_examples[0];
+}
+
+TEST(DriverBulkLoad, VolatileAndPersistentIndexesLoadEveryKeyAndSayHow) {
+  for (const char* index : {"absl-btree", "btree", "fastfair", "divided-skiplist"}) {
+    if (!registered(index)) continue;
+    for (unsigned threads : {1u, 2u}) {
+      Workload w = preset_workload("insert", 3000, 1000, threads);
+      BenchOptions o = quiet_options();
+      o.latency_sample = 0.01;
+      o.node_size = smallest_node_size(index);  // many nodes, many splits
+      o.bulk_load = true;
+      o.fill_factor = 0.7;
+      IndexResult r;
+      Status st = run_benchmark(o, w, index, &r, nullptr);
+      ASSERT_TRUE(st.ok()) << index << ": " << st.ToString();
+      EXPECT_EQ(r.failures, 0u) << index << ": " << first_failure(r);
+      // One bulk_load() of every key, each key then checked (scan or
+      // lookup), every run op, and the final key count.
+      EXPECT_EQ(r.load.operations, 3000u);
+      EXPECT_EQ(r.checked, 1 + 3000 + 1000 + 1u) << index;
+      EXPECT_EQ(r.load_method,
+                r.info.caps.bulk_load ? LoadMethod::kBulkLoad : LoadMethod::kBulkLoadByInserts)
+          << index;
+      EXPECT_DOUBLE_EQ(r.fill_factor, 0.7);
+      ASSERT_TRUE(r.structure.ok()) << r.structure.ToString();
+      EXPECT_EQ(r.verify_report.keys, 4000u);
+      if (r.persistent) {
+        EXPECT_TRUE(r.recovery.ok()) << r.recovery.ToString();
+        EXPECT_GT(r.load.pm.lines_flushed, 0u) << "a persistent load persists its nodes";
+      }
+    }
+  }
+}
+
+TEST(DriverBulkLoad, FillFactorOutsideZeroOneIsInvalidArgument) {
+  Workload w = preset_workload("search", 100, 10, 1);
+  for (double fill : {0.0, -0.5, 1.5, std::nan("")}) {
+    BenchOptions o = quiet_options();
+    o.bulk_load = true;
+    o.fill_factor = fill;
+    IndexResult r;
+    Status st = run_benchmark(o, w, "absl-btree", &r, nullptr);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << fill;
+    EXPECT_NE(st.message().find("(0, 1]"), std::string::npos) << st.message();
+  }
+}
+
+TEST(DriverBulkLoad, LyingIndexIsCaughtAfterABulkLoad) {
+  // The lying index drops every 10th insert: the post-load check must see it.
+  Workload w = preset_workload("search", 500, 100, 1);
+  BenchOptions o = quiet_options();
+  o.bulk_load = true;
+  IndexResult r;
+  ASSERT_TRUE(run_benchmark(o, w, "lying-test", &r, nullptr).ok());
+  EXPECT_GT(r.failures, 0u);
+}
+
+TEST(DriverWorkloads, DenseInsertSearchAndDeleteHaveNoFailures) {
+  for (const char* preset : {"dense-insert", "search", "delete"}) {
+    for (const char* index : {"absl-btree", "btree", "fastfair", "divided-skiplist"}) {
+      if (!registered(index)) continue;
+      Workload w = preset_workload(preset, 4000, 2000, 2);
+      BenchOptions o = quiet_options();
+      o.latency_sample = 0.01;
+      o.node_size = smallest_node_size(index);
+      o.bulk_load = true;
+      IndexResult r;
+      Status st = run_benchmark(o, w, index, &r, nullptr);
+      ASSERT_TRUE(st.ok()) << index << " " << preset << ": " << st.ToString();
+      EXPECT_EQ(r.failures, 0u) << index << " " << preset << ": " << first_failure(r);
+      ASSERT_TRUE(r.structure.ok()) << r.structure.ToString();
+      const uint64_t want = std::string(preset) == "dense-insert" ? 6000
+                            : std::string(preset) == "delete"     ? 2000
+                                                                  : 4000;
+      EXPECT_EQ(r.verify_report.keys, want) << index << " " << preset;
+    }
+  }
+}
+
+TEST(DriverSmoSplit, FastfairSplitInsertsCostMoreLinesThanNonSplitOnes) {
+  if (!registered("fastfair")) GTEST_SKIP() << "fastfair not registered";
+  Workload w = preset_workload("insert", 2000, 6000, 1);
+  BenchOptions o = quiet_options();
+  o.latency_sample = 0.01;
+  o.node_size = 128;  // 7 slots a node: a split every few inserts
+  IndexResult r;
+  ASSERT_TRUE(run_benchmark(o, w, "fastfair", &r, nullptr).ok());
+  ASSERT_EQ(r.failures, 0u) << first_failure(r);
+  const TypeCounts& c = r.by_type[static_cast<int>(OpType::kInsert)];
+  ASSERT_EQ(c.completed, 6000u);
+  // fastfair calls count_smo() once per split: some inserts split, most not.
+  EXPECT_GT(c.smo_ops, 0u);
+  EXPECT_LT(c.smo_ops, c.completed / 2);
+  EXPECT_GE(c.smos, c.smo_ops);
+  EXPECT_EQ(c.smos, r.run.pm.smos) << "every run-phase SMO happened inside an insert";
+  EXPECT_GT(r.load.pm.smos, 0u) << "loading 2000 keys into 128 B nodes splits";
+  // The split into with/without adds up, and a split insert persists more.
+  const TypeCounts a = c.without_smo(), b = c.with_smo();
+  EXPECT_EQ(a.completed + b.completed, c.completed);
+  EXPECT_EQ(a.lines_flushed + b.lines_flushed, c.lines_flushed);
+  EXPECT_EQ(a.flushes + b.flushes, c.flushes);
+  EXPECT_EQ(a.fences + b.fences, c.fences);
+  ASSERT_GT(a.completed, 0u);
+  const double lines_without = double(a.lines_flushed) / a.completed;
+  const double lines_with = double(b.lines_flushed) / b.completed;
+  EXPECT_GE(lines_without, 1.0) << "a non-split insert persists at least one line";
+  EXPECT_GT(lines_with, lines_without + 1.0) << "a split persists the new node too";
+
+  // Searches never split; a volatile index never counts SMOs here either.
+  Workload reads = preset_workload("search", 2000, 2000, 1);
+  ASSERT_TRUE(run_benchmark(o, reads, "fastfair", &r, nullptr).ok());
+  EXPECT_EQ(r.by_type[static_cast<int>(OpType::kRead)].smo_ops, 0u);
+  ASSERT_TRUE(run_benchmark(o, w, "absl-btree", &r, nullptr).ok());
+  EXPECT_EQ(r.by_type[static_cast<int>(OpType::kInsert)].smo_ops, 0u);
+}
+
+TEST(DriverRecovery, RecoveryThreadsDefaultToTheRunsAndCanBeSet) {
+  if (!registered("fastfair")) GTEST_SKIP() << "fastfair not registered";
+  Workload w = preset_workload("insert", 1000, 500, 2);
+  BenchOptions o = quiet_options();
+  o.latency_sample = 0.01;
+  IndexResult r;
+  ASSERT_TRUE(run_benchmark(o, w, "fastfair", &r, nullptr).ok());
+  EXPECT_TRUE(r.recovery.ok()) << r.recovery.ToString();
+  EXPECT_EQ(r.recovery_threads, 2u);
+  EXPECT_GT(r.recovery_seconds, 0.0);
+  EXPECT_LE(r.rebuild_seconds, r.recovery_seconds);
+  o.recovery_threads = 1;
+  ASSERT_TRUE(run_benchmark(o, w, "fastfair", &r, nullptr).ok());
+  EXPECT_TRUE(r.recovery.ok()) << r.recovery.ToString();
+  EXPECT_EQ(r.recovery_threads, 1u);
+}
+
+TEST(DriverLabel, LabelNamesTheResultAndOptionsReachTheIndex) {
+  std::array<uint64_t, kOpTypes> counts;
+  Workload w = hand_made(1, &counts);
+  BenchOptions o = quiet_options();
+  o.label = "btree:flavour=plain";
+  o.index_extra = {{"flavour", "plain"}};
+  IndexResult r;
+  ASSERT_TRUE(run_benchmark(o, w, "btree", &r, nullptr).ok());
+  EXPECT_EQ(r.index, "btree:flavour=plain");
+  EXPECT_EQ(r.index_name, "btree");
+  EXPECT_EQ(r.info.name, "btree");
+  EXPECT_EQ(r.index_options.at("flavour"), "plain");
+  EXPECT_EQ(r.failures, 0u) << first_failure(r);
+  EXPECT_EQ(file_safe("wbtree:inner=dram;x=1"), "wbtree_inner_dram_x_1");
 }
 
 }  // namespace

@@ -156,6 +156,97 @@ TEST(ReportText, HasSectionsAndComparisonTable) {
   EXPECT_EQ(report_text(rep).find("Comparison"), std::string::npos);
 }
 
+/// A result with bulk-load and SMO data: 100 inserts, 10 of them with a
+/// split (2 SMOs in one), 1.5 lines per non-split insert, 6 per split one.
+IndexResult smo_result(LoadMethod method) {
+  IndexResult r = fake_result("gamma", 2000, true);
+  r.index = "gamma:inner=dram";
+  r.index_name = "gamma";
+  r.index_options = {{"inner", "dram"}};
+  r.load_method = method;
+  r.fill_factor = 0.7;
+  r.recovery_threads = 2;
+  r.rebuild_seconds = 0.25;
+  r.load.pm.smos = 40;
+  TypeCounts& c = r.by_type[static_cast<int>(OpType::kInsert)];
+  c.completed = c.succeeded = 100;
+  c.lines_flushed = 90 * 3 / 2 + 10 * 6;  // 195
+  c.flushes = c.lines_flushed;
+  c.fences = 90 * 2 + 10 * 5;
+  c.smo_ops = 10;
+  c.smos = 11;
+  c.smo_lines_flushed = c.smo_flushes = 60;
+  c.smo_fences = 50;
+  return r;
+}
+
+TEST(ReportJson, BulkLoadSmoSplitRecoveryThreadsAndLabelFields) {
+  BenchReport rep = fake_report();
+  rep.options.bulk_load = true;
+  rep.options.fill_factor = 0.7;
+  rep.options.recovery_threads = 2;
+  rep.spec.insert_pattern = InsertPattern::kDense;
+  rep.results = {smo_result(LoadMethod::kBulkLoad), smo_result(LoadMethod::kBulkLoadByInserts),
+                 fake_result("alpha", 1000, false)};
+  const json j = report_json(rep);
+  EXPECT_EQ(j["options"]["bulk_load"], true);
+  EXPECT_DOUBLE_EQ(j["options"]["fill_factor"].get<double>(), 0.7);
+  EXPECT_EQ(j["options"]["recovery_threads"], 2);
+  EXPECT_EQ(j["options"]["insert_pattern"], "dense");
+  EXPECT_TRUE(j["options"]["dense_gap"].is_number_unsigned());
+
+  const json& a = j["results"][0];
+  EXPECT_EQ(a["index"], "gamma:inner=dram");
+  EXPECT_EQ(a["index_name"], "gamma");
+  EXPECT_EQ(a["index_options"]["inner"], "dram");
+  EXPECT_EQ(a["load"]["method"], "bulk_load");
+  EXPECT_DOUBLE_EQ(a["load"]["fill_factor"].get<double>(), 0.7);
+  EXPECT_EQ(a["load"]["description"], "bulk load at fill 0.70");
+  EXPECT_EQ(a["load"]["pm"]["smos"], 40);
+  EXPECT_EQ(a["recovery_threads"], 2);
+  EXPECT_DOUBLE_EQ(a["rebuild_seconds"].get<double>(), 0.25);
+  const json& ins = a["run"]["by_type"]["insert"]["pm"];
+  EXPECT_EQ(ins["smos"], 11);
+  EXPECT_EQ(ins["with_smo"]["operations"], 10);
+  EXPECT_EQ(ins["with_smo"]["lines_flushed"], 60);
+  EXPECT_DOUBLE_EQ(ins["with_smo"]["per_op"]["lines_flushed"].get<double>(), 6.0);
+  EXPECT_DOUBLE_EQ(ins["with_smo"]["per_op"]["fences"].get<double>(), 5.0);
+  EXPECT_EQ(ins["without_smo"]["operations"], 90);
+  EXPECT_EQ(ins["without_smo"]["lines_flushed"], 135);
+  EXPECT_DOUBLE_EQ(ins["without_smo"]["per_op"]["lines_flushed"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(ins["without_smo"]["per_op"]["flushes"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(ins["per_op"]["lines_flushed"].get<double>(), 1.95);
+  // Every op type has the split, zero when nothing happened.
+  EXPECT_EQ(a["run"]["by_type"]["read"]["pm"]["with_smo"]["operations"], 0);
+
+  const json& b = j["results"][1];
+  EXPECT_EQ(b["load"]["method"], "bulk_load_by_inserts");
+  EXPECT_TRUE(b["load"]["fill_factor"].is_null()) << "not applied";
+  EXPECT_EQ(b["load"]["description"], "bulk load by inserts: fill factor not applied");
+  EXPECT_EQ(j["results"][2]["load"]["method"], "inserts");
+}
+
+TEST(ReportText, SaysHowTheLoadWentAndSplitsInsertCost) {
+  BenchReport rep = fake_report();
+  rep.options.bulk_load = true;
+  rep.options.fill_factor = 0.7;
+  rep.results = {smo_result(LoadMethod::kBulkLoad), smo_result(LoadMethod::kBulkLoadByInserts)};
+  const std::string t = report_text(rep);
+  for (const char* s :
+       {"# Load: bulk load, fill factor 0.70", "Load: bulk load at fill 0.70",
+        "Load: bulk load by inserts: fill factor not applied", "Insert pattern: random",
+        "insert: 1.95 lines/op; without SMO: 1.50 lines/op over 90 ops; with SMO: 6.00 lines/op "
+        "over 10 ops",
+        "insert: 11 SMOs in 10 of 100 ops", "with 2 threads (index rebuild 0.250000 s)",
+        "== gamma:inner=dram"}) {
+    EXPECT_NE(t.find(s), std::string::npos) << "missing '" << s << "' in\n" << t;
+  }
+  EXPECT_EQ(smo_split_text("insert", TypeCounts{}), "");
+  // No SMO anywhere (a volatile index): no split section.
+  rep.results = {fake_result("alpha", 1000, false)};
+  EXPECT_EQ(report_text(rep).find("without SMO"), std::string::npos);
+}
+
 TEST(ReportFailures, FailuresErrorsAndBadStructureCount) {
   BenchReport rep = fake_report();
   EXPECT_FALSE(report_has_failures(rep));

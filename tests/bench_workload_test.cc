@@ -596,5 +596,206 @@ TEST(WorkloadKeysFile, MissingAndEmptyFiles) {
   std::remove(path.c_str());
 }
 
+// --- LB+-tree paper presets and dense inserts (issue 4) ----------------------
+
+TEST(WorkloadPreset, LbtreePresetsSetRatiosDistributionAndPattern) {
+  struct Case {
+    const char* name;
+    double read, insert, remove;
+    InsertPattern pattern;
+  };
+  for (const Case& c : {Case{"insert", 0, 1, 0, InsertPattern::kRandom},
+                        Case{"dense-insert", 0, 1, 0, InsertPattern::kDense},
+                        Case{"search", 1, 0, 0, InsertPattern::kRandom},
+                        Case{"delete", 0, 0, 1, InsertPattern::kRandom}}) {
+    WorkloadSpec spec;
+    spec.records = 5000;
+    spec.operations = 3000;
+    spec.threads = 2;
+    spec.seed = 9;
+    spec.dense_gap = 77;
+    spec.insert_pattern = InsertPattern::kDense;  // reset by every preset but dense-insert
+    spec.update_ratio = 0.5;                      // reset by every preset
+    ASSERT_TRUE(apply_preset(c.name, &spec).ok()) << c.name;
+    EXPECT_EQ(spec.name, c.name);
+    EXPECT_EQ(spec.read_ratio, c.read) << c.name;
+    EXPECT_EQ(spec.insert_ratio, c.insert) << c.name;
+    EXPECT_EQ(spec.remove_ratio, c.remove) << c.name;
+    EXPECT_EQ(spec.update_ratio, 0.0) << c.name;
+    EXPECT_EQ(spec.scan_ratio + spec.rmw_ratio, 0.0) << c.name;
+    EXPECT_EQ(spec.distribution, Distribution::kUniform) << c.name;
+    EXPECT_EQ(spec.insert_pattern, c.pattern) << c.name;
+    EXPECT_EQ(spec.records, 5000u);
+    EXPECT_EQ(spec.operations, 3000u);
+    EXPECT_EQ(spec.threads, 2u);
+    EXPECT_EQ(spec.seed, 9u);
+    EXPECT_EQ(spec.dense_gap, 77u);
+
+    Workload w;
+    Status st = make_workload(spec, &w);
+    ASSERT_TRUE(st.ok()) << c.name << ": " << st.ToString();
+    const auto counts = count_types(w);
+    EXPECT_EQ(counts[static_cast<int>(OpType::kRead)], c.read * 3000) << c.name;
+    EXPECT_EQ(counts[static_cast<int>(OpType::kInsert)], c.insert * 3000) << c.name;
+    EXPECT_EQ(counts[static_cast<int>(OpType::kRemove)], c.remove * 3000) << c.name;
+    // Reads and removes target loaded keys; inserts never do.
+    const std::unordered_set<uint64_t> loaded(w.load_keys.begin(), w.load_keys.end());
+    std::unordered_set<uint64_t> removed;
+    for (const auto& ops : w.per_thread) {
+      for (const Operation& op : ops) {
+        EXPECT_EQ(op.expect, Expect::kFound);
+        EXPECT_EQ(loaded.count(op.key) > 0, op.type != OpType::kInsert) << c.name;
+        if (op.type == OpType::kRemove) {
+          EXPECT_TRUE(removed.insert(op.key).second);
+        }
+      }
+    }
+  }
+}
+
+TEST(WorkloadPreset, UnknownPresetListsTheLbtreeOnes) {
+  WorkloadSpec spec;
+  Status s = apply_preset("dense", &spec);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  for (const char* n : {"'dense'", "ycsb-f", "insert", "dense-insert", "search", "delete"}) {
+    EXPECT_NE(s.message().find(n), std::string::npos) << s.message();
+  }
+  for (std::string_view n : kPresetNames) EXPECT_TRUE(apply_preset(n, &spec).ok()) << n;
+}
+
+TEST(WorkloadPreset, DeleteNeedsAsManyLoadedKeys) {
+  WorkloadSpec spec;
+  spec.records = 100;
+  spec.operations = 101;
+  ASSERT_TRUE(apply_preset("delete", &spec).ok());
+  Workload w;
+  Status s = make_workload(spec, &w);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("101 remove operations"), std::string::npos) << s.message();
+  spec.operations = 100;  // every loaded key removed, none read: fine
+  EXPECT_TRUE(make_workload(spec, &w).ok());
+}
+
+TEST(WorkloadNames, InsertPatternRoundTrip) {
+  for (InsertPattern p : {InsertPattern::kRandom, InsertPattern::kDense}) {
+    InsertPattern q = InsertPattern::kRandom;
+    ASSERT_TRUE(parse_insert_pattern(insert_pattern_name(p), &q).ok());
+    EXPECT_EQ(p, q);
+  }
+  InsertPattern q;
+  Status s = parse_insert_pattern("sequential", &q);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("random or dense"), std::string::npos) << s.message();
+}
+
+/// Checks the dense layout: thread t's inserts are base + t * span + 0, 1,
+/// 2, ... in stream order, with base = largest loaded key + 1.
+void expect_dense(const Workload& w, uint64_t span) {
+  const uint64_t base = *std::max_element(w.load_keys.begin(), w.load_keys.end()) + 1;
+  for (unsigned t = 0; t < w.per_thread.size(); ++t) {
+    uint64_t j = 0;
+    for (const Operation& op : w.per_thread[t]) {
+      if (op.type != OpType::kInsert) continue;
+      EXPECT_EQ(op.key, base + t * span + j) << "thread " << t << " insert " << j;
+      EXPECT_EQ(op.expect, Expect::kFound);
+      ++j;
+    }
+  }
+}
+
+TEST(WorkloadKeys, DenseInsertsAscendInDisjointRegionsAboveTheLoadedKeys) {
+  for (bool sequential : {false, true}) {
+    WorkloadSpec spec;
+    spec.records = 1000;
+    spec.operations = 900;
+    spec.threads = 3;
+    spec.sequential_keys = sequential;
+    ASSERT_TRUE(apply_preset("dense-insert", &spec).ok());
+    Workload w;
+    ASSERT_TRUE(make_workload(spec, &w).ok());
+    ASSERT_EQ(w.per_thread.size(), 3u);
+    for (const auto& ops : w.per_thread) EXPECT_EQ(ops.size(), 300u);
+    expect_dense(w, 300);  // span = the per-thread insert count: regions touch
+    // The same load keys as a random-insert workload of the same spec.
+    WorkloadSpec random = spec;
+    random.insert_pattern = InsertPattern::kRandom;
+    Workload wr;
+    ASSERT_TRUE(make_workload(random, &wr).ok());
+    EXPECT_EQ(w.load_keys, wr.load_keys);
+
+    // A gap larger than the insert count spreads the regions apart.
+    spec.dense_gap = 1'000'000;
+    ASSERT_TRUE(make_workload(spec, &w).ok());
+    expect_dense(w, 1'000'000);
+  }
+}
+
+TEST(WorkloadKeys, DenseInsertsMixedWithReads) {
+  WorkloadSpec spec;
+  spec.records = 2000;
+  spec.operations = 1001;  // uneven shares: span = the largest share's inserts
+  spec.threads = 2;
+  spec.read_ratio = 0.5;
+  spec.insert_ratio = 0.5;
+  spec.insert_pattern = InsertPattern::kDense;
+  Workload w;
+  ASSERT_TRUE(make_workload(spec, &w).ok());
+  uint64_t most = 0;
+  for (const auto& ops : w.per_thread) {
+    most = std::max<uint64_t>(most, std::count_if(ops.begin(), ops.end(), [](const Operation& op) {
+                                return op.type == OpType::kInsert;
+                              }));
+  }
+  expect_dense(w, most);
+  const std::unordered_set<uint64_t> loaded(w.load_keys.begin(), w.load_keys.end());
+  for (const auto& ops : w.per_thread) {
+    for (const Operation& op : ops) {
+      if (op.type == OpType::kRead) {
+        EXPECT_TRUE(loaded.count(op.key));
+      }
+    }
+  }
+}
+
+TEST(WorkloadKeys, DenseInsertsPastUint64MaxAreInvalidArgument) {
+  // The largest loaded key leaves 10 keys of room: 2 threads x 5 inserts fit
+  // exactly, 2 x 6 do not.
+  const uint64_t top = UINT64_MAX - 10;
+  const std::string path = write_file("dense_top", "5\n" + std::to_string(top) + "\n");
+  WorkloadSpec spec;
+  spec.keys_file = path;
+  spec.threads = 2;
+  spec.operations = 10;
+  ASSERT_TRUE(apply_preset("dense-insert", &spec).ok());
+  Workload w;
+  Status s = make_workload(spec, &w);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  expect_dense(w, 5);
+  EXPECT_EQ(w.per_thread[1].back().key, UINT64_MAX);
+  spec.operations = 12;
+  s = make_workload(spec, &w);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("overflow"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(std::to_string(top)), std::string::npos) << s.message();
+  EXPECT_TRUE(w.per_thread.empty());
+  // A gap that overflows with few inserts is refused the same way.
+  spec.operations = 2;
+  spec.dense_gap = UINT64_MAX / 2;
+  EXPECT_EQ(make_workload(spec, &w).code(), Code::kInvalidArgument);
+  std::remove(path.c_str());
+}
+
+TEST(WorkloadKeys, DenseInsertsWithATraceAreInvalidArgument) {
+  const std::string path = write_file("dense_trace", "INSERT 5\nINSERT 7\n");
+  WorkloadSpec spec;
+  spec.trace_load = path;
+  spec.insert_pattern = InsertPattern::kDense;
+  Workload w;
+  Status s = make_workload(spec, &w);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("dense"), std::string::npos) << s.message();
+  std::remove(path.c_str());
+}
+
 }  // namespace
 }  // namespace nvindex::bench

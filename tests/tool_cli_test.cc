@@ -62,15 +62,18 @@ constexpr char kSmall[] = " --quiet -n 2000 -p 2000 ";
 TEST_F(Cli, BenchHelpMentionsEveryOption) {
   Outcome r = nvindex("bench --help");
   ASSERT_EQ(r.rc, 0) << r.err;
-  for (const char* o : {"--index",         "--records",     "--operations",      "--duration",
-                        "--threads",       "--read-ratio",  "--insert-ratio",    "--update-ratio",
-                        "--remove-ratio",  "--scan-ratio",  "--rmw-ratio",       "--scan-size",
-                        "--distribution",  "--skew",        "--sequential-keys", "--latency-sample",
-                        "--seed",          "--workload",    "--keys-file",       "--trace-load",
-                        "--trace-run",     "--pool",        "--pool-size",       "--pm-mode",
-                        "--pm-latency-ns", "--media-model", "--node-size",       "--format",
-                        "--output",        "--json-output", "--keep-pool",       "--quiet",
-                        "--list-indexes",  "lying-test"}) {
+  for (const char* o :
+       {"--index",          "--records",     "--operations",       "--duration",
+        "--threads",        "--read-ratio",  "--insert-ratio",     "--update-ratio",
+        "--remove-ratio",   "--scan-ratio",  "--rmw-ratio",        "--scan-size",
+        "--distribution",   "--skew",        "--sequential-keys",  "--latency-sample",
+        "--seed",           "--workload",    "--keys-file",        "--trace-load",
+        "--trace-run",      "--pool",        "--pool-size",        "--pm-mode",
+        "--pm-latency-ns",  "--media-model", "--node-size",        "--format",
+        "--output",         "--json-output", "--keep-pool",        "--quiet",
+        "--list-indexes",   "lying-test",    "--bulk-load",        "--fill",
+        "--insert-pattern", "--dense-gap",   "--recovery-threads", "dense-insert",
+        "search",           "delete"}) {
     EXPECT_NE(r.out.find(o), std::string::npos) << o;
   }
   EXPECT_EQ(nvindex("verify --help").rc, 0);
@@ -101,6 +104,82 @@ TEST_F(Cli, BadRatiosAreUsageErrors) {
   EXPECT_NE(r.err.find("--workload"), std::string::npos) << r.err;
   EXPECT_EQ(nvindex(std::string("bench") + kSmall + "--index absl-btree --pool-size 12X").rc, 2);
   EXPECT_EQ(nvindex(std::string("bench") + kSmall + "--index absl-btree --no-such-flag").rc, 2);
+}
+
+TEST_F(Cli, BadFillInsertPatternPresetAndIndexSpecAreUsageErrors) {
+  const std::string small = std::string("bench") + kSmall + "--index absl-btree ";
+  for (const char* fill : {"0", "1.5", "-1"}) {
+    Outcome r = nvindex(small + "--bulk-load --fill " + fill);
+    EXPECT_EQ(r.rc, 2) << fill;
+    EXPECT_NE(r.err.find("--fill must be in (0, 1]"), std::string::npos) << r.err;
+  }
+  Outcome r = nvindex(small + "--fill 0.7");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--bulk-load"), std::string::npos) << r.err;
+  r = nvindex(small + "--insert-pattern sideways");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("expected random or dense"), std::string::npos) << r.err;
+  r = nvindex(small + "--workload insertz");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("dense-insert"), std::string::npos) << "lists the presets: " << r.err;
+  r = nvindex(std::string("bench") + kSmall + "--index 'absl-btree:oops'");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("name:k=v"), std::string::npos) << r.err;
+  r = nvindex(std::string("bench") + kSmall + "--index 'nope:a=b'");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("unknown index 'nope'"), std::string::npos) << r.err;
+  // Dense inserts past 2^64 are refused before anything runs.
+  const std::string keys = tmp_path("top.keys");
+  std::ofstream(keys) << "18446744073709551610\n";
+  r = nvindex("bench --quiet --index absl-btree --keys-file " + keys +
+              " -p 100 --workload dense-insert");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("overflow"), std::string::npos) << r.err;
+  fs::remove(keys);
+}
+
+TEST_F(Cli, LbtreePresetsBulkLoadAndPerIndexOptionsInJson) {
+  const std::string out = tmp_path("lb.json");
+  Outcome r = nvindex(std::string("bench") + kSmall +
+                      "--index 'btree,btree:knob=1;other=x,absl-btree' -t 2 --workload "
+                      "dense-insert --bulk-load --fill 0.7 --index-opt all=y --format json "
+                      "--output " +
+                      out);
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("bulk load by inserts: fill factor not applied"), std::string::npos)
+      << r.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["workload"]["name"], "dense-insert");
+  EXPECT_EQ(j["options"]["insert_pattern"], "dense");
+  EXPECT_EQ(j["options"]["bulk_load"], true);
+  ASSERT_EQ(j["results"].size(), 3u);
+  EXPECT_EQ(j["results"][0]["index"], "btree");
+  EXPECT_EQ(j["results"][1]["index"], "btree:knob=1;other=x");
+  EXPECT_EQ(j["results"][1]["index_name"], "btree");
+  EXPECT_EQ(j["results"][1]["index_options"]["knob"], "1");
+  EXPECT_EQ(j["results"][1]["index_options"]["other"], "x");
+  EXPECT_EQ(j["results"][1]["index_options"]["all"], "y");
+  EXPECT_FALSE(j["results"][0]["index_options"].contains("knob")) << "options are per entry";
+  fs::remove(out);
+
+  // node_size=N in an entry sets that entry's IndexOptions::node_size.
+  r = nvindex(std::string("bench") + kSmall +
+              "--index 'btree:node_size=128,btree:node_size=256' --workload insert --format json "
+              "--output " +
+              out);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json n = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(n["results"][0]["info"]["node_size"], 128);
+  EXPECT_EQ(n["results"][1]["info"]["node_size"], 256);
+  EXPECT_FALSE(n["results"][0]["index_options"].contains("node_size"));
+  EXPECT_EQ(nvindex(std::string("bench") + kSmall + "--index 'btree:node_size=big'").rc, 2);
+  for (const auto& res : j["results"]) {
+    EXPECT_EQ(res["verification"]["failures"], 0);
+    EXPECT_EQ(res["load"]["method"], "bulk_load_by_inserts");
+    EXPECT_EQ(res["run"]["by_type"]["insert"]["completed"], 2000);
+    EXPECT_EQ(res["verification"]["structure"]["keys"], 4000);
+  }
+  fs::remove(out);
 }
 
 TEST_F(Cli, MissingTraceFileIsNamed) {
@@ -180,6 +259,44 @@ TEST_F(Cli, PersistentIndexKeepPoolThenVerifyAndInfo) {
   Outcome wrong = nvindex("verify --index btree --pool " + pool);
   EXPECT_EQ(wrong.rc, 2);
   fs::remove(pool);
+}
+
+TEST_F(Cli, RecoveryThreadsAndVerifyRebuildTime) {
+  Outcome list = nvindex("bench --list-indexes");
+  if (list.out.find("fastfair\tpersistent") == std::string::npos) {
+    GTEST_SKIP() << "fastfair not registered";
+  }
+  const std::string pool = tmp_path("ff-rt.pool"), out = tmp_path("rt.json");
+  Outcome r = nvindex(std::string("bench") + kSmall +
+                      "--index fastfair --workload insert --bulk-load -t 2 --recovery-threads 1 "
+                      "--keep-pool --pool " +
+                      pool + " --format json --output " + out);
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("with 1 thread "), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["options"]["recovery_threads"], 1);
+  EXPECT_EQ(j["results"][0]["recovery_threads"], 1);
+  EXPECT_TRUE(j["results"][0]["rebuild_seconds"].is_number());
+  EXPECT_EQ(j["results"][0]["recovery"], "ok");
+
+  Outcome v = nvindex("verify --index fastfair --threads 2 --pool " + pool);
+  EXPECT_EQ(v.rc, 0) << v.err;
+  EXPECT_NE(v.out.find("2 threads"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("rebuild:"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("keys:            4000"), std::string::npos) << v.out;
+  v = nvindex("verify --index fastfair --threads 1 --format json --pool " + pool);
+  ASSERT_EQ(v.rc, 0) << v.err;
+  const nlohmann::json vj = nlohmann::json::parse(v.out);
+  EXPECT_EQ(vj["schema"], "nvindex.verify/1");
+  EXPECT_EQ(vj["threads"], 1);
+  EXPECT_EQ(vj["keys"], 4000);
+  EXPECT_TRUE(vj["structure_ok"].get<bool>());
+  EXPECT_TRUE(vj["rebuild_seconds"].is_number());
+  EXPECT_GT(vj["recovery_seconds"].get<double>(), 0.0);
+  EXPECT_GT(vj["leaves"].get<uint64_t>(), 0u);
+  EXPECT_EQ(nvindex("verify --index fastfair --threads 0 --pool " + pool).rc, 2);
+  fs::remove(pool);
+  fs::remove(out);
 }
 
 TEST_F(Cli, TraceRunOfSharedSamplesHasNoFailures) {

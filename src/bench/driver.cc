@@ -375,9 +375,64 @@ void merge_thread_states(std::vector<ThreadState>& states, IndexResult* out,
         out->by_type[k].flushes += s.by_type[k].flushes;
         out->by_type[k].lines_flushed += s.by_type[k].lines_flushed;
         out->by_type[k].fences += s.by_type[k].fences;
+        out->by_type[k].smo_ops += s.by_type[k].smo_ops;
+        out->by_type[k].smos += s.by_type[k].smos;
+        out->by_type[k].smo_flushes += s.by_type[k].smo_flushes;
+        out->by_type[k].smo_lines_flushed += s.by_type[k].smo_lines_flushed;
+        out->by_type[k].smo_fences += s.by_type[k].smo_fences;
       }
       latencies->insert(latencies->end(), s.latencies.begin(), s.latencies.end());
     }
+  }
+}
+
+/// After a bulk load: checks that the index holds exactly `sorted` (keys and
+/// values). Ordered: scans the whole index in chunks of 4096 pairs and
+/// compares pair by pair, then scans past the last key (must be empty).
+/// Unordered: looks every key up. Adds one check per key to ts.checked; the
+/// first mismatch is one failure and ends the check (later pairs would all
+/// be shifted).
+void check_bulk_loaded(Index<uint64_t>& index, bool ordered,
+                       const std::vector<std::pair<uint64_t, Value>>& sorted, ThreadState& ts) {
+  const uint64_t n = sorted.size();
+  ts.checked += n;
+  if (n == 0) return;
+  if (!ordered) {
+    for (uint64_t i = 0; i < n; ++i) {
+      const std::optional<Value> v = index.lookup(sorted[i].first);
+      if (!v || *v != sorted[i].second) {
+        ts.fail("after bulk load: key " + hex(sorted[i].first) +
+                (v ? " has a wrong value" : " is missing"));
+        return;
+      }
+    }
+    return;
+  }
+  std::vector<std::pair<uint64_t, Value>> buf;
+  uint64_t i = 0;
+  while (i < n) {
+    const size_t got = index.scan(sorted[i].first, 4096, &buf);
+    if (got == 0 || buf.size() != got) {
+      ts.fail("after bulk load: scan from key " + hex(sorted[i].first) + " returned " +
+              std::to_string(got) + " pairs, " + std::to_string(n - i) + " keys expected");
+      return;
+    }
+    for (const auto& [k, v] : buf) {
+      if (i >= n || k != sorted[i].first) {
+        ts.fail("after bulk load: scan returned key " + hex(k) + " where " +
+                (i < n ? "key " + hex(sorted[i].first) : std::string("no more keys")) +
+                " was loaded");
+        return;
+      }
+      if (v != sorted[i].second) {
+        ts.fail("after bulk load: key " + hex(k) + " has a wrong value");
+        return;
+      }
+      ++i;
+    }
+  }
+  if (sorted.back().first != UINT64_MAX && index.scan(sorted.back().first + 1, 1, &buf) != 0) {
+    ts.fail("after bulk load: key " + hex(buf.front().first) + " above the largest loaded key");
   }
 }
 
@@ -416,6 +471,45 @@ class StderrProgress final : public ProgressSink {
 
 }  // namespace
 
+TypeCounts TypeCounts::without_smo() const {
+  TypeCounts c;
+  c.completed = completed - smo_ops;
+  c.flushes = flushes - smo_flushes;
+  c.lines_flushed = lines_flushed - smo_lines_flushed;
+  c.fences = fences - smo_fences;
+  return c;
+}
+
+TypeCounts TypeCounts::with_smo() const {
+  TypeCounts c;
+  c.completed = smo_ops;
+  c.flushes = smo_flushes;
+  c.lines_flushed = smo_lines_flushed;
+  c.fences = smo_fences;
+  return c;
+}
+
+std::string_view load_method_name(LoadMethod m) {
+  switch (m) {
+    case LoadMethod::kInserts:
+      return "inserts";
+    case LoadMethod::kBulkLoad:
+      return "bulk_load";
+    case LoadMethod::kBulkLoadByInserts:
+      return "bulk_load_by_inserts";
+  }
+  return "?";
+}
+
+std::string file_safe(std::string_view text) {
+  std::string s(text);
+  for (char& c : s) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+    if (!ok) c = '_';
+  }
+  return s;
+}
+
 std::unique_ptr<ProgressSink> make_stderr_progress(double interval_s) {
   return std::make_unique<StderrProgress>(interval_s);
 }
@@ -429,7 +523,10 @@ double media_write_amplification(const pm::CounterSnapshot& pm) {
 Status run_benchmark(const BenchOptions& options, const Workload& workload,
                      std::string_view index_name, IndexResult* out, ProgressSink* progress) {
   *out = IndexResult{};
-  out->index = std::string(index_name);
+  out->index = options.label.empty() ? std::string(index_name) : options.label;
+  out->index_name = std::string(index_name);
+  out->index_options = options.index_extra;
+  out->fill_factor = options.fill_factor;
   const IndexEntry* entry = find_entry(index_name);
   if (entry == nullptr) {
     std::string known;
@@ -442,6 +539,10 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
   }
   if (workload.per_thread.empty()) {
     return Status::InvalidArgument("workload has no thread streams (threads must be >= 1)");
+  }
+  if (!(options.fill_factor > 0.0 && options.fill_factor <= 1.0)) {
+    return Status::InvalidArgument("fill factor must be in (0, 1], got " +
+                                   std::to_string(options.fill_factor));
   }
   const unsigned threads = static_cast<unsigned>(workload.per_thread.size());
   out->persistent = entry->persistent;
@@ -460,7 +561,7 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
       pool_path = options.pool_path;
       if (pool_path.empty()) {
         pool_path = temp_pool_dir() + "/nvindex-" + std::to_string(getpid()) + "-" +
-                    std::string(index_name) + ".pool";
+                    file_safe(out->index) + ".pool";
       }
       Status st = pm::Pool::create(pool_path, pool_size, index_name, options.pm.mode, &pool);
       if (!st.ok()) return st;
@@ -483,6 +584,7 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
   iopts.pool = pool.get();
   iopts.node_size = options.node_size;
   iopts.threads = threads;
+  iopts.fill_factor = options.fill_factor;
   iopts.extra = options.index_extra;
   std::unique_ptr<Index<uint64_t>> index;
   if (Status st = make_index<uint64_t>(index_name, iopts, &index); !st.ok()) {
@@ -500,7 +602,30 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
   const bool ordered = info0.caps.ordered;
 
   // --- LOAD -------------------------------------------------------------
-  {
+  if (options.bulk_load) {
+    out->load_method =
+        info0.caps.bulk_load ? LoadMethod::kBulkLoad : LoadMethod::kBulkLoadByInserts;
+    // Sorting is preparation, not loading: done before the clock starts.
+    std::vector<std::pair<uint64_t, Value>> sorted;
+    sorted.reserve(workload.load_keys.size());
+    for (uint64_t k : workload.load_keys) sorted.emplace_back(k, make_value(k, 0));
+    std::sort(sorted.begin(), sorted.end());
+    PhaseRunner runner(1, options.pin_threads, options.pm);
+    auto body = [&](unsigned, ThreadState& ts, std::optional<Clock::time_point>) {
+      Status st = index->bulk_load(sorted);
+      ++ts.checked;
+      if (!st.ok()) {
+        ts.fail("load: bulk_load of " + std::to_string(sorted.size()) + " keys: got " +
+                st.ToString());
+      }
+      ts.completed = sorted.size();
+      ts.done.store(ts.completed, std::memory_order_relaxed);
+    };
+    runner.run("load", out->index, sorted.size(), 0, progress, body, &out->load, nullptr, nullptr);
+    ThreadState& ts = runner.states()[0];
+    if (ts.failures == 0) check_bulk_loaded(*index, ordered, sorted, ts);
+    merge_thread_states(runner.states(), out, nullptr);
+  } else {
     PhaseRunner runner(threads, options.pin_threads, options.pm);
     const std::vector<uint64_t>& keys = workload.load_keys;
     const uint64_t n = keys.size();
@@ -514,7 +639,7 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
         ts.done.store(ts.completed, std::memory_order_relaxed);
       }
     };
-    runner.run("load", index_name, n, 0, progress, body, &out->load, nullptr, nullptr);
+    runner.run("load", out->index, n, 0, progress, body, &out->load, nullptr, nullptr);
     merge_thread_states(runner.states(), out, nullptr);
   }
 
@@ -545,6 +670,7 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
         const uint64_t flushes0 = pc.flushes.load(kRelaxed);
         const uint64_t lines0 = pc.lines_flushed.load(kRelaxed);
         const uint64_t fences0 = pc.fences.load(kRelaxed);
+        const uint64_t smos0 = pc.smos.load(kRelaxed);
         const bool ok = run_op(*index, op, static_cast<uint32_t>(i + 1), &scratch, ts, t, i,
                                timed ? &lat : nullptr);
         ++ts.checked;
@@ -555,15 +681,26 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
         TypeCounts& c = ts.by_type[static_cast<int>(op.type)];
         ++c.completed;
         c.succeeded += ok ? 1 : 0;
-        c.flushes += pc.flushes.load(kRelaxed) - flushes0;
-        c.lines_flushed += pc.lines_flushed.load(kRelaxed) - lines0;
-        c.fences += pc.fences.load(kRelaxed) - fences0;
+        const uint64_t flushes = pc.flushes.load(kRelaxed) - flushes0;
+        const uint64_t lines = pc.lines_flushed.load(kRelaxed) - lines0;
+        const uint64_t fences = pc.fences.load(kRelaxed) - fences0;
+        const uint64_t smos = pc.smos.load(kRelaxed) - smos0;
+        c.flushes += flushes;
+        c.lines_flushed += lines;
+        c.fences += fences;
+        if (smos > 0) {
+          ++c.smo_ops;
+          c.smos += smos;
+          c.smo_flushes += flushes;
+          c.smo_lines_flushed += lines;
+          c.smo_fences += fences;
+        }
         if (lat) ts.latencies.push_back(*lat);
         ++ts.completed;
         ts.done.store(ts.completed, std::memory_order_relaxed);
       }
     };
-    runner.run("run", index_name, workload.total_operations(), options.duration_seconds, progress,
+    runner.run("run", out->index, workload.total_operations(), options.duration_seconds, progress,
                body, &out->run, &out->timeline, &out->timeline_last_fraction);
     std::vector<uint64_t> latencies;
     for (const ThreadState& ts : runner.states()) {
@@ -595,12 +732,15 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
   if (entry->persistent && !pool_path.empty()) {
     index.reset();
     pool.reset();  // sets the clean-shutdown flag
+    out->recovery_threads = options.recovery_threads ? options.recovery_threads : threads;
+    iopts.threads = out->recovery_threads;
     const Clock::time_point t0 = Clock::now();
     Status st = pm::Pool::open(pool_path, index_name, options.pm.mode, &pool);
     iopts.pool = pool.get();
     if (st.ok()) st = make_index<uint64_t>(index_name, iopts, &index);
     out->recovery_seconds = seconds_between(t0, Clock::now());
     if (st.ok()) {
+      out->rebuild_seconds = index->info().recovery_seconds;
       VerifyReport r;
       st = index->verify(&r);
       if (st.ok() && out->structure.ok() && r.keys != out->verify_report.keys) {

@@ -9,7 +9,14 @@
 //     names one; an anonymous DRAM pool in pm::Mode::kDram);
 //  2. LOAD: inserts Workload::load_keys, split evenly across the threads (each
 //     thread a contiguous share), value make_value(key, 0), every result
-//     checked;
+//     checked. With BenchOptions::bulk_load instead: the load keys are
+//     sorted (untimed), then ONE Index::bulk_load() call on one thread is the
+//     timed load phase (an index with caps.bulk_load builds nodes bottom-up
+//     at BenchOptions::fill_factor; any other index gets the interface's
+//     default, one insert per key, and the report says the fill factor was
+//     not applied); afterwards every loaded key is checked (untimed): an
+//     ordered index by a full scan compared pair by pair with the sorted
+//     keys and values, an unordered one by a lookup of every key;
 //  3. RUN: each thread replays its own pre-generated stream
 //     (Workload::per_thread[t]); threads start together on a barrier and the
 //     clock starts when the barrier opens, so generation is never timed. With
@@ -19,8 +26,9 @@
 //     (loaded keys + inserts expected to succeed - removes expected to
 //     succeed, when no insert or remove had Expect::kAny: this catches an
 //     index that acknowledges an insert and drops it), and, for a persistent index,
-//     closes and reopens the pool to measure recovery (and checks that the
-//     recovered index holds the same number of keys);
+//     closes and reopens the pool to measure recovery with
+//     BenchOptions::recovery_threads (IndexOptions::threads on reopen) and
+//     checks that the recovered index holds the same number of keys;
 //  5. removes the temporary pool file unless keep_pool.
 // Every operation is checked against its Expect and every value returned with
 // value_matches(); each mismatch is a verification failure, the first
@@ -80,7 +88,34 @@ struct BenchOptions {
   double latency_sample = 0.01;
   /// Pin worker threads to CPUs (ignored when the OS refuses).
   bool pin_threads = true;
+  /// Load with one Index::bulk_load() of the sorted load keys instead of
+  /// inserts (see the file comment).
+  bool bulk_load = false;
+  /// IndexOptions::fill_factor: fraction of each node's slots a bottom-up
+  /// bulk load fills, in (0, 1] (run_benchmark: InvalidArgument otherwise).
+  /// Passed to every index; only a bulk load with caps.bulk_load uses it.
+  double fill_factor = 1.0;
+  /// IndexOptions::threads when the pool is reopened after the run (the
+  /// rebuild threads of an index with a parallel recovery, e.g. lbtree);
+  /// 0 = the run's threads.
+  unsigned recovery_threads = 0;
+  /// The name reports show for this run (e.g. the CLI's index spec
+  /// "wbtree:inner=dram"); empty = the registry name.
+  std::string label;
 };
+
+/// How the load phase loaded the keys.
+enum class LoadMethod : uint8_t {
+  kInserts,            ///< insert() per key, split across the threads
+  kBulkLoad,           ///< one bulk_load() of an index with caps.bulk_load (fill factor applied)
+  kBulkLoadByInserts,  ///< one bulk_load() of an index without it: the default, inserts
+};
+/// "inserts", "bulk_load", "bulk_load_by_inserts" (the JSON report's names).
+std::string_view load_method_name(LoadMethod m);
+
+/// `text` with every character outside [A-Za-z0-9._-] replaced by '_', for
+/// file names built from a label such as "wbtree:inner=dram".
+std::string file_safe(std::string_view text);
 
 /// Measurements of one phase (load or run).
 struct PhaseResult {
@@ -99,18 +134,43 @@ struct PhaseResult {
 /// the worker thread's own counters (pm::thread_counters()) read before and
 /// after each operation, so the cost is exact per type even in a mixed run
 /// (background work of other threads is never charged to an operation).
+///
+/// Split vs non-split cost: the operations during which the worker's own SMO
+/// counter (pm::ThreadCounters::smos, bumped by pm::count_smo() once per
+/// split, merge, root growth or collapse) grew are "with SMO"; their count
+/// and PM cost are kept in the smo_* fields, so the cost of the operations
+/// without an SMO is the total minus those (without_smo()). This separates
+/// split inserts from non-split ones (the LB+-tree paper's line writes per
+/// insertion, Liu et al., PVLDB 2020, §3.2 and §4.2). An index that never
+/// calls count_smo() has smo_ops == 0.
 struct TypeCounts {
   uint64_t completed = 0;
   uint64_t succeeded = 0;
-  uint64_t flushes = 0;        ///< flush instructions issued by these operations
-  uint64_t lines_flushed = 0;  ///< 64 B lines flushed (PM line writes)
-  uint64_t fences = 0;         ///< fences issued by these operations
+  uint64_t flushes = 0;            ///< flush instructions issued by these operations
+  uint64_t lines_flushed = 0;      ///< 64 B lines flushed (PM line writes)
+  uint64_t fences = 0;             ///< fences issued by these operations
+  uint64_t smo_ops = 0;            ///< operations during which >= 1 SMO was counted
+  uint64_t smos = 0;               ///< SMOs counted during all these operations
+  uint64_t smo_flushes = 0;        ///< flushes of the smo_ops operations
+  uint64_t smo_lines_flushed = 0;  ///< lines flushed by the smo_ops operations
+  uint64_t smo_fences = 0;         ///< fences of the smo_ops operations
+
+  /// The operations without an SMO: completed, flushes, lines_flushed and
+  /// fences of those only (smo_* fields 0).
+  TypeCounts without_smo() const;
+  /// The operations with an SMO, as a TypeCounts (completed = smo_ops).
+  TypeCounts with_smo() const;
 };
 
 /// Everything run_benchmark() measured for one index.
 struct IndexResult {
-  std::string index;  ///< registry name
-  IndexInfo info;     ///< info() after the run (footprint, capabilities)
+  std::string index;       ///< label (BenchOptions::label, else the registry name)
+  std::string index_name;  ///< registry name
+  /// IndexOptions::extra the index ran with (BenchOptions::index_extra).
+  std::map<std::string, std::string> index_options;
+  IndexInfo info;  ///< info() after the run (footprint, capabilities)
+  LoadMethod load_method = LoadMethod::kInserts;
+  double fill_factor = 1.0;  ///< BenchOptions::fill_factor (applied only for kBulkLoad)
   PhaseResult load;
   PhaseResult run;
   std::array<TypeCounts, kOpTypes> by_type{};  ///< indexed by OpType
@@ -125,10 +185,14 @@ struct IndexResult {
   Status structure;                           ///< Index::verify() after the run
   VerifyReport verify_report;                 ///< filled when structure.ok()
   bool persistent = false;
-  double recovery_seconds = 0;  ///< reopen of the pool after the run (persistent only), s
-  Status recovery;              ///< outcome of that reopen
-  bool media_model = false;     ///< media model was on (media_writes meaningful)
-  std::string pool_path;        ///< file used ("" for volatile or anonymous)
+  double recovery_seconds = 0;    ///< reopen of the pool after the run (persistent only), s
+  unsigned recovery_threads = 0;  ///< IndexOptions::threads of that reopen
+  /// info().recovery_seconds of the reopened index: its own rebuild time
+  /// (inner nodes, allocator), s; part of recovery_seconds.
+  double rebuild_seconds = 0;
+  Status recovery;           ///< outcome of that reopen
+  bool media_model = false;  ///< media model was on (media_writes meaningful)
+  std::string pool_path;     ///< file used ("" for volatile or anonymous)
 };
 
 /// Media write amplification of a phase: media_writes * 256 B over
@@ -158,7 +222,8 @@ std::unique_ptr<ProgressSink> make_stderr_progress(double interval_s = 5.0);
 /// comment) and fills *out. Returns Ok when the benchmark ran to the end, even
 /// with verification failures (they are in out->failures); errors:
 /// InvalidArgument (unknown index, threads > 1 on an index that is not
-/// thread-safe, workload with no thread streams, bad pool size), any error of
+/// thread-safe, workload with no thread streams, bad pool size, fill_factor
+/// outside (0, 1]), any error of
 /// pm::Pool::create / make_index (pool, recovery), IOError (temporary pool
 /// directory). `progress` may be null.
 Status run_benchmark(const BenchOptions& options, const Workload& workload,

@@ -30,6 +30,7 @@ json pm_json(const pm::CounterSnapshot& c, uint64_t ops) {
               {"fences", c.fences},
               {"naws", c.naws},
               {"media_writes", c.media_writes},
+              {"smos", c.smos},
               {"nt_bytes", c.nt_bytes},
               {"log_bytes", c.log_bytes},
               {"allocs", c.allocs},
@@ -42,6 +43,17 @@ json pm_json(const pm::CounterSnapshot& c, uint64_t ops) {
                 {"naws", per_op(c.naws, ops)},
                 {"media_writes", per_op(c.media_writes, ops)},
                 {"log_bytes", per_op(c.log_bytes, ops)}}}};
+}
+
+json split_json(const TypeCounts& c) {
+  return json{{"operations", c.completed},
+              {"flushes", c.flushes},
+              {"lines_flushed", c.lines_flushed},
+              {"fences", c.fences},
+              {"per_op",
+               {{"flushes", per_op(c.flushes, c.completed)},
+                {"lines_flushed", per_op(c.lines_flushed, c.completed)},
+                {"fences", per_op(c.fences, c.completed)}}}};
 }
 
 std::string_view placement_name(Placement p) {
@@ -164,7 +176,12 @@ json options_json(const BenchReport& r) {
          {"media_model", o.pm.media_model},
          {"node_size", o.node_size},
          {"pin_threads", o.pin_threads},
-         {"index_options", o.index_extra}};
+         {"index_options", o.index_extra},
+         {"bulk_load", o.bulk_load},
+         {"fill_factor", o.fill_factor},
+         {"recovery_threads", o.recovery_threads},
+         {"insert_pattern", insert_pattern_name(w.insert_pattern)},
+         {"dense_gap", w.dense_gap}};
   if (r.extra_options.is_object()) {
     for (auto it = r.extra_options.begin(); it != r.extra_options.end(); ++it) j[it.key()] = *it;
   }
@@ -186,14 +203,22 @@ json result_json(const IndexResult& r) {
           {"per_op",
            {{"flushes", per_op(c.flushes, c.completed)},
             {"lines_flushed", per_op(c.lines_flushed, c.completed)},
-            {"fences", per_op(c.fences, c.completed)}}}}}};
+            {"fences", per_op(c.fences, c.completed)}}},
+          {"smos", c.smos},
+          {"with_smo", split_json(c.with_smo())},
+          {"without_smo", split_json(c.without_smo())}}}};
   }
   const LatencySummary& l = r.latency;
   json j{
       {"index", r.index},
+      {"index_name", r.index_name},
+      {"index_options", r.index_options},
       {"info", info_json(r.info)},
       {"load",
-       {{"operations", r.load.operations},
+       {{"method", load_method_name(r.load_method)},
+        {"fill_factor", r.load_method == LoadMethod::kBulkLoad ? json(r.fill_factor) : json()},
+        {"description", load_description(r)},
+        {"operations", r.load.operations},
         {"seconds", r.load.seconds},
         {"throughput", r.load.throughput},
         {"pm", pm_json(r.load.pm, r.load.operations)}}},
@@ -233,6 +258,8 @@ json result_json(const IndexResult& r) {
   };
   if (r.persistent) {
     j["recovery_seconds"] = r.recovery_seconds;
+    j["recovery_threads"] = r.recovery_threads;
+    j["rebuild_seconds"] = r.rebuild_seconds;
     j["recovery"] = r.recovery.ok() ? "ok" : r.recovery.ToString();
     j["pool"] = r.pool_path;
   }
@@ -249,10 +276,11 @@ json report_json(const BenchReport& r) {
   const WorkloadSpec& w = r.spec;
   std::string spec = fmt::format(
       "records={} operations={} threads={} read={} insert={} update={} remove={} scan={} rmw={} "
-      "scan_size={}{} distribution={} skew={} sequential_keys={} seed={}",
+      "scan_size={}{} distribution={} skew={} sequential_keys={} seed={} insert_pattern={}",
       w.records, w.operations, w.threads, w.read_ratio, w.insert_ratio, w.update_ratio,
       w.remove_ratio, w.scan_ratio, w.rmw_ratio, w.scan_size, w.scan_uniform ? " (uniform)" : "",
-      distribution_name(w.distribution), w.skew, w.sequential_keys, w.seed);
+      distribution_name(w.distribution), w.skew, w.sequential_keys, w.seed,
+      insert_pattern_name(w.insert_pattern));
   if (!w.trace_load.empty() || !w.trace_run.empty()) {
     spec += " trace_load=" + w.trace_load + " trace_run=" + w.trace_run;
   }
@@ -316,6 +344,13 @@ std::string report_text(const BenchReport& r) {
   s += fmt::format("\t# Key distribution: {} (skew {:g}), {} keys, seed {}\n",
                    distribution_name(w.distribution), w.skew,
                    w.sequential_keys ? "sequential" : "hashed", w.seed);
+  s += fmt::format("\t# Insert pattern: {}{}\n", insert_pattern_name(w.insert_pattern),
+                   w.insert_pattern == InsertPattern::kDense && w.dense_gap
+                       ? fmt::format(" (gap {})", w.dense_gap)
+                       : "");
+  s += o.bulk_load ? fmt::format("\t# Load: bulk load, fill factor {:.2f}\n", o.fill_factor)
+                   : std::string("\t# Load: inserts\n");
+  if (o.recovery_threads) s += fmt::format("\t# Recovery threads: {}\n", o.recovery_threads);
   s += fmt::format(
       "\t# PM: mode {}, flush latency {} ns, fence latency {} ns, media model {}, node size {} "
       "B\n",
@@ -327,6 +362,7 @@ std::string report_text(const BenchReport& r) {
   for (const IndexResult& x : r.results) {
     s += fmt::format("\n== {} ({})\n", x.index, x.info.description);
     s += "Overview:\n";
+    s += fmt::format("\tLoad: {}\n", load_description(x));
     s += fmt::format("\tLoad time: {:.3f} s\n\tLoad throughput: {}ops/s ({} ops)\n", x.load.seconds,
                      si(x.load.throughput), x.load.operations);
     s += fmt::format("\tRun time: {:.3f} s\n\tRun throughput: {}ops/s ({} ops", x.run.seconds,
@@ -343,6 +379,17 @@ std::string report_text(const BenchReport& r) {
                        per_op(c.flushes, c.completed), per_op(c.lines_flushed, c.completed),
                        per_op(c.fences, c.completed));
     }
+    bool any_smo = false;
+    for (const TypeCounts& c : x.by_type) any_smo |= c.smo_ops > 0;
+    if (any_smo) {
+      s += "\tSplit vs non-split cost (SMO = split or merge during the operation):\n";
+      for (OpType t : kAllTypes) {
+        const TypeCounts& c = x.by_type[static_cast<int>(t)];
+        if (c.completed > 0 && (t == OpType::kInsert || t == OpType::kRemove || c.smo_ops > 0)) {
+          s += smo_split_text(op_name(t), c);
+        }
+      }
+    }
     const LatencySummary& l = x.latency;
     s += fmt::format("Latencies (ns, {} samples):\n", l.samples);
     s += fmt::format(
@@ -355,8 +402,9 @@ std::string report_text(const BenchReport& r) {
     s += fmt::format("Memory: DRAM {}, PM {}\n", bytes_str(x.info.dram_bytes),
                      bytes_str(x.info.pm_bytes));
     if (x.persistent) {
-      s += fmt::format("Recovery: {:.6f} s ({})\n", x.recovery_seconds,
-                       x.recovery.ok() ? "ok" : x.recovery.ToString());
+      s += fmt::format("Recovery: {:.6f} s with {} thread{} (index rebuild {:.6f} s) ({})\n",
+                       x.recovery_seconds, x.recovery_threads, x.recovery_threads == 1 ? "" : "s",
+                       x.rebuild_seconds, x.recovery.ok() ? "ok" : x.recovery.ToString());
     }
     s += fmt::format("Verification: {} operations checked, {} failures{}\n", x.checked, x.failures,
                      x.failures ? " -- RESULTS ARE WRONG" : "");
@@ -376,6 +424,36 @@ std::string report_text(const BenchReport& r) {
     s += "\nComparison (run phase; ratio to " + r.results.front().index + "):\n";
     s += comparison_table(r.results);
   }
+  return s;
+}
+
+std::string load_description(const IndexResult& r) {
+  switch (r.load_method) {
+    case LoadMethod::kInserts:
+      return "inserts";
+    case LoadMethod::kBulkLoad:
+      return fmt::format("bulk load at fill {:.2f}", r.fill_factor);
+    case LoadMethod::kBulkLoadByInserts:
+      return "bulk load by inserts: fill factor not applied";
+  }
+  return "?";
+}
+
+std::string smo_split_text(std::string_view op, const TypeCounts& c) {
+  if (c.completed == 0) return "";
+  const TypeCounts a = c.without_smo(), b = c.with_smo();
+  std::string s;
+  auto line = [&](std::string_view what, uint64_t all, uint64_t without, uint64_t with) {
+    s += fmt::format(
+        "\t\t{}: {:.2f} {}/op; without SMO: {:.2f} {}/op over {} ops; with SMO: {:.2f} {}/op "
+        "over {} ops\n",
+        op, per_op(all, c.completed), what, per_op(without, a.completed), what, a.completed,
+        per_op(with, b.completed), what, b.completed);
+  };
+  line("lines", c.lines_flushed, a.lines_flushed, b.lines_flushed);
+  line("flushes", c.flushes, a.flushes, b.flushes);
+  line("fences", c.fences, a.fences, b.fences);
+  s += fmt::format("\t\t{}: {} SMOs in {} of {} ops\n", op, c.smos, c.smo_ops, c.completed);
   return s;
 }
 

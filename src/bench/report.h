@@ -13,7 +13,8 @@
 //     "results": [ { "index", "info",
 //       "load": { "operations", "seconds", "throughput", "pm": PM },
 //       "run":  { "operations", "seconds", "throughput",
-//                 "by_type": { "<op>": { "completed", "succeeded", "throughput" } },
+//                 "by_type": { "<op>": { "completed", "succeeded", "throughput",
+//                                        "pm": OPPM } },
 //                 "latency_ns": { "samples", "min", "p50", "p90", "p99", "p99_9",
 //                                 "p99_99", "p99_999", "max" },
 //                 "pm": PM, "timeline" },
@@ -23,6 +24,22 @@
 //     "errors": [ { "index", "error" } ] }
 //   PM = { "flushes", "lines_flushed", "fences", "naws", "media_writes",
 //          "per_op": { "flushes", "lines_flushed", "fences", ... } }
+// Added fields (same schema version; see result_json and options_json):
+//   options: "bulk_load", "fill_factor", "recovery_threads", "insert_pattern",
+//            "dense_gap";
+//   results[]: "index_name" (registry name; "index" is the label, e.g.
+//            "wbtree:inner=dram"), "index_options" (the IndexOptions::extra it
+//            ran with: --index-opt ones and its label's own),
+//            "load": { "method": "inserts"|"bulk_load"|"bulk_load_by_inserts",
+//            "fill_factor" (number when applied, else null), "description" },
+//            "recovery_threads", "rebuild_seconds" (persistent only);
+//   PM: "smos" (structure modification operations: splits, merges);
+//   OPPM = { "flushes", "lines_flushed", "fences", "per_op": {...},
+//            "smos", "with_smo": SPLIT, "without_smo": SPLIT },
+//   SPLIT = { "operations", "flushes", "lines_flushed", "fences",
+//             "per_op": { "flushes", "lines_flushed", "fences" } }
+//   (with_smo: the operations of that type during which the worker counted
+//   an SMO, e.g. split inserts; without_smo: the others).
 // Units: seconds (s), throughput (operations/s), latency (ns), bytes.
 //
 // Thread-safety: pure functions of their arguments, except
@@ -88,6 +105,17 @@ std::string report_text(const BenchReport& report);
 /// ratio to the first index, p50 and p99 latency (ns), and flushes, lines
 /// flushed and fences per run operation. Empty string for no results.
 std::string comparison_table(const std::vector<IndexResult>& results);
+
+/// How the load phase loaded: "inserts", "bulk load at fill 0.70" (an index
+/// with caps.bulk_load) or "bulk load by inserts: fill factor not applied"
+/// (an index without it: the interface's default bulk_load()).
+std::string load_description(const IndexResult& result);
+
+/// The text lines of the split vs non-split cost of one operation type, e.g.
+/// "insert: 2.10 lines/op; without SMO: 1.31 lines/op over 9800 ops; with
+/// SMO: 40.2 lines/op over 200 ops (204 SMOs)" (flushes and fences likewise).
+/// Empty when `c` completed nothing.
+std::string smo_split_text(std::string_view op, const TypeCounts& c);
 
 /// True when some index failed a check: verification failures, a structural
 /// verify() error, a failed recovery, or an index that could not run. The

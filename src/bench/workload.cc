@@ -63,6 +63,27 @@ Status parse_distribution(std::string_view name, Distribution* out) {
                                  "sequential)");
 }
 
+std::string_view insert_pattern_name(InsertPattern p) {
+  switch (p) {
+    case InsertPattern::kRandom:
+      return "random";
+    case InsertPattern::kDense:
+      return "dense";
+  }
+  return "?";
+}
+
+Status parse_insert_pattern(std::string_view name, InsertPattern* out) {
+  for (InsertPattern p : {InsertPattern::kRandom, InsertPattern::kDense}) {
+    if (name == insert_pattern_name(p)) {
+      *out = p;
+      return Status::Ok();
+    }
+  }
+  return Status::InvalidArgument("unknown insert pattern '" + std::string(name) +
+                                 "' (expected random or dense)");
+}
+
 Status apply_preset(std::string_view name, WorkloadSpec* spec) {
   WorkloadSpec p;
   p.records = spec->records;
@@ -73,6 +94,7 @@ Status apply_preset(std::string_view name, WorkloadSpec* spec) {
   p.keys_file = spec->keys_file;
   p.trace_load = spec->trace_load;
   p.trace_run = spec->trace_run;
+  p.dense_gap = spec->dense_gap;
   p.read_ratio = 0.0;
   p.distribution = Distribution::kZipfian;
   p.skew = ZipfianGenerator::kDefaultTheta;
@@ -97,9 +119,19 @@ Status apply_preset(std::string_view name, WorkloadSpec* spec) {
   } else if (name == "ycsb-f") {
     p.read_ratio = 0.5;
     p.rmw_ratio = 0.5;
+  } else if (name == "insert" || name == "dense-insert") {
+    p.insert_ratio = 1.0;
+    p.distribution = Distribution::kUniform;
+    if (name == "dense-insert") p.insert_pattern = InsertPattern::kDense;
+  } else if (name == "search") {
+    p.read_ratio = 1.0;
+    p.distribution = Distribution::kUniform;
+  } else if (name == "delete") {
+    p.remove_ratio = 1.0;
+    p.distribution = Distribution::kUniform;
   } else {
-    return Status::InvalidArgument("unknown YCSB preset '" + std::string(name) +
-                                   "' (expected ycsb-a, ycsb-b, ycsb-c, ycsb-d, ycsb-e or ycsb-f)");
+    return Status::InvalidArgument("unknown workload preset '" + std::string(name) +
+                                   "' (expected " + std::string(kPresetList) + ")");
   }
   p.name = std::string(name);
   *spec = std::move(p);
@@ -322,7 +354,8 @@ Status make_generated(const WorkloadSpec& spec, Workload* w) {
   }
   std::vector<OpType>().swap(types);
   const uint64_t max_inserts = *std::max_element(inserts.begin(), inserts.end());
-  const uint64_t fresh_count = max_inserts * threads;
+  const bool dense = spec.insert_pattern == InsertPattern::kDense;
+  const uint64_t fresh_count = dense ? 0 : max_inserts * threads;
 
   // 2. Load keys and fresh insert keys (all distinct).
   std::vector<uint64_t> fresh;
@@ -347,6 +380,28 @@ Status make_generated(const WorkloadSpec& spec, Workload* w) {
     w->load_keys = std::move(all);
   }
   const uint64_t records = w->load_keys.size();
+
+  // 2b. Dense inserts: thread t's region starts at max_loaded + 1 + t * span.
+  // Every key is above every loaded key and the regions are disjoint, so the
+  // keys are fresh and distinct and every insert still expects Ok.
+  uint64_t dense_first = 0, dense_span = 0;
+  if (dense && max_inserts > 0) {
+    const uint64_t max_loaded = *std::max_element(w->load_keys.begin(), w->load_keys.end());
+    dense_span = std::max(max_inserts, spec.dense_gap);
+    const uint64_t room = UINT64_MAX - max_loaded;  // keys max_loaded+1 .. UINT64_MAX
+    // Needed: (threads - 1) * span + max_inserts keys above max_loaded.
+    const bool overflow = max_inserts > room || (threads > 1 && dense_span > 0 &&
+                                                 (threads - 1) > (room - max_inserts) / dense_span);
+    if (overflow) {
+      return Status::InvalidArgument(
+          "dense inserts overflow the key space: " + std::to_string(threads) +
+          " thread regions of " + std::to_string(dense_span) +
+          " keys above the largest loaded key " + std::to_string(max_loaded) + " pass " +
+          std::to_string(UINT64_MAX) +
+          " (use fewer inserts or threads, a smaller dense_gap, or --sequential-keys)");
+    }
+    dense_first = max_loaded + 1;
+  }
 
   // 3. Reserve the last R load keys for removes; the rest are targets.
   uint64_t total_removes = 0;
@@ -381,7 +436,8 @@ Status make_generated(const WorkloadSpec& spec, Workload* w) {
     for (Operation& op : w->per_thread[t]) {
       switch (op.type) {
         case OpType::kInsert:
-          op.key = fresh[t + next_insert * threads];
+          op.key =
+              dense ? dense_first + t * dense_span + next_insert : fresh[t + next_insert * threads];
           ++next_insert;
           if (spec.distribution == Distribution::kLatest) own_inserts.push_back(op.key);
           chooser.inserted();
@@ -414,6 +470,10 @@ Status make_trace(const WorkloadSpec& spec, Workload* w) {
     return Status::InvalidArgument(
         "keys_file and a trace (trace_load/trace_run) cannot be combined: the trace's load "
         "file supplies the keys");
+  }
+  if (spec.insert_pattern != InsertPattern::kRandom) {
+    return Status::InvalidArgument(
+        "insert_pattern dense applies to generated workloads; a trace's inserts are its own");
   }
   const unsigned threads = spec.threads;
   w->spec = spec;

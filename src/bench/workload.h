@@ -64,10 +64,28 @@ enum class Distribution : uint8_t {
 std::string_view distribution_name(Distribution d);
 Status parse_distribution(std::string_view name, Distribution* out);
 
+/// How fresh insert keys are chosen (LB+-tree paper, Liu et al., PVLDB 13(7)
+/// 2020, §4.2: "random" and "dense" insertions).
+enum class InsertPattern : uint8_t {
+  /// Keys of the key function past the loaded ones (hashed: random positions
+  /// all over the tree), dealt round-robin to the threads.
+  kRandom,
+  /// Each thread inserts consecutive ascending keys in its own region above
+  /// the largest loaded key: thread t inserts base_t, base_t + 1, ... with
+  /// base_t = max_loaded + 1 + t * span and span = max(largest per-thread
+  /// insert count, WorkloadSpec::dense_gap). So every thread appends at its
+  /// own hot spot (the rightmost leaf of its region).
+  kDense,
+};
+/// "random", "dense".
+std::string_view insert_pattern_name(InsertPattern p);
+/// Parses "random" or "dense"; InvalidArgument naming both otherwise.
+Status parse_insert_pattern(std::string_view name, InsertPattern* out);
+
 /// Everything that defines a workload. Ratios are fractions that sum to 1
 /// (checked by make_workload: InvalidArgument otherwise).
 struct WorkloadSpec {
-  std::string name = "custom";      ///< "ycsb-a".."ycsb-f", "trace", or "custom"
+  std::string name = "custom";      ///< a preset name (apply_preset), "trace", or "custom"
   uint64_t records = 1'000'000;     ///< keys loaded before the run
   uint64_t operations = 1'000'000;  ///< run operations, all threads together
   unsigned threads = 1;             ///< worker threads (>= 1)
@@ -86,24 +104,49 @@ struct WorkloadSpec {
   /// A key equal to 0 or to an earlier key (FNV-1a 64 is not injective;
   /// practically never) is skipped, so all keys of a workload are distinct.
   bool sequential_keys = false;
-  uint64_t seed = 1;       ///< every random choice derives from it
+  uint64_t seed = 1;  ///< every random choice derives from it
+  /// Where inserts go (generated workloads only; a trace with kDense is
+  /// InvalidArgument).
+  InsertPattern insert_pattern = InsertPattern::kRandom;
+  /// kDense: minimum key distance between two threads' regions (0 = the
+  /// largest per-thread insert count, so the regions touch).
+  uint64_t dense_gap = 0;
   std::string keys_file;   ///< one decimal key per line; load keys come from it
   std::string trace_load;  ///< index-microbench load file (INSERT <key> lines)
   std::string trace_run;   ///< index-microbench run file
 };
 
-/// Sets `spec` to YCSB workload `name` ("ycsb-a" .. "ycsb-f") with YCSB's own
-/// parameters (YCSB workloads/workload[a-f], CoreWorkload defaults:
-/// requestdistribution zipfian = scrambled zipfian, zipfian constant 0.99,
-/// hashed insert order, maxscanlength 100 with scanlengthdistribution
-/// uniform), keeping records, operations, threads, seed and the key source
-/// (sequential_keys, keys_file, trace_load, trace_run); every other field is
-/// reset (all other ratios 0, scan_size 100, scan_uniform false except E):
+/// Every preset apply_preset() knows, in --help order.
+inline constexpr std::string_view kPresetNames[] = {"ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d",
+                                                    "ycsb-e", "ycsb-f", "insert", "dense-insert",
+                                                    "search", "delete"};
+/// The same names as one comma-separated string, for messages.
+inline constexpr char kPresetList[] =
+    "ycsb-a, ycsb-b, ycsb-c, ycsb-d, ycsb-e, ycsb-f, insert, dense-insert, search, delete";
+
+/// Sets `spec` to preset `name`, keeping records, operations, threads, seed,
+/// dense_gap and the key source (sequential_keys, keys_file, trace_load,
+/// trace_run); every other field is reset (all other ratios 0, scan_size 100,
+/// scan_uniform false except E, insert_pattern random except dense-insert).
+///
+/// YCSB workloads "ycsb-a" .. "ycsb-f" with YCSB's own parameters (YCSB
+/// workloads/workload[a-f], CoreWorkload defaults: requestdistribution
+/// zipfian = scrambled zipfian, zipfian constant 0.99, hashed insert order,
+/// maxscanlength 100 with scanlengthdistribution uniform):
 ///   A: 50% read, 50% update, zipfian 0.99     B: 95% read, 5% update, zipfian
 ///   C: 100% read, zipfian                     D: 95% read, 5% insert, latest
 ///   E: 95% scan (length uniform 1-100), 5% insert, zipfian
 ///   F: 50% read, 50% read-modify-write, zipfian
-/// InvalidArgument for any other name.
+///
+/// The LB+-tree paper's micro-benchmarks (Liu et al., PVLDB 13(7) 2020, §4.2;
+/// combine with BenchOptions::bulk_load and fill_factor for its "bulk load at
+/// a fill factor, then ..." setup), distribution uniform:
+///   insert:       100% inserts of fresh random keys (InsertPattern::kRandom)
+///   dense-insert: 100% inserts, each thread ascending in its own region above
+///                 the largest loaded key (InsertPattern::kDense)
+///   search:       100% reads of loaded keys, uniform
+///   delete:       100% removes of loaded keys (needs operations <= records)
+/// InvalidArgument for any other name, listing the valid ones.
 Status apply_preset(std::string_view name, WorkloadSpec* spec);
 
 /// A generated workload.
@@ -117,10 +160,12 @@ Status apply_preset(std::string_view name, WorkloadSpec* spec);
 ///    of remove operations) are reserved for removes: thread t removes its
 ///    own contiguous share of them, in load order, and no other operation of
 ///    any thread targets them;
-///  - insert keys are fresh: key indices records, records+1, ... of the same
-///    key function (spec.sequential_keys), dealt round-robin to the threads
-///    (thread t takes indices records + t, records + t + threads, ...), with
-///    any key equal to an earlier one (or to a keys-file key) skipped.
+///  - insert keys are fresh. InsertPattern::kRandom: key indices records,
+///    records+1, ... of the same key function (spec.sequential_keys), dealt
+///    round-robin to the threads (thread t takes indices records + t,
+///    records + t + threads, ...), with any key equal to an earlier one (or
+///    to a keys-file key) skipped. InsertPattern::kDense: thread t's j-th
+///    insert is max_loaded + 1 + t * span + j (see InsertPattern), ascending.
 /// So every operation's Expect is exact (kFound) whatever the interleaving.
 struct Workload {
   WorkloadSpec spec;                ///< as given, with records/operations/ratios filled in
@@ -167,7 +212,8 @@ struct Workload {
 /// within 1e-9, threads 0, records 0 without a trace, scan_size 0, a skew
 /// outside (0, 1) for zipfian/latest/selfsimilar, more removes than records,
 /// no target key left for reads, an empty keys file, keys_file together with
-/// a trace), NotFound/IOError (a missing or unreadable file, naming it),
+/// a trace, dense inserts with a trace, dense insert regions that would pass
+/// UINT64_MAX), NotFound/IOError (a missing or unreadable file, naming it),
 /// Corruption (a malformed line: "file:line: expected ..."). *out is reset
 /// to an empty Workload on error.
 /// Cost: O(records + operations) time and memory, plus a sort of the keys

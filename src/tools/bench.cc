@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -55,6 +56,57 @@ std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
+/// One --index entry: "name[:k=v[;k=v]]".
+struct IndexSpec {
+  std::string label;                         ///< the whole entry, shown in reports
+  std::string name;                          ///< registry name
+  std::map<std::string, std::string> extra;  ///< options for this index only
+  uint32_t node_size = 0;                    ///< "node_size=N" (bytes); 0 = --node-size
+};
+
+/// Parses one --index entry. InvalidArgument for an unknown index (listing
+/// the registered ones) or an option that is not k=v.
+Status parse_index_spec(const std::string& text, IndexSpec* out) {
+  out->label = text;
+  out->extra.clear();
+  const size_t colon = text.find(':');
+  out->name = text.substr(0, colon);
+  if (!is_registered(out->name)) {
+    return Status::InvalidArgument("unknown index '" + out->name +
+                                   "'; registered indexes: " + registered_list());
+  }
+  if (colon == std::string::npos) return Status::Ok();
+  const std::string opts = text.substr(colon + 1);
+  size_t b = 0;
+  while (b <= opts.size()) {
+    size_t e = opts.find(';', b);
+    if (e == std::string::npos) e = opts.size();
+    const std::string kv = opts.substr(b, e - b);
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::InvalidArgument("--index " + text + ": expected name:k=v[;k=v], got option '" +
+                                     kv + "'");
+    }
+    out->extra[kv.substr(0, eq)] = kv.substr(eq + 1);
+    b = e + 1;
+  }
+  // node_size is IndexOptions::node_size, not an extra knob.
+  if (auto it = out->extra.find("node_size"); it != out->extra.end()) {
+    const std::string& v = it->second;
+    uint64_t n = 0;
+    bool ok = !v.empty() && v.size() <= 10;
+    for (char c : v) ok = ok && c >= '0' && c <= '9';
+    if (ok) n = std::stoull(v);
+    if (!ok || n == 0 || n > UINT32_MAX) {
+      return Status::InvalidArgument("--index " + text + ": node_size must be a byte count, got '" +
+                                     v + "'");
+    }
+    out->node_size = static_cast<uint32_t>(n);
+    out->extra.erase(it);
+  }
+  return Status::Ok();
+}
+
 /// Settings as parsed by CLI11, before validation.
 struct BenchArgs {
   std::string indexes;
@@ -77,6 +129,10 @@ struct BenchArgs {
   bool keep_pool = false;
   bool quiet = false;
   bool no_pin = false;
+  bool bulk_load = false;
+  double fill = 1.0;
+  std::string insert_pattern = "random";
+  unsigned recovery_threads = 0;
 };
 
 int fail_usage(const std::string& msg) {
@@ -105,21 +161,22 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   }
 
   // --- indexes ------------------------------------------------------------
-  std::vector<std::string> indexes;
+  std::vector<IndexSpec> specs;
   if (cmd->get_option("--index")->count() == 0) {
     for (std::string_view n : kDefaultIndexes) {
-      if (is_registered(n)) indexes.emplace_back(n);
+      if (is_registered(n)) specs.push_back(IndexSpec{std::string(n), std::string(n), {}});
     }
   } else {
     std::set<std::string> seen;
-    for (const std::string& n : split_commas(a.indexes)) {
-      if (!is_registered(n)) {
-        return fail_usage("unknown index '" + n + "'; registered indexes: " + registered_list());
-      }
-      if (seen.insert(n).second) indexes.push_back(n);
+    for (const std::string& entry : split_commas(a.indexes)) {
+      IndexSpec is;
+      if (Status st = parse_index_spec(entry, &is); !st.ok()) return fail_usage(st.message());
+      if (seen.insert(is.label).second) specs.push_back(std::move(is));
     }
   }
-  if (indexes.empty()) return fail_usage("no index to run; registered: " + registered_list());
+  if (specs.empty()) return fail_usage("no index to run; registered: " + registered_list());
+  std::vector<std::string> indexes;
+  for (const IndexSpec& is : specs) indexes.push_back(is.label);
 
   // --- workload -----------------------------------------------------------
   bench::WorkloadSpec& spec = a.spec;
@@ -141,6 +198,22 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
     // An explicit --skew / --scan-size applies on top of the preset.
     if (cmd->get_option("--skew")->count() > 0) spec.skew = explicit_skew;
     if (cmd->get_option("--scan-size")->count() > 0) spec.scan_size = explicit_scan_size;
+  }
+  // An explicit --insert-pattern applies on top of a preset (dense-insert
+  // sets dense, every other preset random).
+  if (a.workload.empty() || cmd->get_option("--insert-pattern")->count() > 0) {
+    if (Status st = bench::parse_insert_pattern(a.insert_pattern, &spec.insert_pattern); !st.ok()) {
+      return fail_usage("--insert-pattern: " + st.message());
+    }
+  }
+  if (!(a.fill > 0.0 && a.fill <= 1.0)) {
+    return fail_usage(
+        "--fill must be in (0, 1] (fraction of each node's slots a bulk load "
+        "fills), got " +
+        std::to_string(a.fill));
+  }
+  if (cmd->get_option("--fill")->count() > 0 && !a.bulk_load) {
+    return fail_usage("--fill applies to a bulk load; add --bulk-load");
   }
   // An explicit --distribution / --skew applies on top of a preset.
   if (a.workload.empty() || cmd->get_option("--distribution")->count() > 0) {
@@ -169,6 +242,9 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   opts.keep_pool = a.keep_pool;
   opts.node_size = a.node_size;
   opts.pin_threads = !a.no_pin;
+  opts.bulk_load = a.bulk_load;
+  opts.fill_factor = a.fill;
+  opts.recovery_threads = a.recovery_threads;
   if (Status st = bench::parse_byte_size(a.pool_size, &opts.pool_size); !st.ok()) {
     return fail_usage("--pool-size: " + st.message());
   }
@@ -207,12 +283,19 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
                           {"quiet", a.quiet}};
   std::unique_ptr<bench::ProgressSink> progress;
   if (!a.quiet) progress = bench::make_stderr_progress();
-  for (const std::string& name : indexes) {
+  for (const IndexSpec& is : specs) {
+    const std::string& name = is.label;
     bench::BenchOptions o = opts;
-    // Several indexes and one --pool PATH: each gets PATH-<index>.
-    if (!a.pool.empty()) o.pool_path = indexes.size() > 1 ? a.pool + "-" + name : a.pool;
+    o.label = is.label;
+    // This entry's own options override --index-opt ones.
+    for (const auto& [k, v] : is.extra) o.index_extra[k] = v;
+    if (is.node_size != 0) o.node_size = is.node_size;
+    // Several indexes and one --pool PATH: each gets PATH-<label, file-safe>.
+    if (!a.pool.empty()) {
+      o.pool_path = specs.size() > 1 ? a.pool + "-" + bench::file_safe(is.label) : a.pool;
+    }
     bench::IndexResult result;
-    Status st = bench::run_benchmark(o, workload, name, &result, progress.get());
+    Status st = bench::run_benchmark(o, workload, is.name, &result, progress.get());
     if (!st.ok()) {
       std::fprintf(stderr, "nvindex bench: %s: %s\n", name.c_str(), st.ToString().c_str());
       report.errors.emplace_back(name, st);
@@ -265,7 +348,10 @@ void add_bench_command(CLI::App& app, int* exit_code) {
 
   cmd->add_option("--index", a.indexes,
                   "Comma-separated indexes to run, in order (default: btree,fastfair,absl-btree, "
-                  "those registered)")
+                  "those registered). Each entry is name[:k=v[;k=v]]: options for that index "
+                  "only (over --index-opt; node_size=N overrides --node-size), the whole entry "
+                  "its label, e.g. --index 'wbtree,wbtree:inner=dram' or "
+                  "'lbtree:node_size=256,lbtree:node_size=512'")
       ->default_str("btree,fastfair,absl-btree");
   cmd->add_flag("--list-indexes", a.list_indexes,
                 "Print the registered indexes (name, kind, description) and exit");
@@ -300,9 +386,27 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--seed", a.spec.seed, "Seed of every random choice");
   cmd->add_option("--workload", a.workload,
-                  "YCSB preset ycsb-a..ycsb-f: sets the ratios and distribution (an error with "
-                  "explicit ratios)")
-      ->check(CLI::IsMember({"ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d", "ycsb-e", "ycsb-f"}));
+                  "Preset: sets the ratios and distribution (an error with explicit ratios). "
+                  "YCSB ycsb-a..ycsb-f; the LB+-tree paper's (sec. 4.2, uniform): insert = 100% "
+                  "inserts of fresh random keys, dense-insert = 100% inserts ascending in each "
+                  "thread's own region above the largest loaded key, search = 100% reads of "
+                  "loaded keys, delete = 100% removes of loaded keys (operations <= records). "
+                  "Combine with --bulk-load --fill F");
+  cmd->add_flag("--bulk-load", a.bulk_load,
+                "Load with one bulk_load() of the sorted keys (timed as the load phase; an "
+                "index without a bottom-up bulk load gets inserts, and the report says so)");
+  cmd->add_option("--fill", a.fill,
+                  "Bulk-load fill factor in (0, 1]: fraction of each node's slots filled "
+                  "(needs --bulk-load)");
+  cmd->add_option("--insert-pattern", a.insert_pattern,
+                  "Insert keys: random (fresh keys anywhere) | dense (each thread ascending in its "
+                  "own region above the largest loaded key); applies on top of --workload");
+  cmd->add_option("--dense-gap", a.spec.dense_gap,
+                  "Dense inserts: minimum key distance between threads' regions (0 = the "
+                  "per-thread insert count)");
+  cmd->add_option("--recovery-threads", a.recovery_threads,
+                  "Threads for the recovery after a persistent run (IndexOptions::threads on "
+                  "reopen; 0 = --threads)");
   cmd->add_option("--keys-file", a.spec.keys_file,
                   "Load keys from this file, one decimal key a line");
   cmd->add_option("--trace-load", a.spec.trace_load,

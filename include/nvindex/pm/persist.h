@@ -224,6 +224,35 @@ inline void store(std::atomic<uint64_t>* dst, uint64_t value,
   }
 }
 
+/// PM store helper for a narrower atomic word (a one-byte fingerprint or lock
+/// byte, a 16-bit header word) that concurrent readers load: an atomic release
+/// store, not yet flushed, reported to the crash simulator like store().
+template <class T>
+inline void store(std::atomic<T>* dst, T value,
+                  std::source_location loc = std::source_location::current()) {
+  static_assert(sizeof(T) <= 8, "pm::store is for words; use pm::copy");
+  dst->store(value, std::memory_order_release);
+  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
+    detail::sim_store(dst, sizeof(T), loc, false);
+  }
+}
+/// PM compare-and-swap helper (e.g. a persistent lock bit or byte): one
+/// compare_exchange_weak with acquire order on success; true when it stored
+/// `desired` (reported to the crash simulator as a store, not flushed); false
+/// with *expected updated otherwise (may fail spuriously: call in a loop).
+template <class T>
+inline bool cas(std::atomic<T>* dst, T* expected, T desired,
+                std::source_location loc = std::source_location::current()) {
+  static_assert(sizeof(T) <= 8, "pm::cas is for words");
+  if (!dst->compare_exchange_weak(*expected, desired, std::memory_order_acquire,
+                                  std::memory_order_relaxed)) {
+    return false;
+  }
+  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
+    detail::sim_store(dst, sizeof(T), loc, false);
+  }
+  return true;
+}
 /// PM copy helper: memcpy into PM (regions must not overlap). The crash
 /// simulator sees it as aligned chunks of <= 8 bytes in ascending order.
 inline void copy(void* dst, const void* src, size_t n,

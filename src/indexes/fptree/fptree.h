@@ -1,16 +1,245 @@
-// fptree: see fptree.cc. (Interface placeholder: the implementation lands with issue 4.)
+// fptree: FP-Tree, a hybrid SCM-DRAM persistent and concurrent B+-tree.
+// Source: Oukid, Lasperas, Nica, Willhalm, Lehner, "FPTree: A Hybrid
+// SCM-DRAM Persistent and Concurrent B-Tree for Storage Class Memory",
+// SIGMOD 2016: §3 (design: selective persistence, unsorted leaves with a
+// bitmap, one-byte fingerprints, the split micro-log), §4 (leaf insert,
+// split, delete, recovery). fptree.cc holds the crash argument of every
+// persistent update where the update is; docs/architecture.md summarises
+// the protocols and our departures from the paper.
+//
+// Placement (selective persistence, paper §3): the leaves live in PM, the
+// inner nodes in DRAM (indexes/common/inner_tree.h), rebuilt from the leaf
+// chain on recovery.
+//
+// Persistent layout (pool layout name "fptree"):
+//
+//   Root object (one 256 B allocator block; Pool::root() -> it):
+//   offset size  field
+//   ------ ----  -----------------------------------------------------------
+//        0    8  magic kRootMagic ("FPTREEv1"), written once
+//        8    8  leaf node_size, bytes (256, 512, 768 or 1024), written once
+//       16    8  head: offset of the first leaf (std::atomic; changed only by
+//                NAW, by bulk_load)
+//       24    8  number of split micro-logs (kSplitLogs), written once
+//       32   32  reserved, zero
+//       64  192  kSplitLogs = 12 split micro-logs of 16 B (4 per line):
+//                {current leaf, new leaf}; a log is active iff its current
+//                leaf word is non-zero (the commit word, stored last)
+//
+//   Leaf (one allocator block of node_size bytes; 768 B leaves take a
+//   1 KiB block). Line 0 is the header; entries never straddle a line:
+//   offset size  field
+//   ------ ----  -----------------------------------------------------------
+//        0    8  bitmap: bit i set = slot i holds a live entry (the commit
+//                word of every insert and delete: one aligned 8 B store)
+//        8    8  next: offset of the next leaf in key order (0 = last)
+//       16    1  lock byte (0 free, 1 held; taken by CAS; meaningless after
+//                a crash: recovery clears it)
+//       17    C  fingerprints: fp[i] = low byte of XXH3_64bits(key of slot i)
+//   E = round_up(17 + C, 16)
+//        E  16*C entries {key, value}, slot i at E + 16 i
+//
+//   node_size  slots C  E    entries in line 0   unused tail
+//   ---------  -------  ---  -----------------   -----------
+//      256        14    32           2              0 B
+//      512        29    48           1              0 B
+//      768        44    64           0              0 B
+//     1024        47    64           0            208 B
+//   C is the largest slot count whose fingerprints fit in line 0 next to the
+//   bitmap, next pointer and lock byte (so an insert commits with one persist
+//   of line 0, and a split with one more); at 1024 B that limit (47), not the
+//   block, bounds the slots.
+//
+// Concurrency (no TSX: version locks, like lbtree): a writer takes the leaf's
+// PM lock byte by CAS (mutual exclusion) and sets the leaf's DRAM version
+// lock (LockTable) while it modifies the leaf; readers are optimistic (read
+// the version, search, validate the version, then validate the inner-tree
+// route). Inner nodes follow InnerTree's Route/validate protocol. Leaves are
+// never merged nor freed while the index lives (as in the paper: a leaf left
+// empty by deletes stays in the chain; recovery unlinks empty leaves).
+//
+// Thread-safety: every Index method may be called concurrently, except
+// bulk_load() (on an empty index, with no concurrent calls) and verify()
+// (no concurrent writers).
 #pragma once
 
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "indexes/common/inner_tree.h"
+#include "indexes/common/version_lock.h"
 #include "nvindex/index.h"
+#include "nvindex/pm/allocator.h"
+#include "nvindex/pm/pool.h"
 
 namespace nvindex {
 
 inline constexpr char kFpTreeDescription[] =
     "FP-Tree: unsorted PM leaves with fingerprints, DRAM inner nodes (Oukid et al., SIGMOD'16)";
 
-/// Factory for "fptree". (Not implemented yet: returns NotSupported.)
+/// Factory for "fptree". options.pool is required (InvalidArgument
+/// otherwise) and must have layout "fptree" (InvalidArgument naming both
+/// layouts otherwise). On a pool with no root: creates an empty tree with
+/// leaves of options.node_size bytes (256, 512, 768 or 1024; anything else is
+/// InvalidArgument naming the valid sizes). On a pool with a root: recovers
+/// (finishes or undoes a split in flight from its micro-log, clears lock
+/// bytes, unlinks empty leaves, rebuilds the DRAM inner nodes); the stored
+/// node size wins over options.node_size. Errors: Corruption (bad root object
+/// or leaf chain), OutOfSpace (pool full at creation).
 Status make_fptree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
 
+namespace fptree {
+
+/// Pool layout name.
+inline constexpr char kLayout[] = "fptree";
+/// Root object magic: "FPTREEv1" as a little-endian word.
+inline constexpr uint64_t kRootMagic = 0x3176454552545046ull;
+/// Split micro-logs in the root object (concurrent splits; a splitter waits
+/// for a free log when all are in use).
+inline constexpr uint32_t kSplitLogs = 12;
+/// Bytes of the root object's allocator block.
+inline constexpr uint32_t kRootBytes = 256;
+/// Byte offset of the fingerprint array in a leaf.
+inline constexpr uint32_t kFpOffset = 17;
+/// Bytes per entry {key, value}.
+inline constexpr uint32_t kEntryBytes = 16;
+/// Largest slot count of any leaf (1024 B leaves).
+inline constexpr uint32_t kMaxSlots = 47;
+
+/// One split micro-log (paper §3-4, the split micro-log): 16 B, in one line.
+/// Active iff cur != 0. Written: new_leaf, then cur (commit), persist;
+/// reset: cur = 0, persist.
+struct SplitLog {
+  std::atomic<uint64_t> cur;       ///< offset of the leaf being split
+  std::atomic<uint64_t> new_leaf;  ///< offset of the new (right) leaf
+};
+static_assert(sizeof(SplitLog) == 16);
+
+/// The root object (256 B), see the table in the file comment.
+struct RootObject {
+  uint64_t magic;
+  uint64_t node_size;
+  std::atomic<uint64_t> head;
+  uint64_t nlogs;
+  uint64_t reserved[4];
+  SplitLog logs[kSplitLogs];
+};
+static_assert(sizeof(RootObject) == kRootBytes);
+
+/// One entry slot (16 B, never straddles a line). Atomics because optimistic
+/// readers load them while a writer may store them.
+struct Entry {
+  std::atomic<uint64_t> key;
+  std::atomic<uint64_t> value;
+};
+static_assert(sizeof(Entry) == kEntryBytes);
+
+/// Leaf header (line 0, the first 17 + C bytes); see the file comment.
+/// Entries follow at Layout::entries_offset.
+struct Leaf {
+  std::atomic<uint64_t> bitmap;
+  std::atomic<uint64_t> next;
+  std::atomic<uint8_t> lock;
+  std::atomic<uint8_t> fp[kMaxSlots];
+};
+static_assert(sizeof(Leaf) == 64);
+static_assert(offsetof(Leaf, fp) == kFpOffset);
+
+/// Shape of a leaf of a given node size (see the table in the file comment).
+struct Layout {
+  uint32_t node_size = 0;       ///< leaf bytes (256, 512, 768, 1024)
+  uint32_t block = 0;           ///< allocator block bytes (768 -> 1024)
+  uint32_t slots = 0;           ///< C, entry slots
+  uint32_t entries_offset = 0;  ///< E, byte offset of slot 0
+  /// The layout of node_size, or false when node_size is not one of the
+  /// valid sizes.
+  static bool of(uint32_t node_size, Layout* out);
+};
+
+/// The FP-Tree. Created by make_fptree().
+class FpTree final : public Index<uint64_t> {
+ public:
+  explicit FpTree(pm::Pool* pool);
+  ~FpTree() override;
+
+  /// Creates an empty tree (one empty head leaf) in a pool with no root
+  /// (node_size checked by the caller). Errors: OutOfSpace.
+  Status create(uint32_t node_size);
+  /// Recovers the tree of a pool with a root (see fptree.cc "Recovery").
+  /// Errors: Corruption (naming the offending leaf or log).
+  Status recover();
+
+  Status insert(uint64_t key, Value value) override;
+  Status update(uint64_t key, Value value) override;
+  Status remove(uint64_t key) override;
+  std::optional<Value> lookup(uint64_t key) override;
+  size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override;
+  std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override;
+  /// Bottom-up load (caps.bulk_load): leaves filled to ceil(fill * C)
+  /// entries (at least 1), each persisted, chained, then published by one
+  /// NAW of the root object's head; the old empty head leaf is freed.
+  /// Errors: InvalidArgument (index not empty, keys not strictly ascending),
+  /// OutOfSpace (the index stays empty). Not concurrent with other calls.
+  Status bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) override;
+  IndexInfo info() const override;
+  /// Walks the leaf chain (bitmap within C slots, fingerprints match keys,
+  /// keys unique, every key of a leaf below every key of the next, lock
+  /// bytes free, no active split log) and checks that the inner tree routes
+  /// exactly the chain's leaves, each key inside its leaf's range.
+  /// Report: leaves = chain leaves, inner_nodes = InnerTree::nodes(),
+  /// height = inner levels + 1.
+  Status verify(VerifyReport* report) const override;
+  /// Why the crash lab's ablation self-test cannot catch the removal of some
+  /// flushes and fences (see fptree.cc "Ablation notes").
+  std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
+
+  /// IndexOptions::fill_factor, used by bulk_load() (checked there).
+  void set_fill_factor(double fill) { fill_ = fill; }
+  /// Entry slots per leaf (C).
+  uint32_t slots() const { return layout_.slots; }
+  /// The leaf at pool offset `off` (never 0).
+  Leaf* leaf(uint64_t off) const { return reinterpret_cast<Leaf*>(pool_->base() + off); }
+  /// Slot i of the leaf at `off`.
+  Entry* entry(uint64_t off, uint32_t i) const {
+    return reinterpret_cast<Entry*>(pool_->base() + off + layout_.entries_offset + i * kEntryBytes);
+  }
+
+ private:
+  uint64_t head() const { return root_obj_->head.load(std::memory_order_acquire); }
+  uint64_t full_mask() const;
+  uint64_t match(uint64_t off, uint8_t fp) const;
+  int find_slot(uint64_t off, uint64_t key) const;
+  void lock_leaf(uint64_t off);
+  void unlock_leaf(uint64_t off);
+  uint64_t lock_covering(uint64_t key);
+  void put_slot(uint64_t off, uint32_t slot, uint64_t key, Value value, const char* entry_site,
+                const char* commit_site);
+  Status split_insert(uint64_t off, uint64_t key, Value value);
+  uint32_t take_log();
+  void release_log(uint32_t i);
+  Status check_leaf(uint64_t off, const char* what) const;
+  Status walk_chain(std::vector<uint64_t>* chain) const;
+  Status rebuild_inner(const std::vector<uint64_t>& chain);
+
+  pm::Pool* pool_;
+  RootObject* root_obj_ = nullptr;
+  Layout layout_;
+  std::unique_ptr<LockTable> versions_;  ///< DRAM version lock per leaf
+  std::unique_ptr<LockTable> lows_;      ///< DRAM: each leaf's low key (immutable)
+  std::unique_ptr<inner::InnerTree> inner_;
+  std::atomic<uint32_t> log_busy_{0};  ///< DRAM: bit i = split log i in use
+  double fill_ = 1.0;
+  bool recovered_ = false;
+  double recovery_seconds_ = 0;
+};
+
+}  // namespace fptree
 }  // namespace nvindex

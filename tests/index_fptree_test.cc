@@ -1,0 +1,481 @@
+// fptree: leaf layout per node size, model tests at every node size, values 0
+// and repeated values, fingerprint collisions, node-size and pool errors,
+// capability claims, OutOfSpace, bulk load, recovery (clean reopen, a split
+// caught in flight by its micro-log in both of its crash states, stale lock
+// bytes, empty leaves unlinked, damaged pools) and a concurrent split stress.
+#include <gtest/gtest.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "indexes/fptree/fptree.h"
+#include "nvindex/index.h"
+#include "nvindex/pm/allocator.h"
+#include "nvindex/pm/pool.h"
+#include "support/model_check.h"
+
+namespace nvindex {
+namespace {
+
+using fptree::FpTree;
+using testing::open_test_index;
+using testing::run_model_test;
+using testing::TestIndex;
+
+TEST(FpTreeLayout, SlotsPerNodeSize) {
+  struct Want {
+    uint32_t node_size, block, slots, entries;
+  };
+  for (const Want w : {Want{256, 256, 14, 32}, Want{512, 512, 29, 48}, Want{768, 1024, 44, 64},
+                       Want{1024, 1024, 47, 64}}) {
+    fptree::Layout l;
+    ASSERT_TRUE(fptree::Layout::of(w.node_size, &l)) << w.node_size;
+    EXPECT_EQ(l.block, w.block);
+    EXPECT_EQ(l.slots, w.slots) << w.node_size;
+    EXPECT_EQ(l.entries_offset, w.entries);
+    // Header (bitmap, next, lock, fingerprints) in line 0; entries fit.
+    EXPECT_LE(fptree::kFpOffset + l.slots, 64u);
+    EXPECT_LE(l.entries_offset + l.slots * fptree::kEntryBytes, w.node_size);
+  }
+  fptree::Layout l;
+  for (uint32_t bad : {0u, 128u, 384u, 2048u, 4096u}) EXPECT_FALSE(fptree::Layout::of(bad, &l));
+}
+
+struct ModelCase {
+  uint32_t node_size;
+  uint64_t seed;
+  size_t ops;
+  uint64_t key_space;
+};
+
+class FpTreeModel : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(FpTreeModel, MatchesStdMap) {
+  const ModelCase c = GetParam();
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("fptree", c.node_size, &t, 64ull << 20).ok());
+  EXPECT_EQ(t.index->info().node_size, c.node_size);
+  run_model_test(*t.index, c.seed, c.ops, c.key_space);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    NodeSizes, FpTreeModel,
+    ::testing::Values(ModelCase{256, 1, 20000, 4000}, ModelCase{256, 2, 20000, 100000},
+                      ModelCase{512, 3, 20000, 8000}, ModelCase{512, 4, 10000, 1ull << 62},
+                      ModelCase{768, 5, 20000, 20000}, ModelCase{1024, 6, 20000, 40000}),
+    [](const auto& info) {
+      return "n" + std::to_string(info.param.node_size) + "_s" + std::to_string(info.param.seed);
+    });
+
+TEST(FpTree, ValueZeroAndRepeatedValues) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("fptree", 256, &t, 16ull << 20).ok());
+  Index<uint64_t>& idx = *t.index;
+  for (uint64_t k = 1; k <= 500; ++k) ASSERT_TRUE(idx.insert(k * 3, k % 2 ? 0 : 7).ok());
+  for (uint64_t k = 1; k <= 500; ++k) {
+    auto v = idx.lookup(k * 3);
+    ASSERT_TRUE(v.has_value()) << k;
+    EXPECT_EQ(*v, k % 2 ? 0u : 7u);
+    EXPECT_FALSE(idx.lookup(k * 3 + 1).has_value());
+  }
+  std::vector<std::pair<uint64_t, Value>> out;
+  EXPECT_EQ(idx.scan(0, 1000, &out), 500u);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].first, (i + 1) * 3);
+  auto fl = idx.find_last_less_than(7);
+  ASSERT_TRUE(fl.has_value());
+  EXPECT_EQ(fl->first, 6u);
+  EXPECT_EQ(fl->second, 7u);
+  EXPECT_TRUE(idx.insert(3, 1).IsAlreadyExists());
+  EXPECT_TRUE(idx.update(4, 1).IsNotFound());
+  for (uint64_t k = 1; k <= 500; k += 2) ASSERT_TRUE(idx.remove(k * 3).ok());
+  EXPECT_TRUE(idx.remove(3).IsNotFound());
+  VerifyReport r;
+  ASSERT_TRUE(idx.verify(&r).ok());
+  EXPECT_EQ(r.keys, 250u);
+}
+
+// Keys whose fingerprints are equal must still be told apart by the key
+// compare (the fingerprint only filters).
+TEST(FpTree, FingerprintCollisions) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("fptree", 256, &t, 16ull << 20).ok());
+  Index<uint64_t>& idx = *t.index;
+  std::vector<uint64_t> same;  // keys with the fingerprint of key 1
+  const uint8_t fp1 = static_cast<uint8_t>(XXH3_64bits("\x01\0\0\0\0\0\0\0", 8));
+  for (uint64_t k = 1; same.size() < 40; ++k) {
+    if (static_cast<uint8_t>(XXH3_64bits(&k, 8)) == fp1) same.push_back(k);
+  }
+  for (uint64_t k : same) ASSERT_TRUE(idx.insert(k, k * 2).ok());
+  for (uint64_t k : same) ASSERT_EQ(idx.lookup(k), k * 2);
+  for (size_t i = 0; i < same.size(); i += 2) ASSERT_TRUE(idx.remove(same[i]).ok());
+  for (size_t i = 0; i < same.size(); ++i) {
+    EXPECT_EQ(idx.lookup(same[i]).has_value(), i % 2 == 1) << same[i];
+  }
+  VerifyReport r;
+  ASSERT_TRUE(idx.verify(&r).ok());
+  EXPECT_EQ(r.keys, 20u);
+}
+
+TEST(FpTree, NodeSizeErrors) {
+  for (uint32_t bad : {0u, 64u, 128u, 300u, 640u, 2048u, 4096u}) {
+    std::unique_ptr<pm::Pool> pool;
+    ASSERT_TRUE(pm::Pool::create_anonymous(8ull << 20, "fptree", &pool).ok());
+    IndexOptions o;
+    o.pool = pool.get();
+    o.node_size = bad;
+    std::unique_ptr<Index<uint64_t>> idx;
+    Status s = make_index<uint64_t>("fptree", o, &idx);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad << " " << s.ToString();
+    EXPECT_NE(s.message().find("256, 512, 768, 1024"), std::string::npos) << s.ToString();
+    EXPECT_EQ(idx, nullptr);
+  }
+}
+
+TEST(FpTree, NeedsPoolWithItsLayout) {
+  IndexOptions o;
+  std::unique_ptr<Index<uint64_t>> idx;
+  EXPECT_EQ(make_index<uint64_t>("fptree", o, &idx).code(), Code::kInvalidArgument);
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::create_anonymous(8ull << 20, "fastfair", &pool).ok());
+  o.pool = pool.get();
+  Status s = make_index<uint64_t>("fptree", o, &idx);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("layout"), std::string::npos) << s.ToString();
+}
+
+TEST(FpTree, InfoClaims) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("fptree", 768, &t, 8ull << 20).ok());
+  IndexInfo i = t.index->info();
+  EXPECT_EQ(i.name, "fptree");
+  EXPECT_TRUE(i.caps.ordered);
+  EXPECT_TRUE(i.caps.persistent);
+  EXPECT_TRUE(i.caps.thread_safe);
+  EXPECT_TRUE(i.caps.bulk_load);
+  EXPECT_FALSE(i.caps.string_keys);
+  EXPECT_EQ(i.caps.placement, Placement::kSelective);
+  EXPECT_EQ(i.node_size, 768u);
+  // Root object (256 B) + one empty head leaf (a 1 KiB block at 768 B).
+  EXPECT_EQ(i.pm_bytes, 256u + 1024u);
+  EXPECT_GT(i.dram_bytes, 0u);
+  EXPECT_FALSE(i.recovered);
+  EXPECT_NE(i.description.find("SIGMOD'16"), std::string::npos);
+  VerifyReport r;
+  ASSERT_TRUE(t.index->verify(&r).ok());
+  EXPECT_EQ(r.leaves, 1u);
+  EXPECT_EQ(r.keys, 0u);
+}
+
+TEST(FpTree, SplitsCountOneSmoEachAndPmMatchesLeaves) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("fptree", 256, &t, 16ull << 20).ok());
+  const pm::CounterSnapshot before = pm::snapshot();
+  for (uint64_t k = 0; k < 2000; ++k) ASSERT_TRUE(t.index->insert(k * 7919 % 2003, k).ok());
+  const pm::CounterSnapshot d = pm::snapshot() - before;
+  VerifyReport r;
+  ASSERT_TRUE(t.index->verify(&r).ok());
+  EXPECT_EQ(r.keys, 2000u);
+  EXPECT_EQ(d.smos, r.leaves - 1);  // one SMO per leaf split
+  EXPECT_EQ(t.index->info().pm_bytes, 256u + 256u * r.leaves);
+  EXPECT_GE(r.inner_nodes, 1u);
+  EXPECT_GE(r.height, 2u);
+}
+
+TEST(FpTree, OutOfSpaceChangesNothing) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("fptree", 1024, &t, pm::kMinPoolSize).ok());
+  Index<uint64_t>& idx = *t.index;
+  uint64_t k = 0;
+  Status s;
+  for (; k < 10'000'000; ++k) {
+    s = idx.insert(k, k);
+    if (!s.ok()) break;
+  }
+  ASSERT_EQ(s.code(), Code::kOutOfSpace) << s.ToString();
+  EXPECT_FALSE(idx.lookup(k).has_value());
+  for (uint64_t j = 0; j < k; j += 97) ASSERT_EQ(idx.lookup(j), j);
+  VerifyReport r;
+  ASSERT_TRUE(idx.verify(&r).ok());
+  EXPECT_EQ(r.keys, k);
+  // Removing frees a slot in a leaf: an insert there works again.
+  ASSERT_TRUE(idx.remove(5).ok());
+  EXPECT_TRUE(idx.insert(5, 5).ok());
+}
+
+TEST(FpTree, BulkLoad) {
+  for (uint32_t ns : {256u, 512u, 768u, 1024u}) {
+    for (double fill : {1.0, 0.7, 0.01}) {
+      std::unique_ptr<pm::Pool> pool;
+      ASSERT_TRUE(pm::Pool::create_anonymous(64ull << 20, "fptree", &pool).ok());
+      IndexOptions o;
+      o.pool = pool.get();
+      o.node_size = ns;
+      o.fill_factor = fill;
+      std::unique_ptr<Index<uint64_t>> idx;
+      ASSERT_TRUE(make_index<uint64_t>("fptree", o, &idx).ok());
+      std::vector<std::pair<uint64_t, Value>> kv;
+      for (uint64_t k = 0; k < 5000; ++k) kv.emplace_back(k * 5 + 3, k);
+      ASSERT_TRUE(idx->bulk_load(kv).ok());
+      fptree::Layout l;
+      fptree::Layout::of(ns, &l);
+      const uint64_t per = std::max<uint64_t>(1, static_cast<uint64_t>(std::ceil(fill * l.slots)));
+      VerifyReport r;
+      ASSERT_TRUE(idx->verify(&r).ok());
+      EXPECT_EQ(r.keys, 5000u);
+      EXPECT_EQ(r.leaves, (5000 + per - 1) / per) << ns << " " << fill;
+      // The old empty head leaf was freed: PM = root object + the leaves.
+      EXPECT_EQ(idx->info().pm_bytes, 256u + l.block * r.leaves);
+      for (uint64_t k = 0; k < 5000; k += 7) ASSERT_EQ(idx->lookup(k * 5 + 3), k);
+      EXPECT_FALSE(idx->lookup(4).has_value());
+      EXPECT_TRUE(idx->bulk_load(kv).code() == Code::kInvalidArgument);  // not empty
+      // The loaded tree keeps working: inserts between the keys split leaves.
+      for (uint64_t k = 0; k < 2000; ++k) ASSERT_TRUE(idx->insert(k * 5 + 4, k).ok());
+      ASSERT_TRUE(idx->verify(&r).ok());
+      EXPECT_EQ(r.keys, 7000u);
+      std::vector<std::pair<uint64_t, Value>> out;
+      EXPECT_EQ(idx->scan(0, 10000, &out), 7000u);
+    }
+  }
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("fptree", 256, &t, 8ull << 20).ok());
+  std::vector<std::pair<uint64_t, Value>> bad = {{1, 1}, {3, 3}, {3, 4}};
+  EXPECT_TRUE(t.index->bulk_load(bad).code() == Code::kInvalidArgument);
+  VerifyReport r;
+  ASSERT_TRUE(t.index->verify(&r).ok());
+  EXPECT_EQ(r.keys, 0u);
+}
+
+TEST(FpTree, BulkLoadOutOfSpaceLeavesTheIndexEmpty) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("fptree", 256, &t, pm::kMinPoolSize).ok());
+  std::vector<std::pair<uint64_t, Value>> kv;
+  for (uint64_t k = 0; k < 400000; ++k) kv.emplace_back(k, k);
+  const uint64_t before = t.index->info().pm_bytes;
+  EXPECT_EQ(t.index->bulk_load(kv).code(), Code::kOutOfSpace);
+  EXPECT_EQ(t.index->info().pm_bytes, before);
+  VerifyReport r;
+  ASSERT_TRUE(t.index->verify(&r).ok());
+  EXPECT_EQ(r.keys, 0u);
+  ASSERT_TRUE(t.index->insert(7, 7).ok());
+}
+
+// Capacity 14: one split every ~7 inserts, racing with readers and writers.
+TEST(FpTree, ConcurrentSplitStress) {
+  for (unsigned threads : {2u, 4u, 8u}) {
+    TestIndex t;
+    ASSERT_TRUE(open_test_index("fptree", 256, &t, 64ull << 20).ok());
+    testing::run_concurrent_test(*t.index, threads, 100 + threads, 8000, 512);
+  }
+}
+
+// ---------------------------------------------------------------- recovery
+
+class FpTreeRecovery : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = "/dev/shm/nvindex_fptree_test_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".pool";
+    std::filesystem::remove(path_);
+  }
+  void TearDown() override { std::filesystem::remove(path_); }
+
+  Status open(uint32_t node_size, std::unique_ptr<pm::Pool>* pool,
+              std::unique_ptr<Index<uint64_t>>* idx) {
+    Status s = std::filesystem::exists(path_)
+                   ? pm::Pool::open(path_, "fptree", pm::Mode::kEmulated, pool)
+                   : pm::Pool::create(path_, 16ull << 20, "fptree", pm::Mode::kEmulated, pool);
+    if (!s.ok()) return s;
+    IndexOptions o;
+    o.pool = pool->get();
+    o.node_size = node_size;
+    return make_index<uint64_t>("fptree", o, idx);
+  }
+  static FpTree* tree(Index<uint64_t>* i) { return dynamic_cast<FpTree*>(i); }
+  static fptree::RootObject* root(pm::Pool* p) { return p->ptr<fptree::RootObject>(p->root()); }
+
+  std::string path_;
+};
+
+TEST_F(FpTreeRecovery, ReopenKeepsContentAndNodeSize) {
+  std::map<uint64_t, Value> model;
+  {
+    std::unique_ptr<pm::Pool> pool;
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(open(512, &pool, &idx).ok());
+    for (uint64_t k = 0; k < 3000; ++k) {
+      ASSERT_TRUE(idx->insert(k * 31 % 3001, k).ok());
+      model[k * 31 % 3001] = k;
+    }
+    for (uint64_t k = 0; k < 3000; k += 3) {
+      ASSERT_EQ(idx->remove(k).ok(), model.erase(k) == 1) << k;
+    }
+  }
+  std::unique_ptr<pm::Pool> pool;
+  std::unique_ptr<Index<uint64_t>> idx;
+  ASSERT_TRUE(open(256, &pool, &idx).ok());  // the stored 512 wins
+  EXPECT_EQ(idx->info().node_size, 512u);
+  EXPECT_TRUE(idx->info().recovered);
+  std::vector<std::pair<uint64_t, Value>> out;
+  ASSERT_EQ(idx->scan(0, 10000, &out), model.size());
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), model.begin(), [](const auto& a, const auto& b) {
+    return a.first == b.first && a.second == b.second;
+  }));
+  VerifyReport r;
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(pool->allocator().bytes_in_use(), 256u + 512u * r.leaves);
+  for (uint64_t k = 5000; k < 6000; ++k) ASSERT_TRUE(idx->insert(k, k).ok());
+}
+
+// A split caught after its link (L.next = N durable) but before L's bitmap:
+// L still holds N's keys; the active micro-log lets recovery finish the
+// split by clearing them from L.
+TEST_F(FpTreeRecovery, SplitLogRedoClearsMovedKeys) {
+  uint64_t l_off = 0, n_off = 0, full_bits = 0;
+  {
+    std::unique_ptr<pm::Pool> pool;
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(open(256, &pool, &idx).ok());
+    FpTree* t = tree(idx.get());
+    for (uint64_t k = 1; k <= t->slots(); ++k) ASSERT_TRUE(idx->insert(k * 10, k).ok());
+    l_off = root(pool.get())->head.load();
+    full_bits = t->leaf(l_off)->bitmap.load();
+    ASSERT_EQ(full_bits, (uint64_t{1} << t->slots()) - 1);
+    ASSERT_TRUE(idx->insert(1000, 1000).ok());  // splits
+    n_off = t->leaf(l_off)->next.load();
+    ASSERT_NE(n_off, 0u);
+    // Back to the crash state {log active, L.next = N, L's bitmap full}.
+    t->leaf(l_off)->bitmap.store(full_bits);
+    t->leaf(l_off)->lock.store(1);  // and a lock byte that reached PM
+    root(pool.get())->logs[3].new_leaf.store(n_off);
+    root(pool.get())->logs[3].cur.store(l_off);
+  }
+  std::unique_ptr<pm::Pool> pool;
+  std::unique_ptr<Index<uint64_t>> idx;
+  ASSERT_TRUE(open(256, &pool, &idx).ok());
+  EXPECT_EQ(root(pool.get())->logs[3].cur.load(), 0u);
+  VerifyReport r;
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(r.keys, tree(idx.get())->slots() + 1);
+  EXPECT_EQ(r.leaves, 2u);
+  for (uint64_t k = 1; k <= tree(idx.get())->slots(); ++k) {
+    EXPECT_EQ(idx->lookup(k * 10), k);
+  }
+  EXPECT_EQ(idx->lookup(1000), 1000u);
+  EXPECT_TRUE(idx->insert(15, 15).ok());  // the lock byte was cleared
+}
+
+// A split caught before its link: N is unreachable; recovery resets the log
+// and the allocator frees N (undo).
+TEST_F(FpTreeRecovery, SplitLogUndoFreesTheNewLeaf) {
+  uint64_t slots = 0;
+  {
+    std::unique_ptr<pm::Pool> pool;
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(open(256, &pool, &idx).ok());
+    FpTree* t = tree(idx.get());
+    slots = t->slots();
+    for (uint64_t k = 1; k <= slots; ++k) ASSERT_TRUE(idx->insert(k * 10, k).ok());
+    const uint64_t l_off = root(pool.get())->head.load();
+    const uint64_t full_bits = t->leaf(l_off)->bitmap.load();
+    ASSERT_TRUE(idx->insert(1000, 1000).ok());  // splits
+    const uint64_t n_off = t->leaf(l_off)->next.load();
+    // Back to {log active, L unchanged}: the insert of 1000 is undone too.
+    t->leaf(l_off)->bitmap.store(full_bits);
+    t->leaf(l_off)->next.store(0);
+    root(pool.get())->logs[0].new_leaf.store(n_off);
+    root(pool.get())->logs[0].cur.store(l_off);
+  }
+  std::unique_ptr<pm::Pool> pool;
+  std::unique_ptr<Index<uint64_t>> idx;
+  ASSERT_TRUE(open(256, &pool, &idx).ok());
+  VerifyReport r;
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(r.keys, slots);
+  EXPECT_EQ(r.leaves, 1u);
+  EXPECT_EQ(pool->allocator().bytes_in_use(), 256u + 256u);  // N reclaimed
+  EXPECT_FALSE(idx->lookup(1000).has_value());
+  ASSERT_TRUE(idx->insert(1000, 1).ok());
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(r.leaves, 2u);
+}
+
+TEST_F(FpTreeRecovery, EmptyLeavesAreUnlinked) {
+  {
+    std::unique_ptr<pm::Pool> pool;
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(open(256, &pool, &idx).ok());
+    for (uint64_t k = 0; k < 1000; ++k) ASSERT_TRUE(idx->insert(k, k).ok());
+    for (uint64_t k = 0; k < 1000; ++k) {
+      if (k < 100 || (k > 400 && k < 800)) {
+        ASSERT_TRUE(idx->remove(k).ok());
+      }
+    }
+  }
+  std::unique_ptr<pm::Pool> pool;
+  std::unique_ptr<Index<uint64_t>> idx;
+  ASSERT_TRUE(open(256, &pool, &idx).ok());
+  VerifyReport r;
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(r.keys, 501u);  // 100..400 and 800..999
+  // Leaves hold 7 or 8 keys after ascending splits: about 501 / 7 + head.
+  EXPECT_LE(r.leaves, 501u / 7 + 2);
+  EXPECT_EQ(pool->allocator().bytes_in_use(), 256u + 256u * r.leaves);
+  auto fl = idx->find_last_less_than(800);
+  ASSERT_TRUE(fl.has_value());
+  EXPECT_EQ(fl->first, 400u);
+  EXPECT_FALSE(idx->find_last_less_than(100).has_value());
+  for (uint64_t k = 0; k < 1000; ++k) {
+    if (k < 100 || (k > 400 && k < 800)) {
+      ASSERT_TRUE(idx->insert(k, k).ok());
+    }
+  }
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(r.keys, 1000u);
+}
+
+TEST_F(FpTreeRecovery, DamagedPoolsAreRefused) {
+  uint64_t head = 0;
+  {
+    std::unique_ptr<pm::Pool> pool;
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(open(256, &pool, &idx).ok());
+    for (uint64_t k = 0; k < 100; ++k) ASSERT_TRUE(idx->insert(k, k).ok());
+    head = root(pool.get())->head.load();
+    // A cycle: the last leaf points back at the head.
+    uint64_t off = head;
+    FpTree* t = tree(idx.get());
+    while (t->leaf(off)->next.load() != 0) off = t->leaf(off)->next.load();
+    t->leaf(off)->next.store(head);
+  }
+  {
+    std::unique_ptr<pm::Pool> pool;
+    std::unique_ptr<Index<uint64_t>> idx;
+    Status s = open(256, &pool, &idx);
+    EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+    EXPECT_NE(s.message().find("cycle"), std::string::npos) << s.ToString();
+    root(pool.get())->head.store(12345);  // not a leaf block
+  }
+  {
+    std::unique_ptr<pm::Pool> pool;
+    std::unique_ptr<Index<uint64_t>> idx;
+    Status s = open(256, &pool, &idx);
+    EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+    root(pool.get())->magic = 42;
+  }
+  std::unique_ptr<pm::Pool> pool;
+  std::unique_ptr<Index<uint64_t>> idx;
+  Status s = open(256, &pool, &idx);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("magic"), std::string::npos) << s.ToString();
+}
+
+}  // namespace
+}  // namespace nvindex
