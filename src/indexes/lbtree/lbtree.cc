@@ -76,13 +76,8 @@ void LbTree::lock_pm(uint64_t off) const {
   unsigned spins = 0;
   while (true) {
     uint64_t v = w.load(kRlx);
-    if ((v & kLockBit) == 0 && w.compare_exchange_weak(v, v | kLockBit, kAcq, kRlx)) {
-      // The CAS stored to PM outside the pm:: helpers; store the same word
-      // again through pm::store so that the crash simulator sees it (we hold
-      // the lock: nobody else writes this word until we release it).
-      pm::store(&w, v | kLockBit);
-      return;
-    }
+    // pm::cas reports the store to the crash simulator (not flushed).
+    if ((v & kLockBit) == 0 && pm::cas(&w, &v, v | kLockBit)) return;
     vlock::backoff(&spins);
   }
 }
