@@ -1,10 +1,915 @@
-// lbtree: placeholder until issue 4's implementation lands (NotSupported).
+// lbtree: the LB+-tree (Liu, Chen, Wang, VLDB 2020). See lbtree.h for the root
+// object, the anchors and the concurrency protocol, leaf.h for the leaf layout
+// and the in-leaf algorithms (search, insert with entry moving, delete).
+// This file: the index operations, the logless split (Algorithm 3), bulk
+// load, recovery with the parallel rebuild of the DRAM inner nodes (§3.5),
+// verify() and the ablation notes. Crash model: DESIGN.md §6 (a line holds a
+// prefix, in program order, of the stores made to it since it was last
+// durable; an aligned 8-byte store is never torn).
 #include "indexes/lbtree/lbtree.h"
 
-namespace nvindex {
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <unordered_set>
 
-Status make_lbtree(const IndexOptions&, std::unique_ptr<Index<uint64_t>>*) {
-  return Status::NotSupported("lbtree is not implemented yet");
+#include "nvindex/pm/allocator.h"
+#include "nvindex/pm/persist.h"
+
+namespace nvindex {
+namespace lbtree {
+namespace {
+
+constexpr auto kAcq = std::memory_order_acquire;
+constexpr auto kRlx = std::memory_order_relaxed;
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+/// Slots of a block in the order bulk load and split fill them: the slots
+/// outside the header line first (from the far end of the block), the
+/// header line last, so that a leaf filled below capacity keeps its header
+/// line free (paper §3.3: "the new leaf receives the entries in its last
+/// slots, so its line 0 stays free").
+std::array<uint32_t, kSlots> fill_order(uint32_t header_line) {
+  std::array<uint32_t, kSlots> o{};
+  uint32_t n = 0;
+  if (header_line == 0) {
+    for (int i = kSlots - 1; i >= 0; --i) o[n++] = static_cast<uint32_t>(i);
+  } else {
+    for (uint32_t i = 0; i < kSlots; ++i) o[n++] = i;
+  }
+  return o;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- basics
+
+LbTree::LbTree(pm::Pool* pool) : pool_(pool) {}
+
+LbTree::~LbTree() {
+  if (!ready_) return;  // creation or recovery failed: touch nothing
+  // Clean close: spread the anchors over the chain as it is now, unless they
+  // already are (no write at all then).
+  const std::vector<uint64_t> a = spread_anchors();
+  if (a != anchors()) write_anchors(a);
+}
+
+uint32_t LbTree::block_class() const { return leaf_size_ == 768 ? 1024 : leaf_size_; }
+
+bool LbTree::leaf_offset_ok(uint64_t off) const {
+  const uint32_t c = block_class();
+  return off != 0 && off % c == 0 && pool_->contains(off, c) &&
+         pool_->allocator().block_size(off) == c;
+}
+
+void LbTree::lock_pm(uint64_t off) const {
+  std::atomic<uint64_t>& w = leaf(off).word0();
+  unsigned spins = 0;
+  while (true) {
+    uint64_t v = w.load(kRlx);
+    // pm::cas reports the store to the crash simulator (not flushed).
+    if ((v & kLockBit) == 0 && pm::cas(&w, &v, v | kLockBit)) return;
+    vlock::backoff(&spins);
+  }
+}
+
+void LbTree::unlock_pm(uint64_t off) const {
+  // A plain store, not flushed: the leaf's updates were persisted before (a
+  // flush never follows the release), and recovery clears a lock bit that
+  // reached PM. Lint: this store is "not durable at return" by design.
+  std::atomic<uint64_t>& w = leaf(off).word0();
+  pm::store(&w, w.load(kRlx) & ~kLockBit);
+}
+
+inner::Route LbTree::lock_leaf_for(uint64_t key) {
+  while (true) {
+    const inner::Route r = tree_->find(key);
+    lock_pm(r.leaf);
+    vlock::lock(versions_->word(r.leaf));  // free: we hold the leaf's lock bit
+    if (tree_->validate(r)) return r;
+    unlock_leaf(r.leaf);
+  }
+}
+
+void LbTree::unlock_leaf(uint64_t off) {
+  vlock::unlock(versions_->word(off));
+  unlock_pm(off);
+}
+
+std::vector<uint64_t> LbTree::anchors() const {
+  const AnchorArray& a = root_->anchors[root_->selector.load(kAcq) & 1];
+  const uint64_t n = std::min<uint64_t>(a.count, kAnchorSlots);
+  return std::vector<uint64_t>(a.leaf, a.leaf + n);
+}
+
+std::vector<uint64_t> LbTree::spread_anchors() const {
+  // Two passes over the chain (count, then pick), O(1) DRAM.
+  uint64_t n = 0;
+  for (uint64_t off = root_->head; off != 0; off = leaf(off).next(leaf(off).alt()).load(kAcq)) ++n;
+  const uint64_t k = std::min<uint64_t>(n, kAnchorSlots);
+  std::vector<uint64_t> out;
+  out.reserve(k);
+  uint64_t pos = 0;
+  for (uint64_t off = root_->head; off != 0 && out.size() < k;
+       off = leaf(off).next(leaf(off).alt()).load(kAcq), ++pos) {
+    if (pos == out.size() * n / k) out.push_back(off);
+  }
+  return out;
+}
+
+// Crash argument: the inactive array is written and persisted while the
+// selector still names the live one; the NAW of the selector then switches
+// to it. A crash leaves the old array (every anchor of which is still a leaf
+// of the chain: no leaf is ever unlinked) or the new one.
+void LbTree::write_anchors(const std::vector<uint64_t>& a) {
+  const uint64_t sel = root_->selector.load(kAcq) & 1;
+  AnchorArray& dst = root_->anchors[1 - sel];
+  pm::store(&dst.count, static_cast<uint64_t>(a.size()));
+  for (size_t i = 0; i < a.size(); ++i) pm::store(&dst.leaf[i], a[i]);
+  pm::persist(&dst, sizeof(uint64_t) * (1 + a.size()), {"lbtree.anchors.array"});
+  pm::naw(&root_->selector, 1 - sel, {"lbtree.anchors.select"});
+}
+
+// ---------------------------------------------------------------- create
+
+Status LbTree::create(uint32_t leaf_size) {
+  leaf_size_ = leaf_size;
+  blocks_ = leaf_size / kBlockBytes;
+  pm::Allocator& alloc = pool_->allocator();
+  uint64_t ro = 0;
+  Status s = alloc.allocate(kRootBytes, &ro);
+  if (s.code() == Code::kBusy) {
+    // An opened pool whose root was never set (crash during create): nothing
+    // is reachable, so recovery reclaims every block.
+    alloc.begin_recovery();
+    alloc.end_recovery();
+    s = alloc.allocate(kRootBytes, &ro);
+  }
+  if (!s.ok()) return s;
+  uint64_t head = 0;
+  s = alloc.allocate(leaf_size_, &head);
+  if (!s.ok()) {
+    alloc.free(ro);
+    return s;
+  }
+  // Crash argument: the head leaf (all zero: no slot in use, alt 0, no
+  // sibling) and the root object are persisted before Pool::set_root (a NAW)
+  // publishes them; a crash earlier leaves a pool with no root whose blocks
+  // the next create reclaims (above).
+  // The head's flush is committed by the root object's fence below.
+  pm::fill(pool_->ptr<char>(head), 0, leaf_size_);
+  pm::flush(pool_->ptr<char>(head), leaf_size_, {"lbtree.create.head"});
+  root_ = pool_->ptr<RootObject>(ro);
+  pm::fill(root_, 0, kRootBytes);
+  pm::store(&root_->magic, kRootMagic);
+  pm::store(&root_->leaf_size, static_cast<uint64_t>(leaf_size_));
+  pm::store(&root_->head, head);
+  pm::store(&root_->anchors[0].count, uint64_t{1});
+  pm::store(&root_->anchors[0].leaf[0], head);
+  pm::persist(root_, kRootBytes, {"lbtree.create.root_object"});
+  pool_->set_root(ro);
+  tree_ = std::make_unique<inner::InnerTree>(kInnerNodeBytes);
+  const inner::LeafRef only[] = {{0, head}};
+  s = tree_->build(only, fill_);
+  if (!s.ok()) return s;
+  versions_ = std::make_unique<LockTable>(pool_->size(), block_class());
+  lows_ = std::make_unique<LockTable>(pool_->size(), block_class());
+  leaves_.store(1);
+  ready_ = true;
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- reads
+
+std::optional<Value> LbTree::lookup(uint64_t key) {
+  while (true) {
+    const inner::Route r = tree_->find(key);
+    std::atomic<uint64_t>& ver = versions_->word(r.leaf);
+    uint64_t v = 0;
+    if (!vlock::read_lock(ver, &v)) continue;
+    uint64_t val = 0;
+    const bool found = leaf_find(leaf(r.leaf), key, nullptr, &val);
+    if (!vlock::validate(ver, v) || !tree_->validate(r)) continue;
+    if (found) return val;
+    return std::nullopt;
+  }
+}
+
+// Scan: start at the leaf covering `start`, then follow the sibling chain.
+// Every key of a leaf is smaller than every key of the leaves after it, and a
+// leaf only ever moves keys to a new leaf inserted right after it, so a walk
+// that starts at (or left of) the covering leaf and reads each leaf under its
+// version sees every key >= start in order. Leaves are unsorted: each leaf's
+// keys >= cursor are sorted in DRAM.
+size_t LbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) {
+  out->clear();
+  if (count == 0) return 0;
+  uint64_t cursor = start;  // every key < cursor was returned or skipped
+  std::vector<std::pair<uint64_t, Value>> buf;
+  uint64_t off = tree_->find(start).leaf;
+  while (true) {
+    std::atomic<uint64_t>& ver = versions_->word(off);
+    uint64_t v = 0;
+    if (!vlock::read_lock(ver, &v)) continue;
+    buf.clear();
+    const Leaf l = leaf(off);
+    const bool alt = l.alt();
+    for (uint32_t j = 0; j < l.blocks; ++j) {
+      const Header h = load_header(l.live_hdr(j, alt));
+      for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
+        const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
+        const uint64_t k = l.ent(j, i).key.load(kAcq);
+        if (k >= cursor) buf.emplace_back(k, l.ent(j, i).value.load(kAcq));
+      }
+    }
+    const uint64_t next = l.next(alt).load(kAcq);
+    if (!vlock::validate(ver, v)) continue;
+    std::sort(buf.begin(), buf.end());
+    for (const auto& kv : buf) {
+      if (out->size() == count) break;
+      out->push_back(kv);
+    }
+    if (out->size() == count || next == 0) return out->size();
+    if (!buf.empty()) {
+      if (buf.back().first == UINT64_MAX) return out->size();
+      cursor = buf.back().first + 1;
+    }
+    off = next;
+  }
+}
+
+std::optional<std::pair<uint64_t, Value>> LbTree::find_last_less_than(uint64_t key) {
+  if (key == 0) return std::nullopt;
+  uint64_t target = key - 1;
+  while (true) {
+    const inner::Route r = tree_->find(target);
+    std::atomic<uint64_t>& ver = versions_->word(r.leaf);
+    uint64_t v = 0;
+    if (!vlock::read_lock(ver, &v)) continue;
+    bool found = false;
+    uint64_t bk = 0, bv = 0;
+    const Leaf l = leaf(r.leaf);
+    const bool alt = l.alt();
+    for (uint32_t j = 0; j < l.blocks; ++j) {
+      const Header h = load_header(l.live_hdr(j, alt));
+      for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
+        const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
+        const uint64_t k = l.ent(j, i).key.load(kAcq);
+        if (k <= target && (!found || k > bk)) {
+          found = true;
+          bk = k;
+          bv = l.ent(j, i).value.load(kAcq);
+        }
+      }
+    }
+    // The leaf's low key (its separator) never changes while the leaf is
+    // routed to, so it need not be read under the version.
+    const uint64_t low = lows_->word(r.leaf).load(kAcq);
+    if (!vlock::validate(ver, v) || !tree_->validate(r)) continue;
+    if (found) return std::make_pair(bk, bv);
+    // Nothing <= target in this leaf: the answer, if any, is below its low.
+    if (low == 0) return std::nullopt;
+    target = low - 1;
+  }
+}
+
+// ---------------------------------------------------------------- writes
+
+Status LbTree::update(uint64_t key, Value value) {
+  const inner::Route r = lock_leaf_for(key);
+  const Leaf l = leaf(r.leaf);
+  SlotRef at;
+  if (!leaf_find(l, key, &at, nullptr)) {
+    unlock_leaf(r.leaf);
+    return Status::NotFound();
+  }
+  leaf_update(l, at, value);
+  unlock_leaf(r.leaf);
+  return Status::Ok();
+}
+
+Status LbTree::remove(uint64_t key) {
+  const inner::Route r = lock_leaf_for(key);
+  const Leaf l = leaf(r.leaf);
+  SlotRef at;
+  if (!leaf_find(l, key, &at, nullptr)) {
+    unlock_leaf(r.leaf);
+    return Status::NotFound();
+  }
+  leaf_remove(l, at);
+  unlock_leaf(r.leaf);
+  return Status::Ok();
+}
+
+Status LbTree::insert(uint64_t key, Value value) {
+  const inner::Route r = lock_leaf_for(key);
+  const Leaf l = leaf(r.leaf);
+  if (leaf_find(l, key, nullptr, nullptr)) {
+    unlock_leaf(r.leaf);
+    return Status::AlreadyExists();
+  }
+  if (leaf_insert(l, key, value)) {
+    unlock_leaf(r.leaf);
+    return Status::Ok();
+  }
+  return split_and_insert(r.leaf, key, value);
+}
+
+// Logless split (Algorithm 3, §3.4 for multi-256 B leaves) of the full leaf L
+// at `off`, whose lock the caller holds, then the insert of (key, value) into
+// the half that covers it. Releases L's lock.
+//
+// Crash argument. (1) The new leaf N is allocated before anything changes
+// (OutOfSpace: nothing changed). N receives the upper half of L's entries
+// (7 per 256 B block, in the block's last slots: its header line stays
+// free), live headers with their bits and fingerprints, alt = 0, next[0] =
+// L's live sibling, its lock bit set; the lines of N that were written are
+// flushed while nothing points to it (a crash leaves an unreachable block
+// that recovery reclaims); step (2)'s fence makes them durable.
+// (2) L's unused sibling pointer next[!alt] := N, and for each block j >= 1
+// the spare header := the live one without the moved bits; these are
+// persisted while alt still selects the old pointer and headers, so they are
+// invisible. (3) One NAW of L's word 0 flips alt and clears the moved bits
+// of block 0: before it, L holds all its entries and links to its old
+// sibling; after it, L holds the lower half (its live headers are the spare
+// ones written in step 2), links to N, and N holds the upper half and links
+// to L's old sibling. Every key is in exactly one leaf of the chain, in key
+// order, in either state. No log.
+Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
+  uint64_t noff = 0;
+  Status s = pool_->allocator().allocate(leaf_size_, &noff);
+  if (!s.ok()) {
+    unlock_leaf(off);
+    return s;
+  }
+  pm::count_smo();
+  const Leaf l = leaf(off);
+  const Leaf n = leaf(noff);
+  const bool alt = l.alt();
+  struct Item {
+    uint64_t key, value;
+    uint32_t block, slot;
+  };
+  std::array<Item, kSlots * kMaxBlocks> items{};
+  uint32_t cnt = 0;
+  for (uint32_t j = 0; j < blocks_; ++j) {
+    const Header h = load_header(l.live_hdr(j, alt));
+    for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
+      const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
+      items[cnt++] = {l.ent(j, i).key.load(kRlx), l.ent(j, i).value.load(kRlx), j, i};
+    }
+  }
+  std::sort(items.begin(), items.begin() + cnt,
+            [](const Item& a, const Item& b) { return a.key < b.key; });
+  const uint32_t half = cnt / 2;
+  const uint64_t sep = items[half].key;
+  const uint32_t moved = cnt - half;
+
+  // (1) Build N. Its DRAM version is locked before it becomes reachable
+  // (a scan may reach it through L's sibling pointer right after the NAW).
+  vlock::lock(versions_->word(noff));
+  uint64_t moved_bits[kMaxBlocks] = {};
+  uint32_t next_item = half;
+  const std::array<uint32_t, kSlots> order = fill_order(0);
+  uint32_t lines[kMaxBlocks] = {};  // bit l: line l of block j was written
+  for (uint32_t j = 0; j < blocks_; ++j) {
+    const uint32_t take = moved * (j + 1) / blocks_ - moved * j / blocks_;
+    Header h;
+    if (j == 0) h.w0 = kLockBit;
+    lines[j] = 1u << 0 | 1u << 3;  // header, unit 15
+    for (uint32_t t = 0; t < take; ++t) {
+      const Item& it = items[next_item++];
+      const uint32_t i = order[t];
+      lines[j] |= 1u << line_of_slot(i);
+      pm::store(&n.ent(j, i).key, it.key);
+      pm::store(&n.ent(j, i).value, it.value);
+      h.set_fp(i, fingerprint(it.key));
+      h.set(i);
+      moved_bits[it.block] |= uint64_t{1} << it.slot;
+    }
+    pm::store(&n.b[j].hdr[0], h.w0);
+    pm::store(&n.b[j].hdr[1], h.w1);
+    pm::store(&n.b[j].tail[0], j == 0 ? l.next(alt).load(kRlx) : uint64_t{0});
+    pm::store(&n.b[j].tail[1], uint64_t{0});
+  }
+  for (uint32_t j = 0; j < blocks_; ++j) {
+    for (uint32_t ln = 0; ln < 4; ++ln) {
+      if (lines[j] & (1u << ln)) pm::flush(n.line(j, ln), pm::kLineSize, {"lbtree.split.new_leaf"});
+    }
+  }
+  // No fence here: the fence of step (2) commits these flushes too, before
+  // the commit NAW (same thread).
+  lows_->word(noff).store(sep, std::memory_order_release);
+
+  // (2) L's spare sibling pointer and spare headers.
+  pm::store(&l.next(!alt), noff);
+  pm::flush(&l.next(!alt), sizeof(uint64_t), {"lbtree.split.spare"});
+  for (uint32_t j = 1; j < blocks_; ++j) {
+    Header h = load_header(l.live_hdr(j, alt));
+    h.w0 &= ~moved_bits[j];
+    std::atomic<uint64_t>* spare = l.spare_hdr(j, alt);
+    pm::store(&spare[1], h.w1);
+    pm::store(&spare[0], h.w0);
+    pm::flush(spare, 2 * sizeof(uint64_t), {"lbtree.split.spare"});
+  }
+  pm::fence({"lbtree.split.spare"});
+
+  // (3) Commit: one NAW of L's word 0.
+  const uint64_t w0 = l.word0().load(kRlx);
+  pm::naw(&l.word0(), (w0 ^ kAltBit) & ~moved_bits[0], {"lbtree.split.commit"});
+  leaves_.fetch_add(1, kRlx);
+
+  // The insert proper, into the half that covers the key (each has free
+  // slots: a split halves a full leaf). A crash before it leaves the split
+  // done and the key absent: the insert is wholly absent.
+  const bool ok = leaf_insert(key >= sep ? n : l, key, value);
+  (void)ok;
+  // Route keys >= sep to N, then let go of N and L (L last: see the
+  // Route/validate protocol in inner_tree.h).
+  tree_->insert_separator(off, sep, noff);
+  vlock::unlock(versions_->word(noff));
+  unlock_pm(noff);
+  unlock_leaf(off);
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- bulk load
+
+// Bulk load (paper §4, "bulk loading at a fill factor"): the pairs are cut
+// into leaves of ceil(fill * capacity) entries (at least 1), each leaf's
+// entries spread evenly over its 256 B blocks and placed header line last.
+//
+// Crash argument. Every new leaf (the second one on) is allocated first
+// (OutOfSpace: nothing changed, blocks freed), filled, linked to the next
+// (next[0]) and persisted while unreachable. The first leaf's entries go into
+// the head leaf, which is empty: its slots are free, so writing them, the
+// fingerprints of word 1, the spare headers of blocks >= 1 and the spare
+// sibling pointer (-> the second leaf) changes nothing visible; the head is
+// persisted; then one NAW of its word 0 sets its bitmap and flips alt,
+// publishing the whole chain at once. A crash before the NAW leaves the empty
+// tree (the new leaves are reclaimed by recovery); after it, every leaf.
+Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
+  for (size_t i = 1; i < sorted.size(); ++i) {
+    if (!(sorted[i - 1].first < sorted[i].first)) {
+      return Status::InvalidArgument("lbtree bulk_load: keys not strictly ascending at pair " +
+                                     std::to_string(i));
+    }
+  }
+  const Leaf head = leaf(root_->head);
+  const bool halt = head.alt();
+  if (leaves_.load() != 1 || leaf_count(head) != 0 || head.next(halt).load(kRlx) != 0) {
+    return Status::InvalidArgument(
+        "lbtree bulk_load: the tree is not empty (bulk load needs a fresh tree: one empty leaf)");
+  }
+  if (sorted.empty()) return Status::Ok();
+  const uint32_t cap = head.capacity();
+  const uint32_t per = std::clamp<uint32_t>(
+      static_cast<uint32_t>(std::ceil(fill_ * static_cast<double>(cap) - 1e-9)), 1, cap);
+  const size_t nleaves = (sorted.size() + per - 1) / per;
+  std::vector<uint64_t> offs(nleaves);
+  offs[0] = root_->head;
+  for (size_t i = 1; i < nleaves; ++i) {
+    Status s = pool_->allocator().allocate(leaf_size_, &offs[i]);
+    if (!s.ok()) {
+      for (size_t j = 1; j < i; ++j) pool_->allocator().free(offs[j]);
+      return s;
+    }
+  }
+  // Fills leaf `idx` (its live headers are selected by `alt`; for the head,
+  // the spare ones) with its pairs; returns block 0's header.
+  auto fill_leaf = [&](size_t idx, bool alt) -> Header {
+    const Leaf l = leaf(offs[idx]);
+    const size_t b = idx * per;
+    const uint32_t c = static_cast<uint32_t>(std::min<size_t>(per, sorted.size() - b));
+    Header h0;
+    uint32_t k = 0;
+    for (uint32_t j = 0; j < blocks_; ++j) {
+      const uint32_t take = c * (j + 1) / blocks_ - c * j / blocks_;
+      const std::array<uint32_t, kSlots> order = fill_order(l.header_line(j, alt));
+      Header h;
+      for (uint32_t t = 0; t < take; ++t, ++k) {
+        const uint32_t i = order[t];
+        pm::store(&l.ent(j, i).key, sorted[b + k].first);
+        pm::store(&l.ent(j, i).value, sorted[b + k].second);
+        h.set_fp(i, fingerprint(sorted[b + k].first));
+        h.set(i);
+      }
+      if (j == 0) {
+        h0 = h;
+      } else {
+        std::atomic<uint64_t>* hp = l.live_hdr(j, alt);
+        pm::store(&hp[1], h.w1);
+        pm::store(&hp[0], h.w0);
+      }
+    }
+    pm::store(&l.next(alt), idx + 1 < nleaves ? offs[idx + 1] : uint64_t{0});
+    return h0;
+  };
+  for (size_t idx = nleaves; idx-- > 1;) {
+    const Leaf l = leaf(offs[idx]);
+    const Header h0 = fill_leaf(idx, false);
+    pm::store(&l.b[0].hdr[1], h0.w1);
+    pm::store(&l.b[0].hdr[0], h0.w0);
+    pm::store(&l.next(true), uint64_t{0});
+    for (uint32_t j = 1; j < blocks_; ++j) {
+      pm::store(&l.b[j].tail[0], uint64_t{0});
+      pm::store(&l.b[j].tail[1], uint64_t{0});
+    }
+    pm::persist(l.b, leaf_size_, {"lbtree.bulk.leaf"});
+  }
+  const Header h0 = fill_leaf(0, !halt);
+  pm::store(&head.b[0].hdr[1], h0.w1);  // fingerprints of free slots only
+  pm::persist(head.b, leaf_size_, {"lbtree.bulk.head"});
+  pm::naw(&head.word0(), h0.w0 | (halt ? 0 : kAltBit), {"lbtree.bulk.commit"});
+
+  // DRAM side: inner nodes at the fill factor, low keys, anchors.
+  std::vector<inner::LeafRef> refs(nleaves);
+  for (size_t i = 0; i < nleaves; ++i) {
+    refs[i] = {i == 0 ? 0 : sorted[i * per].first, offs[i]};
+    lows_->word(offs[i]).store(refs[i].first, kRlx);
+  }
+  Status s = tree_->build(refs, fill_);
+  if (!s.ok()) return s;
+  leaves_.store(nleaves);
+  write_anchors(spread_anchors());
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- recovery
+
+// Recovery (§3.5): validate the root object and the live anchor array, then
+// rebuild the DRAM inner nodes from the leaf chain in parallel. The anchors
+// cut the chain into segments [anchor_i, anchor_i+1); each of `threads`
+// threads walks whole segments: checks each leaf's offset, marks it reachable
+// (Allocator::mark_reachable is thread-safe and refuses a block marked twice,
+// which also catches a cycle or an anchor that is not on the chain), clears
+// a lock bit left set by a crash (store + flush; one fence per thread), and
+// collects (min key, leaf). The allocator then frees every unmarked block
+// (e.g. the new leaf of a split whose commit NAW was lost). The chain order
+// (every key of a leaf below every key of the next non-empty leaf) is checked
+// across segments, and InnerTree::build_segments builds the level-1 nodes of
+// each segment in parallel and the upper levels on top.
+//
+// Empty leaves get no separator of their own: their range joins the previous
+// leaf's (they stay on the chain, scans skip them, and no insert reaches them
+// again). The head leaf always gets one, with low key 0.
+//
+// Every PM write of recovery (lock bits, anchors) is idempotent, so a crash
+// during recovery and a second recovery reach the same state.
+Status LbTree::recover(unsigned threads) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t ro = pool_->root();
+  if (!pool_->contains(ro, kRootBytes) || ro % kRootBytes != 0) {
+    return Status::Corruption("lbtree: root object offset " + hex(ro) + " out of range");
+  }
+  root_ = pool_->ptr<RootObject>(ro);
+  if (root_->magic != kRootMagic) {
+    return Status::Corruption("lbtree: bad root object magic (not an lbtree)");
+  }
+  if (!valid_leaf_size(root_->leaf_size)) {
+    return Status::Corruption("lbtree: root object has invalid leaf size " +
+                              std::to_string(root_->leaf_size));
+  }
+  leaf_size_ = static_cast<uint32_t>(root_->leaf_size);
+  blocks_ = leaf_size_ / kBlockBytes;
+  if (!leaf_offset_ok(root_->head)) {
+    return Status::Corruption("lbtree: head leaf offset " + hex(root_->head) + " invalid");
+  }
+  const uint64_t sel = root_->selector.load(kAcq);
+  if (sel > 1) return Status::Corruption("lbtree: anchor selector " + hex(sel) + " invalid");
+  const AnchorArray& aa = root_->anchors[sel];
+  if (aa.count == 0 || aa.count > kAnchorSlots || aa.leaf[0] != root_->head) {
+    return Status::Corruption("lbtree: live anchor array invalid (count " +
+                              std::to_string(aa.count) + ")");
+  }
+  const std::vector<uint64_t> anchor(aa.leaf, aa.leaf + aa.count);
+  {
+    std::unordered_set<uint64_t> seen;
+    for (uint64_t a : anchor) {
+      if (!leaf_offset_ok(a) || !seen.insert(a).second) {
+        return Status::Corruption("lbtree: anchor " + hex(a) + " invalid or repeated");
+      }
+    }
+  }
+  versions_ = std::make_unique<LockTable>(pool_->size(), block_class());
+  lows_ = std::make_unique<LockTable>(pool_->size(), block_class());
+  tree_ = std::make_unique<inner::InnerTree>(kInnerNodeBytes);
+
+  pm::Allocator& alloc = pool_->allocator();
+  alloc.begin_recovery();
+  Status s = alloc.mark_reachable(ro);
+  if (!s.ok()) {
+    alloc.end_recovery();
+    return s;
+  }
+
+  const auto r0 = std::chrono::steady_clock::now();
+  const size_t nseg = anchor.size();
+  // The crash simulator follows one thread at a time: recover serially there.
+  unsigned nthreads = std::max(1u, threads);
+  if (pm::current_config().mode == pm::Mode::kCrashSim) nthreads = 1;
+  nthreads = static_cast<unsigned>(std::min<size_t>(nthreads, nseg));
+  struct LeafInfo {
+    uint64_t off, min, max;
+    bool empty;
+  };
+  std::vector<std::vector<LeafInfo>> seg(nseg);
+  std::vector<Status> seg_status(nseg);
+  const uint64_t head = root_->head;
+  auto walk = [&](size_t i) {
+    const uint64_t stop = i + 1 < nseg ? anchor[i + 1] : 0;
+    bool dirty = false;
+    for (uint64_t off = anchor[i]; off != stop;) {
+      if (off == 0) {
+        seg_status[i] = Status::Corruption("lbtree: anchor " + hex(stop) + " is not on the chain");
+        break;
+      }
+      if (!leaf_offset_ok(off)) {
+        seg_status[i] = Status::Corruption("lbtree: leaf offset " + hex(off) + " invalid");
+        break;
+      }
+      Status ms = alloc.mark_reachable(off);
+      if (!ms.ok()) {
+        seg_status[i] = Status::Corruption(
+            "lbtree: leaf " + hex(off) + " reached twice (cycle or bad anchor): " + ms.ToString());
+        break;
+      }
+      const Leaf l = leaf(off);
+      const uint64_t w0 = l.word0().load(kRlx);
+      if ((w0 & kLockBit) != 0) {
+        pm::store(&l.word0(), w0 & ~kLockBit);
+        pm::flush(&l.word0(), sizeof(uint64_t), {"lbtree.recover.unlock"});
+        dirty = true;
+      }
+      const bool alt = (w0 & kAltBit) != 0;
+      LeafInfo li{off, UINT64_MAX, 0, true};
+      for (uint32_t j = 0; j < blocks_; ++j) {
+        const Header h = load_header(l.live_hdr(j, alt));
+        if (j > 0 && (h.w0 & (kLockBit | kAltBit)) != 0) {
+          seg_status[i] = Status::Corruption("lbtree: leaf " + hex(off) + " block " +
+                                             std::to_string(j) + " header has lock/alt bits");
+          break;
+        }
+        for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
+          const uint64_t k = l.ent(j, static_cast<uint32_t>(__builtin_ctzll(m))).key.load(kRlx);
+          li.min = std::min(li.min, k);
+          li.max = std::max(li.max, k);
+          li.empty = false;
+        }
+      }
+      if (!seg_status[i].ok()) break;
+      if (off == head || !li.empty) lows_->word(off).store(off == head ? 0 : li.min, kRlx);
+      seg[i].push_back(li);
+      off = l.next(alt).load(kRlx);
+    }
+    if (dirty) pm::fence({"lbtree.recover.unlock"});
+  };
+  if (nthreads <= 1) {
+    for (size_t i = 0; i < nseg; ++i) walk(i);
+  } else {
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < nthreads; ++t) {
+      pool.emplace_back([&, t] {
+        for (size_t i = t; i < nseg; i += nthreads) walk(i);
+      });
+    }
+    for (size_t i = 0; i < nseg; i += nthreads) walk(i);
+    for (auto& th : pool) th.join();
+  }
+  alloc.end_recovery();
+  for (const Status& ss : seg_status) {
+    if (!ss.ok()) return ss;
+  }
+  // Chain order across all leaves, and the (low key, leaf) pairs.
+  std::vector<std::vector<inner::LeafRef>> refs(nseg);
+  bool any = false;
+  uint64_t prev_max = 0;
+  uint64_t total = 0;
+  for (size_t i = 0; i < nseg; ++i) {
+    for (const LeafInfo& li : seg[i]) {
+      ++total;
+      if (!li.empty) {
+        if (any && li.min <= prev_max) {
+          return Status::Corruption("lbtree: leaf " + hex(li.off) +
+                                    " holds a key not above the previous leaf's keys");
+        }
+        any = true;
+        prev_max = li.max;
+      }
+      if (li.off == head) {
+        refs[i].emplace_back(0, li.off);
+      } else if (!li.empty) {
+        if (li.min == 0) {
+          return Status::Corruption("lbtree: key 0 in leaf " + hex(li.off) + " after the head");
+        }
+        refs[i].emplace_back(li.min, li.off);
+      }
+    }
+  }
+  s = tree_->build_segments(refs, nthreads, fill_);
+  if (!s.ok()) return Status::Corruption("lbtree: rebuild: " + s.ToString());
+  const auto r1 = std::chrono::steady_clock::now();
+  leaves_.store(total);
+  rebuild_seconds_ = std::chrono::duration<double>(r1 - r0).count();
+  rebuild_threads_ = nthreads;
+
+  // Anchors spread evenly over the chain as found.
+  std::vector<uint64_t> na;
+  const uint64_t k = std::min<uint64_t>(total, kAnchorSlots);
+  uint64_t pos = 0;
+  for (size_t i = 0; i < nseg && na.size() < k; ++i) {
+    for (const LeafInfo& li : seg[i]) {
+      if (na.size() < k && pos == na.size() * total / k) na.push_back(li.off);
+      ++pos;
+    }
+  }
+  if (na != anchor) write_anchors(na);
+  recovered_ = true;
+  ready_ = true;
+  recovery_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- info, verify
+
+IndexInfo LbTree::info() const {
+  IndexInfo i;
+  i.name = "lbtree";
+  i.description = kLbTreeDescription;
+  i.caps.ordered = true;
+  i.caps.persistent = true;
+  i.caps.thread_safe = true;
+  i.caps.bulk_load = true;
+  i.caps.placement = Placement::kSelective;
+  i.node_size = leaf_size_;
+  i.pm_bytes = pool_->allocator().bytes_in_use();
+  i.dram_bytes = (tree_ ? tree_->dram_bytes() : 0) + (versions_ ? versions_->dram_bytes() : 0) +
+                 (lows_ ? lows_->dram_bytes() : 0);
+  i.recovered = recovered_;
+  i.recovery_seconds = recovery_seconds_;
+  return i;
+}
+
+Status LbTree::verify(VerifyReport* report) const {
+  VerifyReport r;
+  std::unordered_set<uint64_t> seen;
+  std::vector<uint64_t> chain;
+  std::vector<std::vector<uint64_t>> keys;  // per chain leaf
+  bool any = false;
+  uint64_t prev_max = 0;
+  for (uint64_t off = root_->head; off != 0;) {
+    if (!leaf_offset_ok(off)) return Status::Corruption("lbtree: leaf offset " + hex(off));
+    if (!seen.insert(off).second) return Status::Corruption("lbtree: cycle at leaf " + hex(off));
+    const Leaf l = leaf(off);
+    const uint64_t w0 = l.word0().load(kAcq);
+    if ((w0 & kLockBit) != 0) return Status::Corruption("lbtree: lock bit set in " + hex(off));
+    const bool alt = (w0 & kAltBit) != 0;
+    std::vector<uint64_t> ks;
+    for (uint32_t j = 0; j < blocks_; ++j) {
+      const Header h = load_header(l.live_hdr(j, alt));
+      if (j > 0 && (h.w0 & (kLockBit | kAltBit)) != 0) {
+        return Status::Corruption("lbtree: block header with lock/alt bits in " + hex(off));
+      }
+      for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
+        const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
+        const uint64_t k = l.ent(j, i).key.load(kAcq);
+        if (h.fp(i) != fingerprint(k)) {
+          return Status::Corruption("lbtree: fingerprint mismatch in " + hex(off) + " block " +
+                                    std::to_string(j) + " slot " + std::to_string(i));
+        }
+        ks.push_back(k);
+      }
+    }
+    std::sort(ks.begin(), ks.end());
+    if (std::adjacent_find(ks.begin(), ks.end()) != ks.end()) {
+      return Status::Corruption("lbtree: duplicate key in " + hex(off));
+    }
+    if (!ks.empty()) {
+      if (any && ks.front() <= prev_max) {
+        return Status::Corruption("lbtree: keys out of order on the chain at " + hex(off));
+      }
+      any = true;
+      prev_max = ks.back();
+    }
+    r.keys += ks.size();
+    chain.push_back(off);
+    keys.push_back(std::move(ks));
+    off = l.next(alt).load(kAcq);
+  }
+  r.leaves = chain.size();
+  if (r.leaves != leaves_.load()) {
+    return Status::Corruption("lbtree: " + std::to_string(r.leaves) + " leaves on the chain, " +
+                              std::to_string(leaves_.load()) + " counted");
+  }
+  Status s = tree_->verify();
+  if (!s.ok()) return s;
+  // The inner nodes route to a subsequence of the chain that starts at the
+  // head and holds every non-empty leaf; each routed leaf's keys lie in its
+  // range [low, next low).
+  const std::vector<inner::LeafRef> routed = tree_->leaves();
+  if (routed.empty() || routed.front().second != root_->head) {
+    return Status::Corruption("lbtree: the inner nodes do not start at the head leaf");
+  }
+  size_t p = 0;
+  for (size_t q = 0; q < routed.size(); ++q) {
+    while (p < chain.size() && chain[p] != routed[q].second) {
+      if (!keys[p].empty()) {
+        return Status::Corruption("lbtree: non-empty leaf " + hex(chain[p]) +
+                                  " is not routed to by the inner nodes");
+      }
+      ++p;
+    }
+    if (p == chain.size()) {
+      return Status::Corruption("lbtree: inner nodes route to " + hex(routed[q].second) +
+                                ", not on the chain (or out of order)");
+    }
+    const uint64_t lo = q == 0 ? 0 : routed[q].first;
+    const bool has_hi = q + 1 < routed.size();
+    const uint64_t hi = has_hi ? routed[q + 1].first : 0;
+    for (uint64_t k : keys[p]) {
+      if (k < lo || (has_hi && k >= hi)) {
+        return Status::Corruption("lbtree: key " + std::to_string(k) + " of leaf " + hex(chain[p]) +
+                                  " outside its routed range");
+      }
+    }
+    if (lows_->word(chain[p]).load(kAcq) != lo) {
+      return Status::Corruption("lbtree: stored low key of " + hex(chain[p]) +
+                                " differs from its separator");
+    }
+    ++p;
+  }
+  for (; p < chain.size(); ++p) {
+    if (!keys[p].empty()) {
+      return Status::Corruption("lbtree: non-empty leaf " + hex(chain[p]) + " not routed to");
+    }
+  }
+  r.inner_nodes = tree_->nodes();
+  r.height = tree_->height() + 1;
+  *report = r;
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- ablation notes
+
+// Ablation notes (issue 3 §4): the flushes and fences whose removal the crash
+// lab (`nvindex crashtest --index lbtree --ablate all`) does not catch, and
+// why each stays.
+std::vector<std::pair<std::string, std::string>> LbTree::ablation_notes() const {
+  return {
+      {"lbtree.create.head",
+       "not observable in a crash test: a fresh pool's blocks are zero, which is exactly the empty "
+       "head leaf; the flush is needed when the allocator hands out a reused block (e.g. one "
+       "reclaimed after a crash during an earlier create), whose old bytes would otherwise "
+       "survive a crash behind the published root; its fence is the root object's"},
+      {"lbtree.split.commit/fence",
+       "redundant in a complete insert: the insert into the new pair that follows at once ends "
+       "with the fence of its own header NAW, which commits this flush too; kept so that the "
+       "split is committed by its own NAW (Algorithm 3), durable before the leaf lock is "
+       "released and independent of the insert, at one fence per split"},
+  };
+}
+
+}  // namespace lbtree
+
+// ---------------------------------------------------------------- factory
+
+Status make_lbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
+  if (options.pool == nullptr) {
+    return Status::InvalidArgument("lbtree is persistent: IndexOptions.pool is required");
+  }
+  if (options.pool->layout() != lbtree::kLayout) {
+    return Status::InvalidArgument("lbtree: pool layout is '" +
+                                   std::string(options.pool->layout()) + "', expected 'lbtree'");
+  }
+  if (!(options.fill_factor > 0 && options.fill_factor <= 1)) {
+    return Status::InvalidArgument("lbtree: fill_factor " + std::to_string(options.fill_factor) +
+                                   " outside (0, 1]");
+  }
+  if (options.threads == 0) return Status::InvalidArgument("lbtree: threads must be >= 1");
+  auto idx = std::make_unique<lbtree::LbTree>(options.pool);
+  idx->set_fill(options.fill_factor);
+  Status s;
+  if (options.pool->root() == 0) {
+    if (!lbtree::valid_leaf_size(options.node_size)) {
+      return Status::InvalidArgument("lbtree: node_size " + std::to_string(options.node_size) +
+                                     " invalid (leaf sizes: 256, 512, 768 or 1024 bytes)");
+    }
+    s = idx->create(options.node_size);
+  } else {
+    s = idx->recover(options.threads);  // the stored leaf size wins
+  }
+  if (!s.ok()) return s;
+  *out = std::move(idx);
+  return Status::Ok();
 }
 
 }  // namespace nvindex

@@ -1,9 +1,72 @@
-// lbtree: see lbtree.cc. (Interface placeholder: the implementation lands with issue 4.)
+// lbtree: the LB+-tree (Liu, Chen, Wang, "LB+-Trees: Optimizing Persistent
+// Index Performance on 3DXPoint Memory", VLDB 2020, §3): 256 B (or 512, 768,
+// 1024 B) leaves in PM with a slot bitmap, one-byte fingerprints compared with
+// SIMD, entry moving (Algorithm 2), logless splits with alternate sibling
+// pointers (Algorithm 3), distributed headers for multi-256 B leaves (§3.4);
+// inner nodes in DRAM (selective persistence, indexes/common/inner_tree.h),
+// rebuilt from the leaf chain on recovery in parallel from anchor leaves
+// (§3.5). The leaf layout table is in leaf.h, where the leaf is declared; the
+// crash argument of every persistent update is where the update is (leaf.h,
+// lbtree.cc).
+//
+// Persistent layout (pool layout name "lbtree"):
+//
+//   Root object (one 1024 B allocator block; Pool::root() -> it):
+//   offset size  field
+//   ------ ----  -----------------------------------------------------------
+//        0    8  magic kRootMagic ("LBTREEv1"), written once
+//        8    8  leaf size, bytes (256, 512, 768 or 1024), written once
+//       16    8  head leaf offset: the leftmost leaf; written once (splits
+//                add leaves to the right of an existing leaf, bulk load
+//                fills the head leaf in place, there is no merge)
+//       24    8  anchor selector (0 or 1): which anchor array is live;
+//                changed only by NAW
+//       32   32  reserved, zero
+//       64  480  anchor array 0: word 0 = count n (1..59), words 1..n = leaf
+//                offsets in chain order, the first = the head leaf
+//      544  480  anchor array 1 (same format)
+//
+// Anchors (§3.5, parallel rebuild): up to 59 leaves spread evenly over the
+// leaf chain. Recomputed after a bulk load, after recovery and at a clean
+// close: the inactive array is written and persisted, then the selector is
+// flipped by NAW, so a crash leaves the old or the new array. Because no leaf
+// is ever unlinked (no merge, as in the paper), every leaf an anchor names
+// stays on the chain, in the same order relative to the others: an anchor
+// can never dangle. (The issue's "updated when a leaf they name is emptied"
+// is therefore not needed: an emptied leaf stays on the chain and remains a
+// valid segment boundary.)
+//
+// Concurrency. Leaf writers: the PM lock bit (a CAS on block 0's word 0) for
+// mutual exclusion, plus a DRAM version lock per leaf (LockTable) that the
+// writer holds while it modifies the leaf; optimistic readers read the
+// version, search the leaf, validate the version (slot reuse makes the PM
+// header word ABA-prone, so readers cannot validate on it). Routing: the
+// InnerTree's Route/validate protocol (inner_tree.h). A writer:
+//   find -> CAS lock bit -> lock DRAM version -> validate(route) (else unlock
+//   both, retry) -> modify, persist -> unlock version -> clear the lock bit
+//   (a plain store, never flushed: recovery clears any lock bit that reached
+//   PM).
+// A split holds the leaf (and the new leaf) until InnerTree::insert_separator
+// returns. Every flush happens before the lock is released.
+//
+// Thread-safety: every Index method may be called concurrently; verify(),
+// bulk_load() and the destructor need no concurrent calls.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "indexes/common/inner_tree.h"
+#include "indexes/common/version_lock.h"
+#include "indexes/lbtree/leaf.h"
 #include "nvindex/index.h"
+#include "nvindex/pm/pool.h"
 
 namespace nvindex {
 
@@ -11,7 +74,126 @@ inline constexpr char kLbTreeDescription[] =
     "LB+-tree: 256 B PM leaves with entry moving and logless splits, DRAM inner nodes (Liu et al., "
     "VLDB'20)";
 
-/// Factory for "lbtree". (Not implemented yet: returns NotSupported.)
+/// Factory for "lbtree". options.pool is required (InvalidArgument otherwise)
+/// and must have layout "lbtree" (InvalidArgument naming it otherwise). On a
+/// pool with no root: creates an empty tree (one empty head leaf) with
+/// options.node_size = leaf bytes, 256, 512, 768 or 1024 (else
+/// InvalidArgument naming the valid sizes). On a pool with a root: recovers
+/// with options.threads threads (>= 1; the stored leaf size wins). Errors:
+/// Corruption (bad root object, anchor or leaf), OutOfSpace (pool full at
+/// creation).
 Status make_lbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
 
+namespace lbtree {
+
+/// Pool layout name.
+inline constexpr char kLayout[] = "lbtree";
+/// Root object magic: "LBTREEv1" as a little-endian word.
+inline constexpr uint64_t kRootMagic = 0x3176454552544c42ull;
+/// Anchor leaves per array.
+inline constexpr uint32_t kAnchorSlots = 59;
+/// Bytes of the root object (one allocator block).
+inline constexpr uint32_t kRootBytes = 1024;
+/// Inner node bytes (DRAM).
+inline constexpr uint32_t kInnerNodeBytes = 256;
+
+/// One anchor array (480 B, 64 B aligned within the root object).
+struct AnchorArray {
+  uint64_t count;               ///< anchors in use, 1..kAnchorSlots
+  uint64_t leaf[kAnchorSlots];  ///< leaf offsets in chain order
+};
+static_assert(sizeof(AnchorArray) == 480);
+
+/// The root object (1024 B), see the table above.
+struct RootObject {
+  uint64_t magic;
+  uint64_t leaf_size;
+  uint64_t head;
+  std::atomic<uint64_t> selector;
+  uint64_t reserved[4];
+  AnchorArray anchors[2];
+};
+static_assert(sizeof(RootObject) == kRootBytes);
+
+/// True for the leaf sizes lbtree accepts (256, 512, 768, 1024 bytes).
+inline bool valid_leaf_size(uint64_t s) { return s == 256 || s == 512 || s == 768 || s == 1024; }
+
+/// The LB+-tree. Created by make_lbtree().
+class LbTree final : public Index<uint64_t> {
+ public:
+  explicit LbTree(pm::Pool* pool);
+  /// Clean close: recomputes the anchors (persisted, selector by NAW) so the
+  /// next recovery splits the chain evenly. Touches nothing else.
+  ~LbTree() override;
+
+  /// Creates an empty tree (root object + one empty head leaf) in a pool
+  /// with no root; leaf_size checked by the caller. Errors: OutOfSpace.
+  Status create(uint32_t leaf_size);
+  /// Recovers the tree of a pool with a root (lbtree.cc "Recovery") with
+  /// `threads` threads (>= 1). Errors: Corruption (naming the offending
+  /// offset), OutOfSpace.
+  Status recover(unsigned threads);
+
+  Status insert(uint64_t key, Value value) override;
+  Status update(uint64_t key, Value value) override;
+  Status remove(uint64_t key) override;
+  std::optional<Value> lookup(uint64_t key) override;
+  size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override;
+  std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override;
+  /// Bottom-up load at IndexOptions::fill_factor (lbtree.cc "Bulk load").
+  /// Requires a fresh tree (only the empty head leaf): InvalidArgument
+  /// otherwise, also for keys not strictly ascending; OutOfSpace leaves the
+  /// tree empty.
+  Status bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) override;
+  IndexInfo info() const override;
+  Status verify(VerifyReport* report) const override;
+  std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
+
+  // --- for tests and tools (not for users of the index) ---
+  /// The leaf at pool offset `off`.
+  Leaf leaf(uint64_t off) const { return Leaf{pool_->ptr<Block>(off), blocks_}; }
+  /// Offset of the head (leftmost) leaf.
+  uint64_t head() const { return root_->head; }
+  /// Leaf bytes.
+  uint32_t leaf_size() const { return leaf_size_; }
+  /// The leaves as the inner nodes route them, (low key, leaf) in key order.
+  std::vector<inner::LeafRef> routed_leaves() const { return tree_->leaves(); }
+  /// The live anchors (leaf offsets, chain order).
+  std::vector<uint64_t> anchors() const;
+  /// Wall time of the last recovery's rebuild (chain walk + inner nodes),
+  /// seconds, and the threads it used; leaves found on the chain.
+  double rebuild_seconds() const { return rebuild_seconds_; }
+  unsigned rebuild_threads() const { return rebuild_threads_; }
+  uint64_t chain_leaves() const { return leaves_.load(std::memory_order_relaxed); }
+  /// Fill factor of the inner nodes built by bulk load and recovery.
+  void set_fill(double f) { fill_ = f; }
+
+ private:
+  void lock_pm(uint64_t off) const;
+  void unlock_pm(uint64_t off) const;
+  inner::Route lock_leaf_for(uint64_t key);
+  void unlock_leaf(uint64_t off);
+  Status split_and_insert(uint64_t off, uint64_t key, Value value);
+  void write_anchors(const std::vector<uint64_t>& anchors);
+  std::vector<uint64_t> spread_anchors() const;
+  uint32_t block_class() const;
+  bool leaf_offset_ok(uint64_t off) const;
+
+  pm::Pool* pool_;
+  RootObject* root_ = nullptr;
+  uint32_t leaf_size_ = 0;
+  uint32_t blocks_ = 1;
+  double fill_ = 1.0;
+  std::unique_ptr<inner::InnerTree> tree_;
+  std::unique_ptr<LockTable> versions_;  ///< DRAM version per leaf
+  std::unique_ptr<LockTable> lows_;      ///< DRAM word per leaf: its low key (separator)
+  std::atomic<uint64_t> leaves_{0};      ///< leaves on the chain
+  bool ready_ = false;                   ///< created or recovered successfully
+  bool recovered_ = false;
+  double recovery_seconds_ = 0;
+  double rebuild_seconds_ = 0;
+  unsigned rebuild_threads_ = 0;
+};
+
+}  // namespace lbtree
 }  // namespace nvindex

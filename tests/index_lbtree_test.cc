@@ -1,0 +1,736 @@
+// lbtree (LB+-tree, Liu et al. VLDB'20): model tests at every leaf size, entry
+// moving (PM line writes per insert, header line freed), the logless split
+// under the crash simulator (every image holds the old or the new pair of
+// leaves), bulk load at a fill factor, recovery (clean close, stale anchors,
+// parallel rebuild equal to the serial one, rebuild times), errors (leaf
+// size, foreign and damaged pools, a full pool), concurrency.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "indexes/lbtree/lbtree.h"
+#include "nvindex/index.h"
+#include "nvindex/pm/allocator.h"
+#include "nvindex/pm/counters.h"
+#include "nvindex/pm/crashsim.h"
+#include "nvindex/pm/pool.h"
+#include "support/model_check.h"
+
+namespace nvindex {
+namespace {
+
+using lbtree::Block;
+using lbtree::Header;
+using lbtree::LbTree;
+using lbtree::Leaf;
+using testing::open_test_index;
+using testing::run_concurrent_test;
+using testing::run_model_test;
+using testing::TestIndex;
+
+LbTree& lb(TestIndex& t) { return static_cast<LbTree&>(*t.index); }
+
+/// Live bitmap of block j of a leaf.
+uint64_t bitmap(const Leaf& l, uint32_t j) {
+  return lbtree::load_header(l.live_hdr(j, l.alt())).bitmap();
+}
+
+// ------------------------------------------------------------ model tests
+
+struct ModelCase {
+  uint32_t leaf_size;
+  uint64_t seed;
+  size_t ops;
+  uint64_t key_space;
+};
+
+class LbTreeModel : public ::testing::TestWithParam<ModelCase> {};
+
+TEST_P(LbTreeModel, MatchesStdMap) {
+  const ModelCase c = GetParam();
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("lbtree", c.leaf_size, &t, 64ull << 20).ok());
+  EXPECT_EQ(t.index->info().node_size, c.leaf_size);
+  run_model_test(*t.index, c.seed, c.ops, c.key_space);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    LeafSizes, LbTreeModel,
+    ::testing::Values(ModelCase{256, 1, 20000, 4000}, ModelCase{256, 2, 20000, 1ull << 62},
+                      ModelCase{512, 3, 20000, 8000}, ModelCase{768, 4, 20000, 10000},
+                      ModelCase{1024, 5, 20000, 12000}, ModelCase{1024, 6, 10000, 1ull << 40}),
+    [](const auto& info) {
+      return "n" + std::to_string(info.param.leaf_size) + "_s" + std::to_string(info.param.seed);
+    });
+
+TEST(LbTree, InfoClaims) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("lbtree", 768, &t, 16ull << 20).ok());
+  const IndexInfo i = t.index->info();
+  EXPECT_EQ(i.name, "lbtree");
+  EXPECT_TRUE(i.caps.ordered);
+  EXPECT_TRUE(i.caps.persistent);
+  EXPECT_TRUE(i.caps.thread_safe);
+  EXPECT_TRUE(i.caps.bulk_load);
+  EXPECT_EQ(i.caps.placement, Placement::kSelective);
+  EXPECT_EQ(i.node_size, 768u);
+  // 768 B leaves occupy 1 KiB allocator blocks: root object (1 KiB) + head.
+  EXPECT_EQ(t.pool->allocator().bytes_in_use(), 2048u);
+}
+
+TEST(LbTree, LeafSizeAndOptionErrors) {
+  for (uint32_t bad : {0u, 128u, 200u, 384u, 640u, 2048u, 4096u}) {
+    std::unique_ptr<pm::Pool> pool;
+    ASSERT_TRUE(pm::Pool::create_anonymous(8ull << 20, "lbtree", &pool).ok());
+    IndexOptions o;
+    o.pool = pool.get();
+    o.node_size = bad;
+    std::unique_ptr<Index<uint64_t>> idx;
+    Status s = make_index<uint64_t>("lbtree", o, &idx);
+    EXPECT_TRUE(s.code() == Code::kInvalidArgument) << bad;
+    EXPECT_NE(s.ToString().find("256, 512, 768 or 1024"), std::string::npos) << s.ToString();
+  }
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::create_anonymous(8ull << 20, "lbtree", &pool).ok());
+  IndexOptions o;
+  o.pool = pool.get();
+  o.node_size = 256;
+  std::unique_ptr<Index<uint64_t>> idx;
+  o.fill_factor = 0;
+  EXPECT_TRUE(make_index<uint64_t>("lbtree", o, &idx).code() == Code::kInvalidArgument);
+  o.fill_factor = 1.5;
+  EXPECT_TRUE(make_index<uint64_t>("lbtree", o, &idx).code() == Code::kInvalidArgument);
+  o.fill_factor = 1;
+  o.threads = 0;
+  EXPECT_TRUE(make_index<uint64_t>("lbtree", o, &idx).code() == Code::kInvalidArgument);
+  o.threads = 1;
+  o.pool = nullptr;
+  EXPECT_TRUE(make_index<uint64_t>("lbtree", o, &idx).code() == Code::kInvalidArgument);
+  // A pool of another index is refused.
+  std::unique_ptr<pm::Pool> other;
+  ASSERT_TRUE(pm::Pool::create_anonymous(8ull << 20, "fastfair", &other).ok());
+  o.pool = other.get();
+  Status s = make_index<uint64_t>("lbtree", o, &idx);
+  EXPECT_TRUE(s.code() == Code::kInvalidArgument);
+  EXPECT_NE(s.ToString().find("fastfair"), std::string::npos);
+}
+
+TEST(LbTree, ValueZeroAndEdgeKeys) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("lbtree", 256, &t, 16ull << 20).ok());
+  Index<uint64_t>& idx = *t.index;
+  for (uint64_t k = 1; k <= 500; ++k) ASSERT_TRUE(idx.insert(k * 3, k % 2 ? 0 : 7).ok());
+  ASSERT_TRUE(idx.insert(0, 0).ok());
+  ASSERT_TRUE(idx.insert(UINT64_MAX, UINT64_MAX).ok());
+  for (uint64_t k = 1; k <= 500; ++k) {
+    auto v = idx.lookup(k * 3);
+    ASSERT_TRUE(v.has_value()) << k;
+    EXPECT_EQ(*v, k % 2 ? 0u : 7u);
+    EXPECT_FALSE(idx.lookup(k * 3 + 1).has_value());
+  }
+  std::vector<std::pair<uint64_t, Value>> out;
+  EXPECT_EQ(idx.scan(1, 1000, &out), 501u);
+  EXPECT_EQ(out.back().first, UINT64_MAX);
+  auto fl = idx.find_last_less_than(UINT64_MAX);
+  ASSERT_TRUE(fl.has_value());
+  EXPECT_EQ(fl->first, 1500u);
+  fl = idx.find_last_less_than(1);
+  ASSERT_TRUE(fl.has_value());
+  EXPECT_EQ(fl->first, 0u);
+  EXPECT_FALSE(idx.find_last_less_than(0).has_value());
+  EXPECT_TRUE(idx.insert(3, 1).IsAlreadyExists());
+  EXPECT_TRUE(idx.update(4, 1).IsNotFound());
+  EXPECT_TRUE(idx.remove(4).IsNotFound());
+  VerifyReport r;
+  ASSERT_TRUE(idx.verify(&r).ok());
+  EXPECT_EQ(r.keys, 502u);
+  EXPECT_GT(r.leaves, 500u / 14);
+  EXPECT_GT(r.inner_nodes, 0u);
+}
+
+// ------------------------------------------------------------ entry moving
+
+// Algorithm 2: inserts go to free slots of the header line (line 0) while
+// there are any, one PM line write each; an insert into a leaf whose line 0
+// is full writes the entry into another line, moves line 0's entries there,
+// and leaves line 0 free, for two line writes.
+TEST(LbTreeEntryMoving, FullLineZeroIsEmptiedByTheNextInsert) {
+  TestIndex t;
+  ASSERT_TRUE(open_test_index("lbtree", 256, &t, 16ull << 20).ok());
+  LbTree& tree = lb(t);
+  const Leaf head = tree.leaf(tree.head());
+  for (uint64_t k = 1; k <= 3; ++k) {
+    const pm::CounterSnapshot a = pm::snapshot();
+    ASSERT_TRUE(tree.insert(k * 10, k).ok());
+    const pm::CounterSnapshot d = pm::snapshot() - a;
+    EXPECT_EQ(d.lines_flushed, 1u) << "insert into a free slot of line 0 is one line write";
+    EXPECT_EQ(d.naws, 1u);
+  }
+  EXPECT_EQ(bitmap(head, 0), 0x7u) << "the first three inserts fill line 0";
+  const pm::CounterSnapshot a = pm::snapshot();
+  ASSERT_TRUE(tree.insert(40, 4).ok());
+  const pm::CounterSnapshot d = pm::snapshot() - a;
+  EXPECT_EQ(d.lines_flushed, 2u) << "entry moving: the target line, then the header line";
+  // Line 1 (4 free slots) took the new entry and line 0's three entries.
+  EXPECT_EQ(bitmap(head, 0) & lbtree::line_mask(0), 0u) << "line 0 free again";
+  EXPECT_EQ(bitmap(head, 0), 0x78u);
+  for (uint64_t k = 1; k <= 4; ++k) EXPECT_EQ(tree.lookup(k * 10), k);
+  // The next three inserts are one line write each again.
+  for (uint64_t k = 5; k <= 7; ++k) {
+    const pm::CounterSnapshot b = pm::snapshot();
+    ASSERT_TRUE(tree.insert(k * 10, k).ok());
+    EXPECT_EQ((pm::snapshot() - b).lines_flushed, 1u);
+  }
+  VerifyReport r;
+  ASSERT_TRUE(tree.verify(&r).ok());
+  EXPECT_EQ(r.keys, 7u);
+}
+
+// After a split the new leaf holds the upper half in its last slots, so its
+// header line is free in every 256 B block (distributed headers included).
+TEST(LbTreeEntryMoving, NewLeafAfterSplitHasAFreeHeaderLine) {
+  for (uint32_t size : {256u, 512u, 768u, 1024u}) {
+    TestIndex t;
+    ASSERT_TRUE(open_test_index("lbtree", size, &t, 16ull << 20).ok());
+    LbTree& tree = lb(t);
+    const uint32_t cap = tree.leaf(tree.head()).capacity();
+    for (uint64_t k = 1; k <= cap; ++k) ASSERT_TRUE(tree.insert(k * 10, k).ok());
+    EXPECT_EQ(tree.chain_leaves(), 1u);
+    const uint64_t smo = pm::snapshot().smos;
+    ASSERT_TRUE(tree.insert(5, 0).ok());  // below the separator: goes left
+    EXPECT_EQ(pm::snapshot().smos, smo + 1) << "one SMO per split";
+    ASSERT_EQ(tree.chain_leaves(), 2u);
+    const Leaf l = tree.leaf(tree.head());
+    const uint64_t noff = l.next(l.alt()).load();
+    ASSERT_NE(noff, 0u);
+    const Leaf n = tree.leaf(noff);
+    uint32_t left = 0, right = 0;
+    for (uint32_t j = 0; j < l.blocks; ++j) {
+      EXPECT_EQ(bitmap(n, j) & lbtree::line_mask(n.header_line(j, n.alt())), 0u)
+          << size << " B leaf, block " << j << ": the new leaf's header line is free";
+      EXPECT_EQ(__builtin_popcountll(bitmap(n, j)), 7) << size << " block " << j;
+      left += __builtin_popcountll(bitmap(l, j));
+      right += __builtin_popcountll(bitmap(n, j));
+    }
+    EXPECT_EQ(left, cap / 2 + 1);
+    EXPECT_EQ(right, cap / 2);
+    EXPECT_TRUE(l.alt()) << "the split flipped the old leaf's alt bit";
+    VerifyReport r;
+    ASSERT_TRUE(tree.verify(&r).ok()) << size;
+    EXPECT_EQ(r.keys, cap + 1);
+  }
+}
+
+// ------------------------------------------------------------ logless split
+
+/// A pool file in /dev/shm, removed at the end.
+struct ShmFile {
+  std::string path;
+  explicit ShmFile(const std::string& tag)
+      : path("/dev/shm/nvindex_lbtree_" + tag + "_" + std::to_string(getpid()) + ".pool") {
+    std::remove(path.c_str());
+  }
+  ~ShmFile() { std::remove(path.c_str()); }
+};
+
+/// Keys of the leaf at `off` in a pool image (copied to an aligned buffer),
+/// its alt bit and live sibling.
+struct ImageLeaf {
+  std::set<uint64_t> keys;
+  bool alt = false;
+  uint64_t next = 0;
+};
+ImageLeaf read_image_leaf(const std::vector<char>& img, uint64_t off, uint32_t blocks) {
+  alignas(256) static char buf[1024];
+  std::memcpy(buf, img.data() + off, blocks * lbtree::kBlockBytes);
+  const Leaf l{reinterpret_cast<Block*>(buf), blocks};
+  ImageLeaf r;
+  r.alt = l.alt();
+  r.next = l.next(r.alt).load();
+  for (uint32_t j = 0; j < blocks; ++j) {
+    const Header h = lbtree::load_header(l.live_hdr(j, r.alt));
+    for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
+      r.keys.insert(l.ent(j, static_cast<uint32_t>(__builtin_ctzll(m))).key.load());
+    }
+  }
+  return r;
+}
+
+// Every crash image taken at the fences and the return of an insert that
+// splits a full leaf holds either the old leaf (all keys, old sibling) or
+// the new pair (lower half + upper half, linked), never a mix; the inserted
+// key appears only after the split committed.
+TEST(LbTreeLoglessSplit, EveryFenceLeavesOldOrNewPair) {
+  for (uint32_t size : {256u, 512u, 1024u}) {
+    ShmFile f("split" + std::to_string(size));
+    std::unique_ptr<pm::Pool> pool;
+    ASSERT_TRUE(pm::Pool::create(f.path, 4ull << 20, "lbtree", pm::Mode::kCrashSim, &pool).ok());
+    std::unique_ptr<pm::crashsim::Simulator> sim;
+    ASSERT_TRUE(pm::crashsim::Simulator::attach(pool.get(), {}, &sim).ok());
+    sim->set_crash_points(false);
+    IndexOptions o;
+    o.pool = pool.get();
+    o.node_size = size;
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
+    LbTree& tree = static_cast<LbTree&>(*idx);
+    const uint32_t blocks = size / 256;
+    const uint32_t cap = 14 * blocks;
+    std::set<uint64_t> all;
+    for (uint64_t k = 1; k <= cap; ++k) {
+      ASSERT_TRUE(tree.insert(k * 10, k).ok());
+      all.insert(k * 10);
+    }
+    sim->make_all_durable();
+    const uint64_t head = tree.head();
+    size_t images = 0, old_state = 0, new_state = 0, with_key = 0;
+    std::set<uint64_t> fence_sites_seen;
+    std::vector<std::string> problems;
+    sim->set_visitor([&](const pm::crashsim::CrashPoint&, const pm::crashsim::Image& img) {
+      ++images;
+      const ImageLeaf l = read_image_leaf(*img.bytes, head, blocks);
+      std::set<uint64_t> keys = l.keys;
+      if (!l.alt) {
+        ++old_state;
+        if (l.next != 0) problems.push_back("old state with a sibling");
+      } else {
+        ++new_state;
+        if (l.next == 0) {
+          problems.push_back("new state without a sibling");
+          return true;
+        }
+        const ImageLeaf n = read_image_leaf(*img.bytes, l.next, blocks);
+        if (n.next != 0) problems.push_back("new leaf links somewhere");
+        if (!l.keys.empty() && !n.keys.empty() && *l.keys.rbegin() >= *n.keys.begin()) {
+          problems.push_back("halves out of order");
+        }
+        keys.insert(n.keys.begin(), n.keys.end());
+        if (keys.size() != l.keys.size() + n.keys.size()) problems.push_back("key in both");
+      }
+      if (keys.count(cap * 10 + 5)) {
+        ++with_key;
+        keys.erase(cap * 10 + 5);
+        if (!l.alt) problems.push_back("inserted key before the split committed");
+      }
+      if (keys != all) problems.push_back("keys lost or invented");
+      return true;
+    });
+    sim->set_crash_points(true);
+    const uint64_t fences0 = sim->stats().fences;
+    ASSERT_TRUE(tree.insert(cap * 10 + 5, 99).ok());  // the largest key: goes right
+    sim->operation_boundary("insert");
+    sim->set_crash_points(false);
+    EXPECT_TRUE(problems.empty()) << size << ": " << problems.front();
+    EXPECT_EQ(sim->stats().fences - fences0, 3u) << "new leaf + spare, commit, insert";
+    EXPECT_GT(old_state, 0u) << size;
+    EXPECT_GT(new_state, 0u) << size;
+    EXPECT_GT(with_key, 0u) << size;
+    std::printf("[ split    ] %u B leaves: %zu images, %zu old pair, %zu new pair\n", size, images,
+                old_state, new_state);
+    idx.reset();
+    sim.reset();
+    pool.reset();
+  }
+}
+
+// ------------------------------------------------------------ bulk load
+
+TEST(LbTreeBulkLoad, FillFactorsAndLaterInserts) {
+  for (double fill : {0.7, 1.0}) {
+    for (uint32_t size : {256u, 768u}) {
+      std::unique_ptr<pm::Pool> pool;
+      ASSERT_TRUE(pm::Pool::create_anonymous(64ull << 20, "lbtree", &pool).ok());
+      IndexOptions o;
+      o.pool = pool.get();
+      o.node_size = size;
+      o.fill_factor = fill;
+      std::unique_ptr<Index<uint64_t>> idx;
+      ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
+      std::vector<std::pair<uint64_t, Value>> pairs;
+      for (uint64_t i = 0; i < 20000; ++i) pairs.emplace_back(i * 4, i);
+      ASSERT_TRUE(idx->bulk_load(pairs).ok());
+      LbTree& tree = static_cast<LbTree&>(*idx);
+      const uint32_t cap = 14 * (size / 256);
+      const uint32_t per = static_cast<uint32_t>(std::ceil(fill * cap - 1e-9));
+      VerifyReport r;
+      ASSERT_TRUE(idx->verify(&r).ok());
+      EXPECT_EQ(r.keys, 20000u);
+      EXPECT_EQ(r.leaves, (20000 + per - 1) / per) << fill << " " << size;
+      const uint64_t noff = tree.leaf(tree.head()).next(tree.leaf(tree.head()).alt()).load();
+      EXPECT_EQ(lbtree::leaf_count(tree.leaf(noff)), per);
+      if (fill < 1) {
+        // The header lines stay free below capacity.
+        const Leaf n = tree.leaf(noff);
+        for (uint32_t j = 0; j < n.blocks; ++j) {
+          EXPECT_EQ(bitmap(n, j) & lbtree::line_mask(n.header_line(j, n.alt())), 0u);
+        }
+      }
+      EXPECT_EQ(tree.anchors().size(), std::min<uint64_t>(r.leaves, lbtree::kAnchorSlots));
+      for (uint64_t i = 0; i < 20000; i += 7) EXPECT_EQ(idx->lookup(i * 4), i);
+      for (uint64_t i = 0; i < 20000; i += 3) ASSERT_TRUE(idx->insert(i * 4 + 1, i).ok());
+      ASSERT_TRUE(idx->verify(&r).ok());
+      EXPECT_EQ(r.keys, 20000u + 6667u);
+      std::vector<std::pair<uint64_t, Value>> out;
+      EXPECT_EQ(idx->scan(0, 100000, &out), 26667u);
+      EXPECT_TRUE(std::is_sorted(out.begin(), out.end()));
+      // Only a fresh tree can be bulk loaded.
+      EXPECT_TRUE(idx->bulk_load(pairs).code() == Code::kInvalidArgument);
+    }
+  }
+}
+
+// Every crash image taken during a bulk load holds the empty tree or the
+// whole loaded chain (one NAW of the head leaf publishes every leaf).
+TEST(LbTreeBulkLoad, CrashDuringBulkLoadLeavesEmptyOrAll) {
+  for (uint32_t size : {256u, 768u}) {
+    ShmFile f("bulk" + std::to_string(size));
+    std::unique_ptr<pm::Pool> pool;
+    ASSERT_TRUE(pm::Pool::create(f.path, 4ull << 20, "lbtree", pm::Mode::kCrashSim, &pool).ok());
+    std::unique_ptr<pm::crashsim::Simulator> sim;
+    ASSERT_TRUE(pm::crashsim::Simulator::attach(pool.get(), {}, &sim).ok());
+    sim->set_crash_points(false);
+    IndexOptions o;
+    o.pool = pool.get();
+    o.node_size = size;
+    o.fill_factor = 0.7;
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
+    LbTree& tree = static_cast<LbTree&>(*idx);
+    sim->make_all_durable();
+    std::vector<std::pair<uint64_t, Value>> pairs;
+    std::set<uint64_t> all;
+    for (uint64_t i = 1; i <= 200; ++i) {
+      pairs.emplace_back(i * 11, i);
+      all.insert(i * 11);
+    }
+    const uint32_t blocks = size / 256;
+    size_t images = 0, empty = 0, full = 0;
+    std::vector<std::string> problems;
+    sim->set_visitor([&](const pm::crashsim::CrashPoint&, const pm::crashsim::Image& img) {
+      ++images;
+      std::set<uint64_t> keys;
+      size_t leaves = 0;
+      for (uint64_t off = tree.head(); off != 0 && leaves < 1000; ++leaves) {
+        const ImageLeaf l = read_image_leaf(*img.bytes, off, blocks);
+        keys.insert(l.keys.begin(), l.keys.end());
+        off = l.next;
+      }
+      if (keys.empty() && leaves == 1) {
+        ++empty;
+      } else if (keys == all) {
+        ++full;
+      } else {
+        problems.push_back(std::to_string(keys.size()) + " keys in " + std::to_string(leaves) +
+                           " leaves");
+      }
+      return true;
+    });
+    sim->set_crash_points(true);
+    ASSERT_TRUE(idx->bulk_load(pairs).ok());
+    sim->operation_boundary("bulk_load");
+    sim->set_crash_points(false);
+    EXPECT_TRUE(problems.empty()) << size << ": " << problems.front();
+    EXPECT_GT(empty, 0u);
+    EXPECT_GT(full, 0u);
+    std::printf("[ bulk     ] %u B leaves: %zu images, %zu empty, %zu complete\n", size, images,
+                empty, full);
+    idx.reset();
+    sim.reset();
+    pool.reset();
+  }
+}
+
+TEST(LbTreeBulkLoad, ErrorsLeaveTheTreeEmpty) {
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::create_anonymous(4ull << 20, "lbtree", &pool).ok());
+  IndexOptions o;
+  o.pool = pool.get();
+  o.node_size = 1024;
+  std::unique_ptr<Index<uint64_t>> idx;
+  ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
+  std::vector<std::pair<uint64_t, Value>> bad = {{1, 1}, {3, 3}, {2, 2}};
+  EXPECT_TRUE(idx->bulk_load(bad).code() == Code::kInvalidArgument);
+  // 4 MiB cannot hold 1M pairs in 1 KiB leaves.
+  std::vector<std::pair<uint64_t, Value>> big;
+  for (uint64_t i = 0; i < 1000000; ++i) big.emplace_back(i, i);
+  const uint64_t used = pool->allocator().bytes_in_use();
+  EXPECT_TRUE(idx->bulk_load(big).code() == Code::kOutOfSpace);
+  EXPECT_EQ(pool->allocator().bytes_in_use(), used) << "every new leaf freed";
+  VerifyReport r;
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(r.keys, 0u);
+  // ...and still usable, also by a bulk load that fits.
+  big.resize(1000);
+  EXPECT_TRUE(idx->bulk_load(big).ok());
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(r.keys, 1000u);
+}
+
+// ------------------------------------------------------------ full pool
+
+TEST(LbTree, FullPoolLosesNothing) {
+  std::unique_ptr<pm::Pool> pool;
+  ASSERT_TRUE(pm::Pool::create_anonymous(4ull << 20, "lbtree", &pool).ok());
+  IndexOptions o;
+  o.pool = pool.get();
+  o.node_size = 256;
+  std::unique_ptr<Index<uint64_t>> idx;
+  ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
+  std::mt19937_64 rng(7);
+  std::map<uint64_t, Value> model;
+  Status s;
+  uint64_t failed = 0;
+  for (int i = 0; i < 2000000; ++i) {
+    const uint64_t k = rng();
+    s = idx->insert(k, k ^ 1);
+    if (s.code() == Code::kOutOfSpace) {
+      failed = k;
+      break;
+    }
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    model[k] = k ^ 1;
+  }
+  ASSERT_TRUE(s.code() == Code::kOutOfSpace) << "the pool never filled up";
+  EXPECT_FALSE(idx->lookup(failed).has_value());
+  VerifyReport r;
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(r.keys, model.size());
+  for (const auto& [k, v] : model) ASSERT_EQ(idx->lookup(k), v);
+  // Removes and updates still work; inserts into leaves with room too.
+  auto it = model.begin();
+  ASSERT_TRUE(idx->remove(it->first).ok());
+  ASSERT_TRUE(idx->insert(it->first, 5).ok());
+  ASSERT_TRUE(idx->update(it->first, 6).ok());
+  EXPECT_EQ(idx->lookup(it->first), 6u);
+}
+
+// ------------------------------------------------------------ recovery
+
+struct Reopened {
+  std::unique_ptr<pm::Pool> pool;
+  std::unique_ptr<Index<uint64_t>> index;
+  Status status;
+  LbTree& tree() { return static_cast<LbTree&>(*index); }
+};
+
+Reopened reopen(const std::string& path, unsigned threads, uint32_t node_size = 256) {
+  Reopened r;
+  r.status = pm::Pool::open(path, "lbtree", pm::Mode::kEmulated, &r.pool);
+  if (!r.status.ok()) return r;
+  IndexOptions o;
+  o.pool = r.pool.get();
+  o.node_size = node_size;
+  o.threads = threads;
+  r.status = make_index<uint64_t>("lbtree", o, &r.index);
+  return r;
+}
+
+TEST(LbTreeRecovery, CleanCloseAndReopenAtEverySize) {
+  for (uint32_t size : {256u, 512u, 768u, 1024u}) {
+    ShmFile f("reopen" + std::to_string(size));
+    std::map<uint64_t, Value> model;
+    {
+      std::unique_ptr<pm::Pool> pool;
+      ASSERT_TRUE(pm::Pool::create(f.path, 32ull << 20, "lbtree", pm::Mode::kEmulated, &pool).ok());
+      IndexOptions o;
+      o.pool = pool.get();
+      o.node_size = size;
+      std::unique_ptr<Index<uint64_t>> idx;
+      ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
+      std::mt19937_64 rng(size);
+      for (int i = 0; i < 30000; ++i) {
+        const uint64_t k = rng() % 100000;
+        if (rng() % 4 == 0) {
+          idx->remove(k);
+          model.erase(k);
+        } else if (idx->insert(k, i).ok()) {
+          model[k] = static_cast<Value>(i);
+        }
+      }
+      // Empty a run of leaves: they stay on the chain with no separator.
+      for (uint64_t k = 20000; k < 40000; ++k) {
+        if (model.erase(k)) {
+          ASSERT_TRUE(idx->remove(k).ok());
+        }
+      }
+    }
+    Reopened r = reopen(f.path, 2, 4096 /* ignored: the stored size wins */);
+    ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_EQ(r.index->info().node_size, size);
+    EXPECT_TRUE(r.index->info().recovered);
+    VerifyReport vr;
+    ASSERT_TRUE(r.index->verify(&vr).ok());
+    EXPECT_EQ(vr.keys, model.size());
+    EXPECT_LT(r.tree().routed_leaves().size(), vr.leaves) << "empty leaves get no separator";
+    // Leak check: root object + leaves.
+    const uint64_t block = size == 768 ? 1024 : size;
+    EXPECT_EQ(r.pool->allocator().bytes_in_use(), lbtree::kRootBytes + vr.leaves * block);
+    std::vector<std::pair<uint64_t, Value>> out;
+    r.index->scan(0, model.size() + 10, &out);
+    const std::vector<std::pair<uint64_t, Value>> want(model.begin(), model.end());
+    EXPECT_EQ(out, want);
+    // Inserts into the emptied range go to the leaf left of it.
+    for (uint64_t k = 20000; k < 40000; k += 5) ASSERT_TRUE(r.index->insert(k, k).ok());
+    ASSERT_TRUE(r.index->verify(&vr).ok());
+  }
+}
+
+/// Builds a tree of `n` random keys in a file pool, closes it cleanly, then
+/// grows it further and copies the pool file while it is open (a crash with
+/// every store durable: the anchors are stale, covering only the old part).
+void build_pool(const std::string& path, const std::string& crashed, uint64_t n,
+                std::map<uint64_t, Value>* model) {
+  std::mt19937_64 rng(42);
+  {
+    std::unique_ptr<pm::Pool> pool;
+    const uint64_t bytes = std::max<uint64_t>(64ull << 20, (n * 64 + 4095) / 4096 * 4096);
+    ASSERT_TRUE(pm::Pool::create(path, bytes, "lbtree", pm::Mode::kEmulated, &pool).ok());
+    IndexOptions o;
+    o.pool = pool.get();
+    o.node_size = 256;
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
+    for (uint64_t i = 0; i < n / 2; ++i) {
+      const uint64_t k = rng();
+      if (idx->insert(k, i).ok()) (*model)[k] = i;
+    }
+  }
+  Reopened r = reopen(path, 1);
+  ASSERT_TRUE(r.status.ok());
+  for (uint64_t i = n / 2; i < n; ++i) {
+    const uint64_t k = rng();
+    if (r.index->insert(k, i).ok()) (*model)[k] = i;
+  }
+  // Copy the open pool (no clean close: anchors from the first close).
+  FILE* in = std::fopen(path.c_str(), "rb");
+  FILE* out = std::fopen(crashed.c_str(), "wb");
+  ASSERT_TRUE(in != nullptr && out != nullptr);
+  std::vector<char> buf(1 << 20);
+  size_t got;
+  while ((got = std::fread(buf.data(), 1, buf.size(), in)) > 0)
+    std::fwrite(buf.data(), 1, got, out);
+  std::fclose(in);
+  std::fclose(out);
+}
+
+// The parallel rebuild (anchors -> segments -> one thread per segment run ->
+// InnerTree::build_segments) routes exactly as the serial rebuild, from stale
+// anchors (after a crash) and from fresh ones (after a clean close); rebuild
+// times are printed per leaf count and thread count (wall time on a shared
+// machine: informative, not asserted).
+TEST(LbTreeRecovery, ParallelRebuildEqualsSerial) {
+  ShmFile f("par"), c("parcrash");
+  std::map<uint64_t, Value> model;
+  // NVINDEX_LBTREE_REBUILD_KEYS=N measures a bigger tree (default 400,000).
+  uint64_t keys = 400000;
+  if (const char* e = std::getenv("NVINDEX_LBTREE_REBUILD_KEYS"))
+    keys = std::strtoull(e, nullptr, 10);
+  build_pool(f.path, c.path, keys, &model);
+  for (const std::string* path : {&c.path, &f.path}) {  // NOLINT
+    std::vector<inner::LeafRef> serial;
+    for (unsigned threads : {1u, 2u, 4u}) {
+      // Copy so that every run recovers the same image (recovery rewrites
+      // the anchors and the clean close too).
+      const std::string tmp = *path + ".run";
+      {
+        FILE* in = std::fopen(path->c_str(), "rb");
+        FILE* out = std::fopen(tmp.c_str(), "wb");
+        std::vector<char> buf(1 << 20);
+        size_t got;
+        while ((got = std::fread(buf.data(), 1, buf.size(), in)) > 0) {
+          std::fwrite(buf.data(), 1, got, out);
+        }
+        std::fclose(in);
+        std::fclose(out);
+      }
+      Reopened r = reopen(tmp, threads);
+      ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+      VerifyReport vr;
+      ASSERT_TRUE(r.index->verify(&vr).ok());
+      EXPECT_EQ(vr.keys, model.size());
+      const std::vector<inner::LeafRef> routed = r.tree().routed_leaves();
+      if (threads == 1) {
+        serial = routed;
+      } else {
+        EXPECT_EQ(routed, serial) << threads << " threads";
+      }
+      EXPECT_EQ(r.tree().rebuild_threads(), threads);
+      std::printf("[ rebuild  ] %s: %llu leaves, %u thread(s): rebuild %.2f ms, recovery %.2f ms\n",
+                  path == &c.path ? "after crash (stale anchors)" : "after clean close",
+                  static_cast<unsigned long long>(vr.leaves), threads,
+                  r.tree().rebuild_seconds() * 1e3, r.index->info().recovery_seconds * 1e3);
+      size_t i = 0;
+      for (const auto& [k, v] : model) {
+        if (i++ % 97 == 0) {
+          ASSERT_EQ(r.index->lookup(k), v);
+        }
+      }
+      r.index.reset();
+      r.pool.reset();
+      std::remove(tmp.c_str());
+    }
+  }
+}
+
+TEST(LbTreeRecovery, DamagedRootIsCorruption) {
+  ShmFile f("damaged");
+  uint64_t ro = 0;
+  {
+    std::unique_ptr<pm::Pool> pool;
+    ASSERT_TRUE(pm::Pool::create(f.path, 8ull << 20, "lbtree", pm::Mode::kEmulated, &pool).ok());
+    IndexOptions o;
+    o.pool = pool.get();
+    o.node_size = 256;
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
+    for (uint64_t k = 0; k < 1000; ++k) ASSERT_TRUE(idx->insert(k, k).ok());
+    ro = pool->root();
+  }
+  auto damage = [&](uint64_t off, uint64_t value) {
+    std::unique_ptr<pm::Pool> pool;
+    ASSERT_TRUE(pm::Pool::open(f.path, "lbtree", pm::Mode::kEmulated, &pool).ok());
+    uint64_t* w = pool->ptr<uint64_t>(ro + off);
+    const uint64_t old = *w;
+    *w = value;  // test-only damage (no index is open)
+    pool.reset();
+    Reopened r = reopen(f.path, 1);
+    EXPECT_TRUE(r.status.code() == Code::kCorruption) << off << ": " << r.status.ToString();
+    r.pool.reset();
+    ASSERT_TRUE(pm::Pool::open(f.path, "lbtree", pm::Mode::kEmulated, &pool).ok());
+    *pool->ptr<uint64_t>(ro + off) = old;
+  };
+  damage(0, 42);      // magic
+  damage(8, 300);     // leaf size
+  damage(16, 12345);  // head leaf
+  damage(24, 7);      // selector
+  Reopened ok = reopen(f.path, 1);
+  ASSERT_TRUE(ok.status.ok()) << ok.status.ToString();
+  VerifyReport vr;
+  ASSERT_TRUE(ok.index->verify(&vr).ok());
+  EXPECT_EQ(vr.keys, 1000u);
+}
+
+// ------------------------------------------------------------ concurrency
+
+TEST(LbTreeConcurrent, FourThreadsEverySize) {
+  for (uint32_t size : {256u, 1024u}) {
+    TestIndex t;
+    ASSERT_TRUE(open_test_index("lbtree", size, &t, 64ull << 20).ok());
+    run_concurrent_test(*t.index, 4, size, 5000, 1024);
+  }
+}
+
+}  // namespace
+}  // namespace nvindex
