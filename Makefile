@@ -1,6 +1,6 @@
 # The commands a user runs. Each first installs missing Debian packages
 # (scripts/install-deps) and builds what it needs.
-#   make bench   the main job: compare btree, fastfair and absl-btree on YCSB
+#   make bench   the main job: compare btree, fastfair, lbtree, fptree, wbtree and absl-btree on YCSB
 #   make bench-lbtree  the LB+-tree paper's sec. 4.2 workloads over lbtree,
 #                fptree and wbtree (scripts/bench-lbtree; BENCH_LBTREE_ARGS)
 #   make test    every test: release build, then an ASan+UBSan build, then
