@@ -53,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "indexes/common/factory.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
@@ -445,14 +446,7 @@ Status BugList::verify(VerifyReport* report) const {
 
 Status make_bug_list(const IndexOptions& options, std::string_view name, Bug bug,
                      std::unique_ptr<Index<uint64_t>>* out) {
-  if (options.pool == nullptr) {
-    return Status::InvalidArgument(std::string(name) +
-                                   " is persistent: IndexOptions.pool is required");
-  }
-  if (options.pool->layout() != name) {
-    return Status::InvalidArgument(std::string(name) + ": pool layout is '" +
-                                   std::string(options.pool->layout()) + "'");
-  }
+  if (Status s = check_index_pool(options, name); !s.ok()) return s;
   if (auto it = options.extra.find("bug"); it != options.extra.end()) {
     if (it->second != "none") {
       return Status::InvalidArgument(std::string(name) + ": option bug must be 'none', got '" +

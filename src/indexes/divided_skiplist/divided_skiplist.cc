@@ -19,6 +19,7 @@
 #include <mutex>
 #include <new>
 
+#include "indexes/common/factory.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/persist.h"
 
@@ -455,14 +456,7 @@ std::vector<std::pair<std::string, std::string>> DividedSkiplist::ablation_notes
 // ---------------------------------------------------------------- factory
 
 Status make_divided_skiplist(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  if (options.pool == nullptr) {
-    return Status::InvalidArgument("divided-skiplist is persistent: IndexOptions.pool is required");
-  }
-  if (options.pool->layout() != divided_skiplist::kLayout) {
-    return Status::InvalidArgument("divided-skiplist: pool layout is '" +
-                                   std::string(options.pool->layout()) +
-                                   "', expected 'divided-skiplist'");
-  }
+  if (Status s = check_index_pool(options, divided_skiplist::kLayout); !s.ok()) return s;
   auto idx = std::make_unique<divided_skiplist::DividedSkiplist>(options.pool);
   Status s = options.pool->root() == 0 ? idx->create() : idx->recover();
   if (!s.ok()) return s;

@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "indexes/common/factory.h"
 #include "nvindex/pm/persist.h"
 
 namespace nvindex {
@@ -1044,13 +1045,7 @@ std::vector<std::pair<std::string, std::string>> FastFair::ablation_notes() cons
 // ---------------------------------------------------------------- factory
 
 Status make_fastfair(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  if (options.pool == nullptr) {
-    return Status::InvalidArgument("fastfair is persistent: IndexOptions.pool is required");
-  }
-  if (options.pool->layout() != fastfair::kLayout) {
-    return Status::InvalidArgument("fastfair: pool layout is '" +
-                                   std::string(options.pool->layout()) + "', expected 'fastfair'");
-  }
+  if (Status s = check_index_pool(options, fastfair::kLayout); !s.ok()) return s;
   auto idx = std::make_unique<fastfair::FastFair>(options.pool);
   Status s;
   if (options.pool->root() == 0) {

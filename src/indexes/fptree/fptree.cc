@@ -19,6 +19,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "indexes/common/factory.h"
 #include "nvindex/pm/persist.h"
 
 namespace nvindex {
@@ -825,13 +826,7 @@ std::vector<std::pair<std::string, std::string>> FpTree::ablation_notes() const 
 // ---------------------------------------------------------------- factory
 
 Status make_fptree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  if (options.pool == nullptr) {
-    return Status::InvalidArgument("fptree is persistent: IndexOptions.pool is required");
-  }
-  if (options.pool->layout() != fptree::kLayout) {
-    return Status::InvalidArgument("fptree: pool layout is '" +
-                                   std::string(options.pool->layout()) + "', expected 'fptree'");
-  }
+  if (Status s = check_index_pool(options, fptree::kLayout); !s.ok()) return s;
   auto idx = std::make_unique<fptree::FpTree>(options.pool);
   idx->set_fill_factor(options.fill_factor);
   Status s;

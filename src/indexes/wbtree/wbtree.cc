@@ -28,6 +28,7 @@
 #include <mutex>
 #include <unordered_set>
 
+#include "indexes/common/factory.h"
 #include "nvindex/pm/persist.h"
 
 namespace nvindex {
@@ -1113,13 +1114,7 @@ std::vector<std::pair<std::string, std::string>> WbTree::ablation_notes() const 
 // ---------------------------------------------------------------- factory
 
 Status make_wbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  if (options.pool == nullptr) {
-    return Status::InvalidArgument("wbtree is persistent: IndexOptions.pool is required");
-  }
-  if (options.pool->layout() != wbtree::kLayout) {
-    return Status::InvalidArgument("wbtree: pool layout is '" +
-                                   std::string(options.pool->layout()) + "', expected 'wbtree'");
-  }
+  if (Status s = check_index_pool(options, wbtree::kLayout); !s.ok()) return s;
   bool inner_dram = false;
   if (auto it = options.extra.find("inner"); it != options.extra.end()) {
     if (it->second == "dram") {
