@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "nvindex/index.h"
+#include "nvindex/pm/allocator.h"
 #include "nvindex/pm/pool.h"
 #include "nvindex/status.h"
 
@@ -27,6 +28,22 @@ inline Status check_index_pool(const IndexOptions& options, std::string_view nam
                                    std::string(name) + "'");
   }
   return Status::Ok();
+}
+
+/// Allocates the root object (`bytes`, 1..4096) of a new index in a pool
+/// with no root. On a pool opened after a crash during create (a root was
+/// never set), the allocator is still in recovery (allocate() is Busy) and
+/// nothing is reachable: an empty recovery pass reclaims every block that
+/// create had allocated, then the allocation is retried. Errors: those of
+/// Allocator::allocate (OutOfSpace, InvalidArgument).
+inline Status allocate_root_object(pm::Allocator& alloc, uint32_t bytes, uint64_t* off) {
+  Status s = alloc.allocate(bytes, off);
+  if (s.code() == Code::kBusy) {
+    alloc.begin_recovery();
+    alloc.end_recovery();
+    s = alloc.allocate(bytes, off);
+  }
+  return s;
 }
 
 }  // namespace nvindex

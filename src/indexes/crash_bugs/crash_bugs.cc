@@ -178,12 +178,7 @@ Status BugList::create(uint32_t node_size) {
   cap_ = (node_size - kHeaderBytes) / kEntryBytes;
   pm::Allocator& alloc = pool_->allocator();
   uint64_t ro = 0;
-  Status s = alloc.allocate(sizeof(RootObject), &ro);
-  if (s.code() == Code::kBusy) {  // opened pool whose root was never set
-    alloc.begin_recovery();
-    alloc.end_recovery();
-    s = alloc.allocate(sizeof(RootObject), &ro);
-  }
+  Status s = allocate_root_object(alloc, sizeof(RootObject), &ro);
   if (!s.ok()) return s;
   uint64_t head = 0;
   s = alloc.allocate(node_size_, &head);

@@ -137,14 +137,7 @@ uint64_t DividedSkiplist::find_pred(uint64_t key, Tower** preds) const {
 Status DividedSkiplist::create() {
   pm::Allocator& alloc = pool_->allocator();
   uint64_t ro = 0;
-  Status s = alloc.allocate(sizeof(RootObject), &ro);
-  if (s.code() == Code::kBusy) {
-    // An opened pool whose root was never set (crash during create):
-    // nothing is reachable, so recovery reclaims every block.
-    alloc.begin_recovery();
-    alloc.end_recovery();
-    s = alloc.allocate(sizeof(RootObject), &ro);
-  }
+  Status s = allocate_root_object(alloc, sizeof(RootObject), &ro);
   if (!s.ok()) return s;
   uint64_t head = 0;
   s = alloc.allocate(kElementBytes, &head);

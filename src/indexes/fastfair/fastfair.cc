@@ -160,14 +160,7 @@ Status FastFair::create(uint32_t node_size) {
   locks_ = std::make_unique<LockTable>(pool_->size(), node_size_);
   pm::Allocator& alloc = pool_->allocator();
   uint64_t ro = 0;
-  Status s = alloc.allocate(sizeof(RootObject), &ro);
-  if (s.code() == Code::kBusy) {
-    // An opened pool whose root was never set (crash during create):
-    // nothing is reachable, so recovery reclaims every block.
-    alloc.begin_recovery();
-    alloc.end_recovery();
-    s = alloc.allocate(sizeof(RootObject), &ro);
-  }
+  Status s = allocate_root_object(alloc, sizeof(RootObject), &ro);
   if (!s.ok()) return s;
   uint64_t leaf = 0;
   s = alloc.allocate(node_size_, &leaf);

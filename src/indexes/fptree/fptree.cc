@@ -176,14 +176,7 @@ Status FpTree::create(uint32_t node_size) {
   inner_ = std::make_unique<inner::InnerTree>();
   pm::Allocator& alloc = pool_->allocator();
   uint64_t ro = 0;
-  Status s = alloc.allocate(kRootBytes, &ro);
-  if (s.code() == Code::kBusy) {
-    // An opened pool whose root was never set (crash during create): nothing
-    // is reachable, so recovery reclaims every block.
-    alloc.begin_recovery();
-    alloc.end_recovery();
-    s = alloc.allocate(kRootBytes, &ro);
-  }
+  Status s = allocate_root_object(alloc, kRootBytes, &ro);
   if (!s.ok()) return s;
   uint64_t head = 0;
   s = alloc.allocate(layout_.node_size, &head);

@@ -216,14 +216,7 @@ Status WbTree::create(uint32_t node_size, bool inner_dram) {
   inner_dram_ = inner_dram;
   pm::Allocator& alloc = pool_->allocator();
   uint64_t ro = 0;
-  Status s = alloc.allocate(sizeof(RootObject), &ro);
-  if (s.code() == Code::kBusy) {
-    // An opened pool whose root was never set (crash during create): nothing
-    // is reachable, so recovery reclaims every block.
-    alloc.begin_recovery();
-    alloc.end_recovery();
-    s = alloc.allocate(sizeof(RootObject), &ro);
-  }
+  Status s = allocate_root_object(alloc, sizeof(RootObject), &ro);
   if (!s.ok()) return s;
   uint64_t lo = 0, leaf = 0;
   s = alloc.allocate(kLogBytes, &lo);
