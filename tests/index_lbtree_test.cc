@@ -1,9 +1,9 @@
 // lbtree (LB+-tree, Liu et al. VLDB'20): model tests at every leaf size, entry
 // moving (PM line writes per insert, header line freed), the logless split
 // under the crash simulator (every image holds the old or the new pair of
-// leaves), bulk load at a fill factor, recovery (clean close, stale anchors,
-// parallel rebuild equal to the serial one, rebuild times), errors (leaf
-// size, foreign and damaged pools, a full pool), concurrency.
+// leaves; the commit's flush is needed when the key goes to the new leaf), bulk load at a fill
+// factor, recovery (clean close, stale anchors, parallel rebuild equal to the serial one, rebuild
+// times), errors (leaf size, foreign and damaged pools, a full pool), concurrency.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -342,6 +342,86 @@ TEST(LbTreeLoglessSplit, EveryFenceLeavesOldOrNewPair) {
     idx.reset();
     sim.reset();
     pool.reset();
+  }
+}
+
+// The flush of the split's commit NAW ("lbtree.split.commit") is needed when
+// the key that triggered the split goes to the new leaf N: leaf_insert(N)
+// persists only N's header line, and the lock release of L is a plain store,
+// so without that flush L's line 0 (alt flip + moved bits) is still dirty
+// when the insert returns, and an ADR crash image that keeps no store of
+// that line (DESIGN.md §6: a prefix, here the empty one) holds L with alt
+// unflipped: N is unreachable and the acknowledged key is lost. When the key
+// goes to L instead, leaf_insert(L)'s header NAW flushes L's line 0 with the
+// alt flip in it, so the same ablation is invisible; that is the only kind
+// of split the ablation self-test's scenario (seed 1, 80 ops, 256 B leaves)
+// contains, hence the ablation note in LbTree::ablation_notes(). Checks the
+// images at the insert's return (the crash point where the insert is
+// acknowledged), with and without the flush dropped, for both sides.
+TEST(LbTreeLoglessSplit, CommitFlushIsNeededWhenTheKeyGoesToTheNewLeaf) {
+  struct Case {
+    bool ablate;     // drop the flush of "lbtree.split.commit" (its fence stays)
+    bool key_right;  // the triggering key goes to N (else to L)
+  };
+  for (uint32_t size : {256u, 1024u}) {
+    for (const Case c : {Case{false, true}, Case{true, true}, Case{true, false}}) {
+      const std::string what = std::to_string(size) + " B leaves, flush " +
+                               (c.ablate ? "dropped" : "kept") + ", key to " +
+                               (c.key_right ? "N" : "L");
+      ShmFile f("commit" + std::to_string(size));
+      std::unique_ptr<pm::Pool> pool;
+      ASSERT_TRUE(pm::Pool::create(f.path, 4ull << 20, "lbtree", pm::Mode::kCrashSim, &pool).ok());
+      std::unique_ptr<pm::crashsim::Simulator> sim;
+      ASSERT_TRUE(pm::crashsim::Simulator::attach(pool.get(), {}, &sim).ok());
+      sim->set_crash_points(false);
+      IndexOptions o;
+      o.pool = pool.get();
+      o.node_size = size;
+      std::unique_ptr<Index<uint64_t>> idx;
+      ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
+      LbTree& tree = static_cast<LbTree&>(*idx);
+      const uint32_t blocks = size / 256;
+      const uint32_t cap = 14 * blocks;
+      for (uint64_t k = 1; k <= cap; ++k) ASSERT_TRUE(tree.insert(k * 10, k).ok());
+      sim->make_all_durable();
+      if (c.ablate) sim->ablate("lbtree.split.commit", /*drop_flush=*/true, /*drop_fence=*/false);
+      const uint64_t key = c.key_right ? cap * 10 + 5 : 5;
+      const uint64_t head = tree.head();
+      size_t at_return = 0, with_key = 0, old_alt = 0;
+      sim->set_visitor([&](const pm::crashsim::CrashPoint& cp, const pm::crashsim::Image& img) {
+        if (cp.at_fence) return true;  // in flight: either state is allowed
+        ++at_return;
+        const ImageLeaf l = read_image_leaf(*img.bytes, head, blocks);
+        bool found = l.keys.count(key) != 0;
+        if (!l.alt) {
+          ++old_alt;
+        } else if (l.next != 0) {
+          found = found || read_image_leaf(*img.bytes, l.next, blocks).keys.count(key) != 0;
+        }
+        with_key += found ? 1 : 0;
+        return true;
+      });
+      sim->set_crash_points(true);
+      ASSERT_TRUE(tree.insert(key, 77).ok()) << what;  // acknowledged
+      sim->operation_boundary("insert");
+      sim->set_crash_points(false);
+      ASSERT_EQ(tree.chain_leaves(), 2u) << what << ": the insert split the leaf";
+      ASSERT_GT(at_return, 0u) << what;
+      if (c.ablate && c.key_right) {
+        // L's line 0 is dirty at the return: some image keeps the old alt
+        // (N unreachable) and loses the acknowledged key.
+        EXPECT_GT(old_alt, 0u) << what;
+        EXPECT_LT(with_key, at_return) << what << ": no image lost the key";
+      } else {
+        EXPECT_EQ(old_alt, 0u) << what << ": the split is durable at the return";
+        EXPECT_EQ(with_key, at_return) << what << ": every image holds the key";
+      }
+      std::printf("[ commit   ] %s: %zu images at the return, %zu with the key\n", what.c_str(),
+                  at_return, with_key);
+      idx.reset();
+      sim.reset();
+      pool.reset();
+    }
   }
 }
 
