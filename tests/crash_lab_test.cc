@@ -370,6 +370,22 @@ TEST_F(CrashtestCli, AblatingOneSiteIsCaught) {
   EXPECT_EQ(r.rc, 1) << r.out;
 }
 
+TEST_F(CrashtestCli, AblatingOneKindOfOneSiteIsCaught) {
+  // lbtree's split commit: with its flush dropped (fence kept), a split whose
+  // key goes to the new leaf loses that key (seed 1, 90 ops: op 44).
+  const Outcome r = nvindex(
+      "crashtest --index lbtree --ops 90 --node-size 256 -q --ablate "
+      "lbtree.split.commit/flush");
+  EXPECT_EQ(r.rc, 1) << r.out;
+}
+
+TEST_F(CrashtestCli, AblatingASiteTheRunNeverReachesIsAUsageError) {
+  const Outcome r =
+      nvindex("crashtest --index fastfair --ops 8 --node-size 128 -q --ablate fastfair.nosuch");
+  EXPECT_EQ(r.rc, 2) << r.out;
+  EXPECT_NE(r.out.find("never reached site 'fastfair.nosuch'"), std::string::npos) << r.out;
+}
+
 TEST_F(CrashtestCli, BadUsageExitsTwo) {
   EXPECT_EQ(nvindex("crashtest --index btree").rc, 2);  // volatile
   EXPECT_EQ(nvindex("crashtest --index fastfair --profile foo").rc, 2);

@@ -205,14 +205,34 @@ int run_crashtest(const CrashArgs& a) {
     rc = ar.ok() ? 0 : 1;
   } else {
     if (!a.ablate.empty()) {
-      o.ablate_site = a.ablate;
+      // "SITE" drops the site's flushes and fences; "SITE/flush" or
+      // "SITE/fence" only one kind (the self-test's case labels).
+      std::string site = a.ablate;
       o.ablate_flush = true;
       o.ablate_fence = true;
+      if (site.ends_with("/flush")) {
+        site.resize(site.size() - 6);
+        o.ablate_fence = false;
+      } else if (site.ends_with("/fence")) {
+        site.resize(site.size() - 6);
+        o.ablate_flush = false;
+      }
+      o.ablate_site = site;
     }
     crash::Report r;
     if (Status s = crash::run_crash_test(o, &r); !s.ok()) {
       std::fprintf(stderr, "nvindex crashtest: %s\n", s.ToString().c_str());
       return s.code() == Code::kInvalidArgument ? 2 : 1;
+    }
+    if (!o.ablate_site.empty() && r.sites.count(o.ablate_site) == 0) {
+      // A misspelt site would otherwise look like a clean ablation run.
+      std::string known;
+      for (const auto& [key, counts] : r.sites) known += (known.empty() ? "" : ", ") + key;
+      std::fprintf(stderr,
+                   "nvindex crashtest: --ablate %s: the run never reached site '%s' (nothing "
+                   "was dropped); sites reached: %s\n",
+                   a.ablate.c_str(), o.ablate_site.c_str(), known.c_str());
+      return 2;
     }
     print_report(r);
     out = report_json(r);
@@ -244,8 +264,10 @@ void add_crashtest_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--profile", a->profile, "Persistence domain: adr|eadr")
       ->check(CLI::IsMember({"adr", "eadr"}));
-  cmd->add_option("--ablate", a->ablate,
-                  "all: the ablation self-test; SITE: drop that site's flush and fence");
+  cmd->add_option(
+      "--ablate", a->ablate,
+      "all: the ablation self-test; SITE: drop that site's flushes and fences; SITE/flush or "
+      "SITE/fence: only one kind. A site the run never reaches is a usage error (exit 2)");
   cmd->add_option("--node-size", a->node_size, "Node size in bytes (small: 128 or 256)");
   cmd->add_option("--scenarios", a->scenarios, "Scenarios to run")->check(CLI::Range(1, 100000));
   cmd->add_option("--output", a->output, "Also write the results as JSON to FILE");
