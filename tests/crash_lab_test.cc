@@ -382,8 +382,7 @@ TEST_F(CrashtestCli, AblatingOneKindOfOneSiteIsCaught) {
 TEST_F(CrashtestCli, AblatingASiteTheRunNeverReachesIsAUsageError) {
   const Outcome r =
       nvindex("crashtest --index fastfair --ops 8 --node-size 128 -q --ablate fastfair.nosuch");
-  EXPECT_EQ(r.rc, 2) << r.out;
-  EXPECT_NE(r.out.find("never reached site 'fastfair.nosuch'"), std::string::npos) << r.out;
+  EXPECT_EQ(r.rc, 2) << r.out;  // the same run with a real site exits 0 or 1
 }
 
 TEST_F(CrashtestCli, BadUsageExitsTwo) {
