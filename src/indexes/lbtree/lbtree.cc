@@ -17,6 +17,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "indexes/common/factory.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/persist.h"
 
@@ -146,14 +147,7 @@ Status LbTree::create(uint32_t leaf_size) {
   blocks_ = leaf_size / kBlockBytes;
   pm::Allocator& alloc = pool_->allocator();
   uint64_t ro = 0;
-  Status s = alloc.allocate(kRootBytes, &ro);
-  if (s.code() == Code::kBusy) {
-    // An opened pool whose root was never set (crash during create): nothing
-    // is reachable, so recovery reclaims every block.
-    alloc.begin_recovery();
-    alloc.end_recovery();
-    s = alloc.allocate(kRootBytes, &ro);
-  }
+  Status s = allocate_root_object(alloc, kRootBytes, &ro);
   if (!s.ok()) return s;
   uint64_t head = 0;
   s = alloc.allocate(leaf_size_, &head);
@@ -896,13 +890,7 @@ std::vector<std::pair<std::string, std::string>> LbTree::ablation_notes() const 
 // ---------------------------------------------------------------- factory
 
 Status make_lbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  if (options.pool == nullptr) {
-    return Status::InvalidArgument("lbtree is persistent: IndexOptions.pool is required");
-  }
-  if (options.pool->layout() != lbtree::kLayout) {
-    return Status::InvalidArgument("lbtree: pool layout is '" +
-                                   std::string(options.pool->layout()) + "', expected 'lbtree'");
-  }
+  if (Status s = check_index_pool(options, lbtree::kLayout); !s.ok()) return s;
   if (!(options.fill_factor > 0 && options.fill_factor <= 1)) {
     return Status::InvalidArgument("lbtree: fill_factor " + std::to_string(options.fill_factor) +
                                    " outside (0, 1]");
