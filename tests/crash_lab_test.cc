@@ -94,6 +94,12 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
   // fewer than the bar of 10,000 images: top up with further 50-op
   // scenarios (new seeds) until the bar is met, at most 32 more runs.
   std::vector<Run> all(std::begin(runs), std::end(runs));
+  if (scale() < 1.0) {
+    // Under a sanitizer (or a reduced scale) the point is memory errors on
+    // the recovery paths, not coverage: the smallest and the doubled node
+    // size under ADR suffice (the release build runs all four).
+    all = {runs[0], runs[2]};
+  }
   const uint64_t bar = static_cast<uint64_t>(10000 * scale());
   for (size_t i = 0; i < all.size(); ++i) {
     const Run run = all[i];  // a copy: push_back below may reallocate
@@ -371,6 +377,7 @@ TEST_F(CrashtestCli, AblatingOneSiteIsCaught) {
 }
 
 TEST_F(CrashtestCli, AblatingOneKindOfOneSiteIsCaught) {
+  if (scale() < 1.0) GTEST_SKIP() << "a 90-op scenario: runs in the release build";
   // lbtree's split commit: with its flush dropped (fence kept), a split whose
   // key goes to the new leaf loses that key (seed 1, 90 ops: op 44).
   const Outcome r = nvindex(
