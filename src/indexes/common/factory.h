@@ -1,7 +1,9 @@
 // The checks every persistent index's factory starts with (one place for the
-// wording of their errors).
+// wording of their errors), and the offset format of their error messages.
 #pragma once
 
+#include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
 
@@ -11,6 +13,13 @@
 #include "nvindex/status.h"
 
 namespace nvindex {
+
+/// A pool offset (or any word) as "0x..." for error messages.
+inline std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
 
 /// Checks that a persistent index named `name` was given a pool
 /// (IndexOptions::pool) whose layout name is `name`. Errors: InvalidArgument

@@ -92,12 +92,6 @@ struct Node {
 };
 static_assert(sizeof(Node) == kHeaderBytes);
 
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 class BugList final : public Index<uint64_t> {
  public:
   BugList(pm::Pool* pool, std::string name, Bug bug)

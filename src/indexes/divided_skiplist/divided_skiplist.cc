@@ -31,12 +31,6 @@ constexpr auto kAcq = std::memory_order_acquire;
 constexpr auto kRlx = std::memory_order_relaxed;
 constexpr uint32_t kUpperLevels = kMaxLevels - 1;
 
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- basics

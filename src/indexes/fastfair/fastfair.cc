@@ -30,12 +30,6 @@ uintptr_t line_of(const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::k
 
 bool valid_node_size(uint32_t s) { return s >= 128 && s <= 4096 && (s & (s - 1)) == 0; }
 
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- Stash

@@ -32,12 +32,6 @@ constexpr auto kRel = std::memory_order_release;
 
 uintptr_t line_of(const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kLineSize; }
 
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 /// The fingerprint of a key (paper §3): one byte of its hash.
 uint8_t fingerprint(uint64_t key) { return static_cast<uint8_t>(XXH3_64bits(&key, sizeof(key))); }
 

@@ -28,12 +28,6 @@ namespace {
 constexpr auto kAcq = std::memory_order_acquire;
 constexpr auto kRlx = std::memory_order_relaxed;
 
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 /// Slots of a block in the order bulk load and split fill them: the slots
 /// outside the header line first (from the far end of the block), the
 /// header line last, so that a leaf filled below capacity keeps its header

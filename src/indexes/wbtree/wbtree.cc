@@ -43,12 +43,6 @@ bool valid_node_size(uint32_t s) { return s == 128 || s == 256 || s == 512 || s 
 /// Bitmap bit of entry slot s.
 constexpr uint64_t slot_bit(uint32_t s) { return 2ull << s; }
 
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
 std::atomic<uint64_t>* word_at(char* base, uint64_t off) {
   return reinterpret_cast<std::atomic<uint64_t>*>(base + off);
 }
