@@ -3,6 +3,9 @@
 
 #include <immintrin.h>
 
+#include <bit>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "nvindex/pm/allocator.h"
@@ -52,9 +55,15 @@ constexpr auto kRlx = std::memory_order_relaxed;
 
 LockTable::LockTable(uint64_t pool_size, uint32_t node_size)
     : node_size_(node_size),
+      node_shift_(static_cast<unsigned>(std::countr_zero(node_size))),
       per_chunk_(static_cast<uint32_t>(pm::Allocator::kChunkSize / node_size)),
       nchunks_(pool_size / pm::Allocator::kChunkSize + 1),
       chunks_(new std::atomic<std::atomic<uint64_t>*>[nchunks_]) {
+  if (node_size < 64 || node_size > 65536 || (node_size & (node_size - 1)) != 0) {
+    std::fprintf(stderr, "nvindex::LockTable: node size %u is not a power of two in 64..65536\n",
+                 node_size);
+    std::abort();
+  }
   for (size_t i = 0; i < nchunks_; ++i) chunks_[i].store(nullptr, kRlx);
 }
 
@@ -62,20 +71,17 @@ LockTable::~LockTable() {
   for (size_t i = 0; i < nchunks_; ++i) delete[] chunks_[i].load(kRlx);
 }
 
-std::atomic<uint64_t>& LockTable::word(uint64_t off) {
-  const size_t c = off / pm::Allocator::kChunkSize;
+std::atomic<uint64_t>* LockTable::install_chunk(size_t c) {
   std::atomic<uint64_t>* arr = chunks_[c].load(kAcq);
-  if (arr == nullptr) {
-    auto* fresh = new std::atomic<uint64_t>[per_chunk_];
-    for (uint32_t i = 0; i < per_chunk_; ++i) fresh[i].store(0, kRlx);
-    if (chunks_[c].compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, kAcq)) {
-      arr = fresh;
-      allocated_.fetch_add(1, kRlx);
-    } else {
-      delete[] fresh;  // another thread installed the array first (arr = it)
-    }
+  if (arr != nullptr) return arr;
+  auto* fresh = new std::atomic<uint64_t>[per_chunk_];
+  for (uint32_t i = 0; i < per_chunk_; ++i) fresh[i].store(0, kRlx);
+  if (chunks_[c].compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, kAcq)) {
+    allocated_.fetch_add(1, kRlx);
+    return fresh;
   }
-  return arr[(off % pm::Allocator::kChunkSize) / node_size_];
+  delete[] fresh;  // another thread installed the array first (arr = it)
+  return arr;
 }
 
 uint64_t LockTable::dram_bytes() const {

@@ -36,14 +36,27 @@ bool valid_node_size(uint32_t s) { return s >= 128 && s <= 4096 && (s & (s - 1))
 
 /// Nodes allocated before an SMO starts, so that OutOfSpace is reported
 /// before anything changes. take() falls back to allocating when empty.
+///
+/// A split reserves one node per level plus a new root but nearly always
+/// uses one. The unused ones go back to the tree's spare list (spare_, at
+/// most kMaxSpare blocks) for the next split instead of being freed, so a
+/// split costs one allocation, not height + 2 allocations and height + 1
+/// frees. Spare blocks are allocated but unreachable: after a crash recovery
+/// reclaims them like any unpublished block (allocator.h, reachability).
 struct FastFair::Stash {
-  pm::Allocator* alloc;
-  uint32_t size;
+  FastFair* tree;
   std::vector<uint64_t> blocks;
   Status fill(size_t n) {
+    if (blocks.size() < n) {
+      std::lock_guard g(tree->spare_mu_);
+      while (blocks.size() < n && !tree->spare_.empty()) {
+        blocks.push_back(tree->spare_.back());
+        tree->spare_.pop_back();
+      }
+    }
     while (blocks.size() < n) {
       uint64_t off = 0;
-      Status s = alloc->allocate(size, &off);
+      Status s = tree->pool_->allocator().allocate(tree->node_size_, &off);
       if (!s.ok()) return s;
       blocks.push_back(off);
     }
@@ -55,11 +68,20 @@ struct FastFair::Stash {
       blocks.pop_back();
       return Status::Ok();
     }
-    return alloc->allocate(size, off);
+    return tree->pool_->allocator().allocate(tree->node_size_, off);
   }
-  /// Frees what was not used (never published, so free() is safe).
+  /// Returns what was not used to the spare list (never published, so it
+  /// is free to reuse), freeing what does not fit.
   ~Stash() {
-    for (uint64_t b : blocks) alloc->free(b);
+    if (blocks.empty()) return;
+    std::lock_guard g(tree->spare_mu_);
+    for (uint64_t b : blocks) {
+      if (tree->spare_.size() < kMaxSpare) {
+        tree->spare_.push_back(b);
+      } else {
+        tree->pool_->allocator().free(b);
+      }
+    }
   }
 };
 
@@ -71,12 +93,19 @@ FastFair::~FastFair() {
   // Retired nodes were unlinked from every persistent pointer by their merge
   // (or root collapse) and no thread can read them once the index is gone.
   for (uint64_t off : retired_) pool_->allocator().free(off);
+  for (uint64_t off : spare_) pool_->allocator().free(off);
 }
 
 uint32_t FastFair::clamp_count(const Node* n) const {
   // An optimistic read may see any count a writer stored; it is always
   // <= cap_, but clamp so that a torn view can never index past the node.
   return static_cast<uint32_t>(std::min<uint64_t>(n->count.load(kAcq), cap_));
+}
+
+void FastFair::prefetch_node(uint64_t off) const {
+  locks_->prefetch(off);
+  const char* p = reinterpret_cast<const char*>(node(off));
+  for (uint32_t b = 0; b < prefetch_bytes_; b += pm::kLineSize) __builtin_prefetch(p + b);
 }
 
 bool FastFair::upper_bound_of(Node* n, uint64_t* ub) const {
@@ -151,6 +180,7 @@ void FastFair::init_node(uint64_t off, uint32_t level, uint64_t low_key, uint64_
 Status FastFair::create(uint32_t node_size) {
   node_size_ = node_size;
   cap_ = (node_size - kHeaderBytes) / kEntryBytes;
+  prefetch_bytes_ = std::min<uint32_t>(node_size_, 512);
   locks_ = std::make_unique<LockTable>(pool_->size(), node_size_);
   pm::Allocator& alloc = pool_->allocator();
   uint64_t ro = 0;
@@ -284,6 +314,23 @@ uint64_t FastFair::split(uint64_t xoff, uint64_t noff) {
 // Optimistic descent (OLC) from the root to the node at `level` whose range
 // holds `key`, moving right whenever key >= a node's upper bound (B-link).
 // On kOk, *off is that node and *ver its version (not locked).
+//
+// The upper bound of a node is its sibling's low_key. Reading it would touch
+// one more node per level (a cache miss per level on a large tree), so the
+// descent carries what the parent said about the node right of the child it
+// routed to: when the parent's next entry names the child's sibling, that
+// entry's key is the sibling's low_key (a child's low_key equals its
+// separator, and low keys are immutable while a node is reachable; retired
+// nodes are not freed while the tree is open), so no read of the sibling is
+// needed. Only a child whose sibling the parent does not name (the parent's
+// last child, or a split whose separator is not yet in the parent) reads
+// the sibling's low_key. Every value used was read under a version that is
+// validated before the descent acts on it.
+//
+// Each node's lines and its child's lock word are prefetched as soon as the
+// offset is known, so the misses of one level overlap (the paper's code
+// reads a node front to back; a binary search would otherwise take its
+// misses one after another).
 FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
                                     uint64_t* ver) const {
   uint64_t cur = root_offset();
@@ -292,23 +339,40 @@ FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
   if (node(cur)->level() < level) {
     return validate(cur, v) ? Descend::kNoLevel : Descend::kRestart;
   }
+  uint64_t next_off = 0;  // the node right of `cur` as its parent names it (0 = unknown)
+  uint64_t next_low = 0;  // that node's low_key
   while (true) {
     Node* n = node(cur);
     const uint32_t lvl = n->level();
-    uint64_t ub = 0;
-    const bool has_ub = upper_bound_of(n, &ub);
+    const uint64_t sib = n->sibling.load(kAcq);
+    bool right = false;
+    if (sib != 0) {
+      const uint64_t ub = sib == next_off ? next_low : node(sib)->low_key.load(kAcq);
+      right = key >= ub;
+    }
     uint64_t next;
-    if (has_ub && key >= ub) {
-      next = n->sibling.load(kAcq);
+    if (right) {
+      next = sib;
+      next_off = 0;
     } else if (lvl <= level) {
       if (!validate(cur, v) || lvl != level) return Descend::kRestart;
       *off = cur;
       *ver = v;
       return Descend::kOk;
     } else {
-      next = route(n, key);
+      Entry* e = n->entries();
+      const uint32_t cnt = clamp_count(n);
+      const int i = last_le(e, cnt, key);
+      next = i < 0 ? n->leftmost.load(kAcq) : e[i].value.load(kAcq);
+      if (static_cast<uint32_t>(i + 1) < cnt) {
+        next_off = e[i + 1].value.load(kAcq);
+        next_low = e[i + 1].key.load(kAcq);
+      } else {
+        next_off = 0;
+      }
     }
     if (!validate(cur, v)) return Descend::kRestart;
+    prefetch_node(next);
     uint64_t nv = 0;
     if (!read_lock(next, &nv)) return Descend::kRestart;
     cur = next;
@@ -466,7 +530,7 @@ Status FastFair::insert(uint64_t key, Value value) {
   }
   // Split. Allocate every node the SMO may need (one per level plus a new
   // root) before changing anything, so OutOfSpace leaves the tree unchanged.
-  Stash stash{&pool_->allocator(), node_size_, {}};
+  Stash stash{this, {}};
   Status s = stash.fill(node(root_offset())->level() + 2);
   if (!s.ok()) {
     unlock(off);
@@ -772,7 +836,7 @@ Status FastFair::normalize(uint64_t off) {
 // delete) gets (low_key, node) inserted into the parent covering low_key,
 // with the ordinary crash-safe insert (which may split or grow a new root).
 Status FastFair::repair_separators() {
-  Stash stash{&pool_->allocator(), node_size_, {}};
+  Stash stash{this, {}};
   for (uint32_t lvl = 0;; ++lvl) {
     std::vector<std::vector<uint64_t>> levels;
     Status s = walk_levels(&levels);
@@ -821,6 +885,7 @@ Status FastFair::recover() {
   }
   node_size_ = static_cast<uint32_t>(root_obj_->node_size);
   cap_ = (node_size_ - kHeaderBytes) / kEntryBytes;
+  prefetch_bytes_ = std::min<uint32_t>(node_size_, 512);
   locks_ = std::make_unique<LockTable>(pool_->size(), node_size_);
 
   std::vector<std::vector<uint64_t>> levels;

@@ -126,7 +126,8 @@ static_assert(sizeof(Node) == kHeaderBytes);
 class FastFair final : public Index<uint64_t> {
  public:
   FastFair(pm::Pool* pool);
-  /// Frees the nodes retired by merges (unreachable since their merge).
+  /// Frees the nodes retired by merges (unreachable since their merge) and
+  /// the spare blocks kept for splits (never published).
   ~FastFair() override;
 
   /// Creates an empty tree in a pool with no root (node_size checked by the
@@ -165,12 +166,21 @@ class FastFair final : public Index<uint64_t> {
   uint32_t capacity() const { return cap_; }
   /// Bytes per node.
   uint32_t node_size() const { return node_size_; }
+  /// Spare node blocks held for the next split (allocated, unpublished; at
+  /// most kMaxSpare). Counted in the allocator's bytes in use.
+  size_t spare_nodes() const {
+    std::lock_guard g(spare_mu_);
+    return spare_.size();
+  }
 
  private:
   enum class Descend { kOk, kRestart, kNoLevel };
   struct Stash;
 
   uint32_t clamp_count(const Node* n) const;
+  /// Prefetches the first prefetch_bytes_ of the node at `off` and its lock
+  /// word (a hint; no effect on correctness).
+  void prefetch_node(uint64_t off) const;
   bool upper_bound_of(Node* n, uint64_t* ub) const;
   uint64_t route(Node* n, uint64_t key) const;
   bool read_lock(uint64_t off, uint64_t* v) const;
@@ -199,10 +209,19 @@ class FastFair final : public Index<uint64_t> {
   RootObject* root_obj_ = nullptr;
   uint32_t node_size_ = 0;
   uint32_t cap_ = 0;
+  /// Bytes of a node prefetched before it is searched: the whole node up to
+  /// 512 B (8 lines), else the first 512 B.
+  uint32_t prefetch_bytes_ = 0;
   std::unique_ptr<LockTable> locks_;
   std::mutex root_mu_;    ///< serialises root creation and root collapse
   std::mutex retire_mu_;  ///< guards retired_
   std::vector<uint64_t> retired_;
+  /// Most spare node blocks kept between splits (see Stash in fastfair.cc).
+  static constexpr size_t kMaxSpare = 64;
+  mutable std::mutex spare_mu_;  ///< guards spare_
+  /// Allocated, never-published node blocks kept for the next SMO; freed by
+  /// the destructor, reclaimed by recovery after a crash.
+  std::vector<uint64_t> spare_;
   bool recovered_ = false;
   double recovery_seconds_ = 0;
 };
