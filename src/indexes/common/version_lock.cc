@@ -22,7 +22,7 @@ void backoff(unsigned* spins) {
   }
 }
 
-bool read_lock(const std::atomic<uint64_t>& w, uint64_t* v) {
+bool read_lock_wait(const std::atomic<uint64_t>& w, uint64_t* v) {
   unsigned spins = 0;
   uint64_t x = w.load(std::memory_order_acquire);
   while (x & kLocked) {

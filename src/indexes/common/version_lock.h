@@ -32,9 +32,18 @@ inline constexpr uint64_t kLocked = 2;    ///< a writer holds the node
 /// Spin-wait step: pause for the first 64 spins, then yield the CPU.
 void backoff(unsigned* spins);
 
+/// read_lock's wait for a writer (out of line: the uncontended path is
+/// inline).
+bool read_lock_wait(const std::atomic<uint64_t>& w, uint64_t* v);
+
 /// Waits until `w` is unlocked and stores its word in *v. False if the node
 /// is obsolete (the caller restarts).
-bool read_lock(const std::atomic<uint64_t>& w, uint64_t* v);
+inline bool read_lock(const std::atomic<uint64_t>& w, uint64_t* v) {
+  const uint64_t x = w.load(std::memory_order_acquire);
+  if (__builtin_expect((x & kLocked) != 0, 0)) return read_lock_wait(w, v);
+  *v = x;
+  return (x & kObsolete) == 0;
+}
 
 /// True if `w` still equals the word read by read_lock (no writer since).
 /// Every node word a reader loads must be an acquire load (no fence here).

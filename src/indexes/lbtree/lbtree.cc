@@ -181,6 +181,9 @@ Status LbTree::create(uint32_t leaf_size) {
 std::optional<Value> LbTree::lookup(uint64_t key) {
   while (true) {
     const inner::Route r = tree_->find(key);
+    // The version word and the leaf's lines are fetched in parallel.
+    versions_->prefetch(r.leaf);
+    prefetch_leaf(leaf(r.leaf).b, blocks_);
     std::atomic<uint64_t>& ver = versions_->word(r.leaf);
     uint64_t v = 0;
     if (!vlock::read_lock(ver, &v)) continue;

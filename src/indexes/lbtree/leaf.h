@@ -47,6 +47,9 @@
 #pragma once
 
 #include <emmintrin.h>
+// Inline XXH3 (same function, same results as the library's): the
+// fingerprint of every lookup and insert is then a few multiplies, not a call.
+#define XXH_INLINE_ALL
 #include <xxhash.h>
 
 #include <atomic>
@@ -174,6 +177,14 @@ struct SlotRef {
   uint32_t block = 0;
   uint32_t slot = 0;
 };
+
+/// Hints the CPU to fetch every line of the leaf at `b` (`blocks` 256 B
+/// blocks) before it is searched (LB+-tree's code prefetches a whole leaf).
+inline void prefetch_leaf(const Block* b, uint32_t blocks) {
+  const char* p = reinterpret_cast<const char*>(b);
+  for (uint32_t off = 0; off < blocks * kBlockBytes; off += pm::kLineSize)
+    __builtin_prefetch(p + off);
+}
 
 /// Algorithm 1 (search in a leaf): per block, the SIMD fingerprint match,
 /// then the bitmap and the key of each candidate. Lock-free: the caller
