@@ -31,6 +31,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "indexes/common/fingerprint.h"
 #include "indexes/common/version_lock.h"
 
 namespace nvindex::inner {
@@ -321,15 +322,6 @@ int route_in(const Node* n, uint32_t cnt, uint64_t key) {
   return e[b].key.load(kAcq) <= key ? static_cast<int>(b) : static_cast<int>(b) - 1;
 }
 
-/// Hints the CPU to fetch every line of the node (up to 512 B) before it
-/// is searched, so that the binary search's loads do not miss one after
-/// another (LB+-tree's code prefetches a whole non-leaf node the same way).
-void prefetch_node(const Node* n, uint32_t node_size) {
-  const char* p = reinterpret_cast<const char*>(n);
-  const uint32_t bytes = std::min<uint32_t>(node_size, 512);
-  for (uint32_t b = 0; b < bytes; b += 64) __builtin_prefetch(p + b);
-}
-
 uint64_t child_at(const Node* n, int slot) {
   return slot < 0 ? n->leftmost.load(kAcq) : entries(n)[slot].child.load(kAcq);
 }
@@ -363,7 +355,9 @@ restart:
     }
     Node* c = as_node(child);
     if (c == nullptr) goto restart;  // torn read; validation would fail
-    prefetch_node(c, impl_->node_size);
+    // Every line of the child (up to 512 B) before it is searched, as
+    // LB+-tree's code prefetches a whole non-leaf node.
+    prefetch_bytes(c, std::min<uint32_t>(impl_->node_size, 512));
     uint64_t cv;
     if (!vlock::read_lock(c->lock, &cv)) goto restart;
     if (!vlock::validate(n->lock, v)) goto restart;

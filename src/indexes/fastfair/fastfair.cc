@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "indexes/common/factory.h"
+#include "indexes/common/fingerprint.h"
 #include "nvindex/pm/persist.h"
 
 namespace nvindex {
@@ -104,8 +105,7 @@ uint32_t FastFair::clamp_count(const Node* n) const {
 
 void FastFair::prefetch_node(uint64_t off) const {
   locks_->prefetch(off);
-  const char* p = reinterpret_cast<const char*>(node(off));
-  for (uint32_t b = 0; b < prefetch_bytes_; b += pm::kLineSize) __builtin_prefetch(p + b);
+  prefetch_bytes(node(off), prefetch_bytes_);
 }
 
 bool FastFair::upper_bound_of(Node* n, uint64_t* ub) const {

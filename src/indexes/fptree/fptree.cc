@@ -7,7 +7,6 @@
 #include "indexes/fptree/fptree.h"
 
 #include <immintrin.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <array>
@@ -20,6 +19,7 @@
 #include <unordered_set>
 
 #include "indexes/common/factory.h"
+#include "indexes/common/fingerprint.h"
 #include "nvindex/pm/persist.h"
 
 namespace nvindex {
@@ -31,9 +31,6 @@ constexpr auto kRlx = std::memory_order_relaxed;
 constexpr auto kRel = std::memory_order_release;
 
 uintptr_t line_of(const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kLineSize; }
-
-/// The fingerprint of a key (paper §3): one byte of its hash.
-uint8_t fingerprint(uint64_t key) { return static_cast<uint8_t>(XXH3_64bits(&key, sizeof(key))); }
 
 }  // namespace
 
@@ -209,6 +206,9 @@ Status FpTree::create(uint32_t node_size) {
 std::optional<Value> FpTree::lookup(uint64_t key) {
   while (true) {
     const inner::Route r = inner_->find(key);
+    // The version word and the leaf's lines are fetched in parallel.
+    versions_->prefetch(r.leaf);
+    prefetch_bytes(leaf(r.leaf), layout_.node_size);
     uint64_t v = 0;
     if (!vlock::read_lock(versions_->word(r.leaf), &v)) continue;
     const int i = find_slot(r.leaf, key);

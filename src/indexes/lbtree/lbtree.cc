@@ -183,7 +183,7 @@ std::optional<Value> LbTree::lookup(uint64_t key) {
     const inner::Route r = tree_->find(key);
     // The version word and the leaf's lines are fetched in parallel.
     versions_->prefetch(r.leaf);
-    prefetch_leaf(leaf(r.leaf).b, blocks_);
+    prefetch_bytes(leaf(r.leaf).b, blocks_ * kBlockBytes);
     std::atomic<uint64_t>& ver = versions_->word(r.leaf);
     uint64_t v = 0;
     if (!vlock::read_lock(ver, &v)) continue;

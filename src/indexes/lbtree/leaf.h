@@ -47,14 +47,11 @@
 #pragma once
 
 #include <emmintrin.h>
-// Inline XXH3 (same function, same results as the library's): the
-// fingerprint of every lookup and insert is then a few multiplies, not a call.
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include <atomic>
 #include <cstdint>
 
+#include "indexes/common/fingerprint.h"
 #include "nvindex/pm/persist.h"
 
 namespace nvindex::lbtree {
@@ -71,12 +68,6 @@ inline constexpr uint64_t kLockBit = uint64_t{1} << 14;
 inline constexpr uint64_t kAltBit = uint64_t{1} << 15;
 /// Most blocks per leaf (1 KiB).
 inline constexpr uint32_t kMaxBlocks = 4;
-
-/// One-byte fingerprint of a key: the low byte of XXH3_64bits over its 8
-/// bytes (any byte value, 0 included, is a valid fingerprint).
-inline uint8_t fingerprint(uint64_t key) {
-  return static_cast<uint8_t>(XXH3_64bits(&key, sizeof(key)));
-}
 
 /// Line (0..3) of slot i within its block: slot i is unit i + 1.
 inline constexpr uint32_t line_of_slot(uint32_t i) { return (i + 1) / 4; }
@@ -177,14 +168,6 @@ struct SlotRef {
   uint32_t block = 0;
   uint32_t slot = 0;
 };
-
-/// Hints the CPU to fetch every line of the leaf at `b` (`blocks` 256 B
-/// blocks) before it is searched (LB+-tree's code prefetches a whole leaf).
-inline void prefetch_leaf(const Block* b, uint32_t blocks) {
-  const char* p = reinterpret_cast<const char*>(b);
-  for (uint32_t off = 0; off < blocks * kBlockBytes; off += pm::kLineSize)
-    __builtin_prefetch(p + off);
-}
 
 /// Algorithm 1 (search in a leaf): per block, the SIMD fingerprint match,
 /// then the bitmap and the key of each candidate. Lock-free: the caller
