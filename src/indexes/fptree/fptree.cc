@@ -112,7 +112,7 @@ void FpTree::lock_leaf(uint64_t off) {
     if (b.load(kRlx) == 0 && pm::cas<uint8_t>(&b, &expected, 1)) break;
     vlock::backoff(&spins);
   }
-  vlock::lock(versions_->word(off));  // leaves are never obsolete
+  vlock::lock_owned(versions_->word(off));  // we hold the leaf's lock byte
 }
 
 // Releases both locks: the version first (readers may proceed), then the lock

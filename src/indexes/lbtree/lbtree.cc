@@ -89,7 +89,7 @@ inner::Route LbTree::lock_leaf_for(uint64_t key) {
   while (true) {
     const inner::Route r = tree_->find(key);
     lock_pm(r.leaf);
-    vlock::lock(versions_->word(r.leaf));  // free: we hold the leaf's lock bit
+    vlock::lock_owned(versions_->word(r.leaf));  // we hold the leaf's lock bit
     if (tree_->validate(r)) return r;
     unlock_leaf(r.leaf);
   }
