@@ -136,13 +136,15 @@ INSTANTIATE_TEST_SUITE_P(Sizes, InnerTreeBuild, ::testing::ValuesIn(build_cases(
 
 TEST(InnerTree, CapacityAndChildrenPerNode) {
   InnerTree t128(128), t256(256), t4k(4096);
-  EXPECT_EQ(t128.capacity(), 6u);
-  EXPECT_EQ(t256.capacity(), 14u);
-  EXPECT_EQ(t4k.capacity(), 254u);
-  EXPECT_EQ(t256.children_per_node(1.0), 15u);
-  EXPECT_EQ(t256.children_per_node(0.7), 11u);  // ceil(10.5)
+  // (node_size - 16) / 16 separators: LB+-tree's 15 keys in 256 B; 255 is
+  // the most the 8-bit count holds.
+  EXPECT_EQ(t128.capacity(), 7u);
+  EXPECT_EQ(t256.capacity(), 15u);
+  EXPECT_EQ(t4k.capacity(), 255u);
+  EXPECT_EQ(t256.children_per_node(1.0), 16u);
+  EXPECT_EQ(t256.children_per_node(0.7), 12u);  // ceil(11.2)
   EXPECT_EQ(t256.children_per_node(0.01), 2u);
-  EXPECT_EQ(t128.children_per_node(0.5), 4u);  // ceil(3.5)
+  EXPECT_EQ(t128.children_per_node(0.5), 4u);  // ceil(4.0)
   EXPECT_EQ(t256.height(), 0u);
   EXPECT_EQ(t256.nodes(), 0u);
   EXPECT_EQ(t256.find(5).leaf, 0u);  // not built

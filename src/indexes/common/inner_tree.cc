@@ -32,6 +32,7 @@
 #include <unordered_map>
 
 #include "indexes/common/fingerprint.h"
+#include "indexes/common/simd_search.h"
 #include "indexes/common/version_lock.h"
 
 namespace nvindex::inner {
@@ -43,15 +44,48 @@ constexpr auto kRel = std::memory_order_release;
 constexpr auto kRlx = std::memory_order_relaxed;
 constexpr std::align_val_t kAlign{64};
 
-/// Inner node header, 24 B (layout table in inner_tree.h). Followed by
-/// `capacity` Entry slots.
+/// Inner node header, 16 B (layout table in inner_tree.h). Followed by
+/// `capacity` Entry slots. The separator count, the level and the leftmost
+/// child share one word, so a reader gets all three with one load and a
+/// 256 B node holds 15 separators (16 children), as LB+-tree's non-leaf
+/// node does.
 struct Node {
-  std::atomic<uint64_t> lock{0};      ///< vlock word
-  std::atomic<uint16_t> count{0};     ///< separators in use
-  std::atomic<uint16_t> level{0};     ///< 1 = children are leaves
-  uint32_t reserved = 0;              ///< unused
-  std::atomic<uint64_t> leftmost{0};  ///< child left of the first separator
+  std::atomic<uint64_t> lock{0};  ///< vlock word
+  /// level << 56 | count << 48 | leftmost child (a leaf offset or a Node*,
+  /// both below 2^48). Written only by the holder of `lock` or before the
+  /// node is published.
+  std::atomic<uint64_t> meta{0};
 };
+
+constexpr unsigned kCountShift = 48;
+constexpr unsigned kLevelShift = 56;
+constexpr uint64_t kChildMask = (uint64_t{1} << kCountShift) - 1;
+constexpr uint64_t kCountMask = uint64_t{0xff} << kCountShift;
+constexpr uint64_t kLevelMask = uint64_t{0xff} << kLevelShift;
+
+uint32_t count_of(uint64_t meta) {
+  return static_cast<uint32_t>((meta & kCountMask) >> kCountShift);
+}
+uint32_t level_of(uint64_t meta) { return static_cast<uint32_t>(meta >> kLevelShift); }
+uint64_t leftmost_of(uint64_t meta) { return meta & kChildMask; }
+
+uint32_t node_count(const Node* n, std::memory_order o) { return count_of(n->meta.load(o)); }
+uint32_t node_level(const Node* n, std::memory_order o) { return level_of(n->meta.load(o)); }
+uint64_t node_leftmost(const Node* n, std::memory_order o) { return leftmost_of(n->meta.load(o)); }
+// Writers: only the node's lock holder (or its builder) stores meta, so a
+// load-modify-store is exact.
+void set_count(Node* n, uint32_t c, std::memory_order o) {
+  const uint64_t m = n->meta.load(std::memory_order_relaxed);
+  n->meta.store((m & ~kCountMask) | (uint64_t{c} << kCountShift), o);
+}
+void set_level(Node* n, uint32_t level) {
+  const uint64_t m = n->meta.load(std::memory_order_relaxed);
+  n->meta.store((m & ~kLevelMask) | (uint64_t{level} << kLevelShift), std::memory_order_relaxed);
+}
+void set_leftmost(Node* n, uint64_t child, std::memory_order o) {
+  const uint64_t m = n->meta.load(std::memory_order_relaxed);
+  n->meta.store((m & ~kChildMask) | (child & kChildMask), o);
+}
 
 /// {separator, child}: the child covers [key, next key).
 struct Entry {
@@ -59,11 +93,9 @@ struct Entry {
   std::atomic<uint64_t> child{0};
 };
 
-static_assert(sizeof(Node) == 24 && offsetof(Node, count) == 8 && offsetof(Node, level) == 10 &&
-              offsetof(Node, leftmost) == 16);
+static_assert(sizeof(Node) == 16 && offsetof(Node, meta) == 8);
 static_assert(sizeof(Entry) == 16);
-static_assert(std::atomic<uint16_t>::is_always_lock_free &&
-              std::atomic<uint64_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 Entry* entries(Node* n) {
   return reinterpret_cast<Entry*>(reinterpret_cast<char*>(n) + sizeof(Node));
@@ -102,7 +134,8 @@ struct InnerTree::Impl {
     Node* n = new (mem) Node();
     Entry* e = entries(n);
     for (uint32_t i = 0; i < cap; ++i) new (&e[i]) Entry();
-    n->level.store(level, kRlx);
+    if (reinterpret_cast<uintptr_t>(n) > kChildMask) die("node address above 2^48");
+    set_level(n, level);
     return n;
   }
   static void free_node(Node* n) {
@@ -146,13 +179,13 @@ struct InnerTree::Impl {
     size_t at = 0;
     for (size_t sz : cuts(kids.size(), per)) {
       Node* n = make_node(level);
-      n->leftmost.store(kids[at].second, kRlx);
+      set_leftmost(n, kids[at].second, kRlx);
       Entry* e = entries(n);
       for (size_t j = 1; j < sz; ++j) {
         e[j - 1].key.store(kids[at + j].first, kRlx);
         e[j - 1].child.store(kids[at + j].second, kRlx);
       }
-      n->count.store(static_cast<uint16_t>(sz - 1), kRlx);
+      set_count(n, sz - 1, kRlx);
       made->push_back(n);
       out.emplace_back(kids[at].first, as_word(n));
       at += sz;
@@ -198,9 +231,10 @@ namespace {
 
 Status check_leaves(std::span<const LeafRef> leaves, bool* first, uint64_t* prev, size_t seg) {
   for (size_t i = 0; i < leaves.size(); ++i) {
-    if (leaves[i].second == 0) {
-      return Status::InvalidArgument("InnerTree::build: leaf offset 0 at index " +
-                                     std::to_string(i) + " of segment " + std::to_string(seg));
+    if (leaves[i].second == 0 || leaves[i].second > kChildMask) {
+      return Status::InvalidArgument(
+          "InnerTree::build: leaf offset 0 or at or above 2^48 at index " + std::to_string(i) +
+          " of segment " + std::to_string(seg));
     }
     if (!*first && leaves[i].first <= *prev) {
       return Status::InvalidArgument("InnerTree::build: keys not strictly ascending at index " +
@@ -276,25 +310,25 @@ Status InnerTree::build_segments(const std::vector<std::vector<LeafRef>>& segmen
   // The level's last node with a lone child gets build()'s treatment (merged
   // into its left neighbour, or borrowing one child from it if that is full),
   // so aligned segments give exactly build()'s tree.
-  if (level.size() >= 2 && as_node(level.back().second)->count.load(kRlx) == 0) {
+  if (level.size() >= 2 && node_count(as_node(level.back().second), kRlx) == 0) {
     Node* lone = as_node(level.back().second);
     Node* prev = as_node(level[level.size() - 2].second);
-    const uint32_t pc = prev->count.load(kRlx);
+    const uint32_t pc = node_count(prev, kRlx);
     if (pc < impl_->cap) {
       entries(prev)[pc].key.store(level.back().first, kRlx);
-      entries(prev)[pc].child.store(lone->leftmost.load(kRlx), kRlx);
-      prev->count.store(static_cast<uint16_t>(pc + 1), kRlx);
+      entries(prev)[pc].child.store(node_leftmost(lone, kRlx), kRlx);
+      set_count(prev, pc + 1, kRlx);
       level.pop_back();
       all.pop_back();  // lone: segments' nodes are in order, it is the last
       Impl::free_node(lone);
     } else {
       Entry& moved = entries(prev)[pc - 1];
       entries(lone)[0].key.store(level.back().first, kRlx);
-      entries(lone)[0].child.store(lone->leftmost.load(kRlx), kRlx);
-      lone->leftmost.store(moved.child.load(kRlx), kRlx);
-      lone->count.store(1, kRlx);
+      entries(lone)[0].child.store(node_leftmost(lone, kRlx), kRlx);
+      set_leftmost(lone, moved.child.load(kRlx), kRlx);
+      set_count(lone, 1, kRlx);
       level.back().first = moved.key.load(kRlx);
-      prev->count.store(static_cast<uint16_t>(pc - 1), kRlx);
+      set_count(prev, pc - 1, kRlx);
     }
   }
   impl_->finish(std::move(level), per, &all);
@@ -305,25 +339,15 @@ namespace {
 
 /// Index of the child of `n` covering `key`: -1 = leftmost, i = entry i
 /// (the number of separators <= key, minus one). `cnt` is the count read.
-/// Branch-free binary search (Khuong and Morin, "Array Layouts for
-/// Comparison-Based Searching", JEA 2017, §3.1): floor(log2(cnt)) + 1
-/// conditional moves, no branch misprediction per probe. Invariant: the
-/// answer, if >= b, lies in [b, b + len).
+/// The SIMD search of simd_search.h (AVX-512 / AVX2 / branch-free scalar,
+/// chosen at run time).
 int route_in(const Node* n, uint32_t cnt, uint64_t key) {
-  const Entry* e = entries(n);
-  if (cnt == 0) return -1;
-  uint32_t b = 0;
-  uint32_t len = cnt;
-  while (len > 1) {
-    const uint32_t half = len / 2;
-    b = e[b + half].key.load(kAcq) <= key ? b + half : b;
-    len -= half;
-  }
-  return e[b].key.load(kAcq) <= key ? static_cast<int>(b) : static_cast<int>(b) - 1;
+  static_assert(sizeof(Entry) == sizeof(simd::KeyEntry) && offsetof(Entry, key) == 0);
+  return simd::last_le(reinterpret_cast<const simd::KeyEntry*>(entries(n)), cnt, key);
 }
 
 uint64_t child_at(const Node* n, int slot) {
-  return slot < 0 ? n->leftmost.load(kAcq) : entries(n)[slot].child.load(kAcq);
+  return slot < 0 ? node_leftmost(n, kAcq) : entries(n)[slot].child.load(kAcq);
 }
 
 }  // namespace
@@ -339,10 +363,11 @@ restart:
   uint64_t high = 0;
   bool has_high = false;
   while (true) {
-    const uint16_t level = n->level.load(kAcq);
-    const uint32_t cnt = std::min<uint32_t>(n->count.load(kAcq), cap);
+    const uint64_t meta = n->meta.load(kAcq);  // level, count, leftmost: one load
+    const uint32_t level = level_of(meta);
+    const uint32_t cnt = std::min<uint32_t>(count_of(meta), cap);
     const int slot = route_in(n, cnt, key);
-    const uint64_t child = child_at(n, slot);
+    const uint64_t child = slot < 0 ? leftmost_of(meta) : entries(n)[slot].child.load(kAcq);
     uint64_t next_high = high;
     bool next_has = has_high;
     if (static_cast<uint32_t>(slot + 1) < cnt) {
@@ -381,6 +406,7 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
   if (root == nullptr) die("insert_separator on a tree that was not built");
   if (sep == 0) die("insert_separator: separator 0 (left's low key must be below it)");
   if (right == 0) die("insert_separator: right leaf offset 0");
+  if (right > kChildMask) die("insert_separator: leaf offset at or above 2^48");
 
   // Descend by sep - 1 (in left's range [lo, hi) since lo < sep < hi) and
   // record the path and the slot taken at each level. Writers are serialized,
@@ -392,10 +418,10 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
   std::vector<Step> path;
   Node* n = root;
   while (true) {
-    const uint32_t cnt = n->count.load(kRlx);
+    const uint32_t cnt = node_count(n, kRlx);
     const int slot = route_in(n, cnt, sep - 1);
     path.push_back({n, slot});
-    if (n->level.load(kRlx) <= 1) break;
+    if (node_level(n, kRlx) <= 1) break;
     n = as_node(child_at(n, slot));
   }
   {
@@ -403,7 +429,7 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
     if (child_at(s.node, s.slot) != left) {
       die("insert_separator: `left` is not the leaf covering sep - 1 (caller bug)");
     }
-    const uint32_t cnt = s.node->count.load(kRlx);
+    const uint32_t cnt = node_count(s.node, kRlx);
     if (static_cast<uint32_t>(s.slot + 1) < cnt &&
         entries(s.node)[s.slot + 1].key.load(kRlx) <= sep) {
       die("insert_separator: sep is not below left's upper bound (caller bug)");
@@ -415,8 +441,8 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
   // the first change, so no reader can pass a changed node through an
   // unchanged-looking ancestor.
   size_t top = path.size() - 1;  // index in path of the highest node that changes
-  while (path[top].node->count.load(kRlx) >= cap && top > 0) --top;
-  const bool grow = path[top].node->count.load(kRlx) >= cap;  // the root splits too
+  while (node_count(path[top].node, kRlx) >= cap && top > 0) --top;
+  const bool grow = node_count(path[top].node, kRlx) >= cap;  // the root splits too
   for (size_t i = path.size(); i-- > top;) {
     if (!vlock::lock(path[i].node->lock)) die("insert_separator: obsolete node on the path");
   }
@@ -430,7 +456,7 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
   for (size_t i = path.size(); i-- > top;) {
     Node* x = path[i].node;
     Entry* e = entries(x);
-    const uint32_t cnt = x->count.load(kRlx);
+    const uint32_t cnt = node_count(x, kRlx);
     const uint32_t pos = static_cast<uint32_t>(path[i].slot + 1);
     if (cnt < cap) {
       // Room: shift [pos, cnt) right by one, from the end, then fill pos.
@@ -441,7 +467,7 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
       }
       e[pos].key.store(key, kRel);
       e[pos].child.store(child, kRel);
-      x->count.store(static_cast<uint16_t>(cnt + 1), kRel);
+      set_count(x, cnt + 1, kRel);
       break;
     }
     // Full: the cap + 1 entries (with the new one at pos) are cut at mid:
@@ -457,20 +483,20 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
       }
     }
     const uint32_t mid = (cap + 1) / 2;
-    Node* r = m.make_node(x->level.load(kRlx));
-    r->leftmost.store(all[mid].second, kRlx);
+    Node* r = m.make_node(node_level(x, kRlx));
+    set_leftmost(r, all[mid].second, kRlx);
     Entry* re = entries(r);
     for (uint32_t j = mid + 1; j <= cap; ++j) {
       re[j - mid - 1].key.store(all[j].first, kRlx);
       re[j - mid - 1].child.store(all[j].second, kRlx);
     }
-    r->count.store(static_cast<uint16_t>(cap - mid), kRlx);
+    set_count(r, cap - mid, kRlx);
     fresh.push_back(r);
     for (uint32_t j = 0; j < mid; ++j) {
       e[j].key.store(all[j].first, kRel);
       e[j].child.store(all[j].second, kRel);
     }
-    x->count.store(static_cast<uint16_t>(mid), kRel);
+    set_count(x, mid, kRel);
     key = all[mid].first;
     child = as_word(r);
   }
@@ -478,11 +504,11 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
     // The old root split: a new root over (old root, key -> child), stored
     // before the old root is unlocked (find() re-reads the root pointer).
     Node* old = path[0].node;
-    Node* nr = m.make_node(static_cast<uint16_t>(old->level.load(kRlx) + 1));
-    nr->leftmost.store(as_word(old), kRlx);
+    Node* nr = m.make_node(static_cast<uint16_t>(node_level(old, kRlx) + 1));
+    set_leftmost(nr, as_word(old), kRlx);
     entries(nr)[0].key.store(key, kRlx);
     entries(nr)[0].child.store(child, kRlx);
-    nr->count.store(1, kRlx);
+    set_count(nr, 1, kRlx);
     fresh.push_back(nr);
     m.root.store(nr, kRel);
   }
@@ -496,8 +522,8 @@ std::vector<LeafRef> InnerTree::leaves() const {
   if (root == nullptr) return out;
   struct Rec {
     static void walk(const Node* n, uint64_t low, std::vector<LeafRef>* out) {
-      const uint32_t cnt = n->count.load(kAcq);
-      const bool leaf_level = n->level.load(kAcq) <= 1;
+      const uint32_t cnt = node_count(n, kAcq);
+      const bool leaf_level = node_level(n, kAcq) <= 1;
       for (int s = -1; s < static_cast<int>(cnt); ++s) {
         const uint64_t lo = s < 0 ? low : entries(n)[s].key.load(kAcq);
         const uint64_t c = child_at(n, s);
@@ -542,8 +568,8 @@ Status InnerTree::verify() const {
       const uint64_t w = n->lock.load(kAcq);
       if (w & vlock::kLocked) return fail("node left locked");
       if (w & vlock::kObsolete) return fail("obsolete node reachable");
-      if (n->level.load(kAcq) != level) return fail("level mismatch");
-      const uint32_t cnt = n->count.load(kAcq);
+      if (node_level(n, kAcq) != level) return fail("level mismatch");
+      const uint32_t cnt = node_count(n, kAcq);
       if (cnt > m.cap) return fail("count above capacity");
       if (!is_root && cnt == 0 && level > 1) return fail("inner node above level 1 with 1 child");
       const Entry* e = entries(n);
@@ -571,7 +597,7 @@ Status InnerTree::verify() const {
     }
   };
   Rec rec{m, &reached, &leaf_set, &err};
-  const uint16_t h = root->level.load(kAcq);
+  const uint16_t h = node_level(root, kAcq);
   if (h == 0) return Status::Corruption("inner tree: root at level 0");
   if (!rec.walk(root, h, 0, 0, false, true)) return Status::Corruption(err);
   if (reached != m.count.load(kAcq)) {
@@ -589,8 +615,8 @@ std::string InnerTree::dump() const {
   std::unordered_map<const Node*, size_t> id{{root, 0}};
   for (size_t i = 0; i < order.size(); ++i) {
     const Node* n = order[i];
-    const uint32_t cnt = n->count.load(kAcq);
-    const bool leaf_level = n->level.load(kAcq) <= 1;
+    const uint32_t cnt = node_count(n, kAcq);
+    const bool leaf_level = node_level(n, kAcq) <= 1;
     auto name = [&](uint64_t c) {
       if (leaf_level) return "@" + std::to_string(c);
       const Node* cn = as_node(c);
@@ -598,8 +624,8 @@ std::string InnerTree::dump() const {
       if (added) order.push_back(cn);
       return "n" + std::to_string(it->second);
     };
-    out += "n" + std::to_string(i) + " L" + std::to_string(n->level.load(kAcq)) + " c" +
-           std::to_string(cnt) + ": " + name(n->leftmost.load(kAcq));
+    out += "n" + std::to_string(i) + " L" + std::to_string(node_level(n, kAcq)) + " c" +
+           std::to_string(cnt) + ": " + name(node_leftmost(n, kAcq));
     for (uint32_t s = 0; s < cnt; ++s) {
       out += " " + std::to_string(entries(n)[s].key.load(kAcq)) + ":" +
              name(entries(n)[s].child.load(kAcq));
@@ -611,7 +637,7 @@ std::string InnerTree::dump() const {
 
 uint32_t InnerTree::height() const {
   const Node* root = impl_->root.load(kAcq);
-  return root == nullptr ? 0 : root->level.load(kAcq);
+  return root == nullptr ? 0 : node_level(root, kAcq);
 }
 
 uint64_t InnerTree::nodes() const { return impl_->count.load(kAcq); }

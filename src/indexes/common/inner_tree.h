@@ -15,12 +15,15 @@
 //   offset size  field
 //   ------ ----  -------------------------------------------------------
 //        0    8  version lock (indexes/common/version_lock.h)
-//        8    2  count: separators in use
-//       10    2  level: 1 = children are leaves, 2.. = children are inner
-//       12    4  reserved
-//       16    8  leftmost child (leaf offset at level 1, Node* above)
-//       24   16* {separator key, child}: child i covers [key_i, key_{i+1});
-//                capacity = (node_size - 24) / 16 (256 B -> 14 separators)
+//        8    8  meta word: bits 56..63 level (1 = children are leaves,
+//                2.. = children are inner nodes), bits 48..55 count
+//                (separators in use), bits 0..47 leftmost child (leaf
+//                offset at level 1, Node* above): one load gives all three
+//       16   16* {separator key, child}: child i covers [key_i, key_{i+1});
+//                capacity = (node_size - 16) / 16 (256 B -> 15 separators,
+//                16 children, as LB+-tree's 256 B non-leaf node; 4096 B ->
+//                255, the most the 8-bit count holds)
+// Leaf offsets must be below 2^48 (a pool of at most 256 TiB).
 //
 // Concurrency (no HTM here, unlike LB+-tree's release): readers descend with
 // optimistic lock coupling (read version, read child, validate) and never
@@ -158,7 +161,7 @@ class InnerTree {
   /// concurrent writers.
   std::string dump() const;
 
-  /// Separators per node: (node_size - 24) / 16 (256 B -> 14; children one
+  /// Separators per node: (node_size - 16) / 16 (256 B -> 15; children one
   /// more).
   uint32_t capacity() const;
   /// Children per inner node at bulk-load fill factor `fill` (in (0, 1]):

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "indexes/common/factory.h"
 #include "indexes/common/fingerprint.h"
+#include "indexes/common/simd_search.h"
 #include "nvindex/pm/persist.h"
 
 namespace nvindex {
@@ -117,18 +119,11 @@ bool FastFair::upper_bound_of(Node* n, uint64_t* ub) const {
 
 // Index of the last slot in [0, n) with key <= `key`, or -1. Keys are
 // non-decreasing (equal pairs allowed), so the slot found is never the left
-// (hole) of an equal pair.
+// (hole) of an equal pair. The SIMD search of simd_search.h (AVX-512 / AVX2
+// / branch-free scalar binary search, chosen at run time).
 static int last_le(Entry* e, uint32_t n, uint64_t key) {
-  int lo = 0, hi = static_cast<int>(n);  // answer + 1 lies in [lo, hi]
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (e[mid].key.load(kAcq) <= key) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
-  }
-  return lo - 1;
+  static_assert(sizeof(Entry) == sizeof(simd::KeyEntry) && offsetof(Entry, key) == 0);
+  return simd::last_le(reinterpret_cast<const simd::KeyEntry*>(e), n, key);
 }
 
 uint64_t FastFair::route(Node* n, uint64_t key) const {

@@ -1,0 +1,109 @@
+// The sorted-key search of src/indexes/common/simd_search.h: every level the
+// CPU has (scalar, AVX2, AVX-512) gives the reference answer on every node
+// size the indexes use, with equal neighbours (fastfair's transient holes),
+// keys with the top bit set (unsigned order) and the extreme keys 0 and
+// 2^64 - 1; and a vector search reads nothing past the last entry.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "indexes/common/simd_search.h"
+
+namespace nvindex {
+namespace {
+
+using simd::KeyEntry;
+using SearchFn = int (*)(const KeyEntry*, uint32_t, uint64_t);
+
+int reference(const std::vector<uint64_t>& keys, uint32_t n, uint64_t key) {
+  int r = -1;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (keys[i] <= key) r = static_cast<int>(i);
+  }
+  return r;
+}
+
+std::vector<std::pair<const char*, SearchFn>> levels_on_this_cpu() {
+  std::vector<std::pair<const char*, SearchFn>> out{{"scalar", simd::detail::last_le_scalar}};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) out.emplace_back("avx2", simd::detail::last_le_avx2);
+  if (__builtin_cpu_supports("avx512f")) out.emplace_back("avx512", simd::detail::last_le_avx512);
+  return out;
+}
+
+TEST(SimdSearch, EveryLevelMatchesTheReference) {
+  std::mt19937_64 rng(11);
+  for (uint32_t n : {0u, 1u, 2u, 3u, 4u, 5u, 7u, 8u, 14u, 15u, 16u, 28u, 60u, 252u, 255u}) {
+    for (int round = 0; round < 40; ++round) {
+      std::vector<uint64_t> keys(n);
+      for (uint64_t& k : keys) {
+        // Mix small keys, keys with the top bit set and repeats.
+        const uint64_t r = rng();
+        k = round % 3 == 0 ? r % 50 : round % 3 == 1 ? r | (uint64_t{1} << 63) : r;
+      }
+      if (n > 0 && round % 4 == 0) keys[rng() % n] = UINT64_MAX;
+      if (n > 0 && round % 5 == 0) keys[rng() % n] = 0;
+      std::sort(keys.begin(), keys.end());
+      if (n > 2 && round % 2 == 0) {
+        const uint32_t i = static_cast<uint32_t>(rng() % (n - 1));
+        keys[i] = keys[i + 1];  // an equal pair (a FAST shift's hole)
+      }
+      std::vector<KeyEntry> e(n);
+      for (uint32_t i = 0; i < n; ++i) {
+        e[i].key.store(keys[i]);
+        e[i].other.store(~keys[i]);  // values never count
+      }
+      std::vector<uint64_t> probes{0, 1, UINT64_MAX, UINT64_MAX - 1, uint64_t{1} << 63};
+      for (uint64_t k : keys) {
+        probes.push_back(k);
+        probes.push_back(k - 1);
+        probes.push_back(k + 1);
+      }
+      for (int i = 0; i < 10; ++i) probes.push_back(rng());
+      for (const auto& [name, fn] : levels_on_this_cpu()) {
+        for (uint64_t p : probes) {
+          ASSERT_EQ(fn(e.data(), n, p), reference(keys, n, p))
+              << name << " n=" << n << " probe=" << p;
+        }
+      }
+      // The dispatched search agrees too.
+      for (uint64_t p : probes) ASSERT_EQ(simd::last_le(e.data(), n, p), reference(keys, n, p));
+    }
+  }
+}
+
+// The entries end exactly at a page whose successor is unmapped: a vector
+// load past the last entry would fault.
+TEST(SimdSearch, ReadsNothingPastTheLastEntry) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* m = ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  char* second = static_cast<char*>(m) + page;
+  ASSERT_EQ(::munmap(second, page), 0);
+  for (uint32_t n : {1u, 2u, 3u, 5u, 15u}) {
+    auto* e = reinterpret_cast<KeyEntry*>(second - 16 * n);
+    for (uint32_t i = 0; i < n; ++i) {
+      e[i].key.store(10 * (i + 1));
+      e[i].other.store(0);
+    }
+    for (const auto& [name, fn] : levels_on_this_cpu()) {
+      EXPECT_EQ(fn(e, n, 10 * n + 5), static_cast<int>(n) - 1) << name << " n=" << n;
+      EXPECT_EQ(fn(e, n, 5), -1) << name << " n=" << n;
+    }
+  }
+  ::munmap(m, page);
+}
+
+TEST(SimdSearch, LevelIsNamed) {
+  const std::string_view n = simd::level_name(simd::level());
+  EXPECT_TRUE(n == "scalar" || n == "avx2" || n == "avx512") << n;
+}
+
+}  // namespace
+}  // namespace nvindex
