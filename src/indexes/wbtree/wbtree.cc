@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <unordered_set>
 
@@ -45,6 +46,17 @@ constexpr uint64_t slot_bit(uint32_t s) { return 2ull << s; }
 
 std::atomic<uint64_t>* word_at(char* base, uint64_t off) {
   return reinterpret_cast<std::atomic<uint64_t>*>(base + off);
+}
+
+/// vlock::read_lock with its common case (not locked, not obsolete) inline:
+/// the lookup path reads one version per level.
+inline bool read_version(const std::atomic<uint64_t>& w, uint64_t* v) {
+  const uint64_t x = w.load(kAcq);
+  if (__builtin_expect((x & (vlock::kLocked | vlock::kObsolete)) == 0, 1)) {
+    *v = x;
+    return true;
+  }
+  return vlock::read_lock(w, v);
 }
 
 }  // namespace
@@ -93,15 +105,44 @@ uint32_t WbTree::used(const Node* n) const {
   return static_cast<uint32_t>(std::popcount(n->bitmap.load(kAcq) & ~kValidBit));
 }
 
+// Copies n's whole slot array (count and 63 slot bytes; bytes past the
+// node's capacity are the first entry bytes or padding and are never used)
+// into buf[0..63] by 8-byte loads, the only way the slot array is read.
+void WbTree::load_slot_array(Node* n, uint8_t* buf) const {
+  const std::atomic<uint64_t>* w = slot_words(n);
+  const uint32_t words = (1 + cap_ + 7) / 8;
+  for (uint32_t i = 0; i < words; ++i) {
+    const uint64_t x = w[i].load(kAcq);
+    std::memcpy(buf + 8 * i, &x, sizeof(x));
+  }
+}
+
+// Writes buf[0..len) into n's slot array as whole 8-byte words (the bytes
+// that share a word with them come from buf too: callers fill buf with
+// load_slot_array first or write the whole array), storing only the words
+// that change, in ascending order. Not flushed. Every word lies within bytes
+// 24..E of the node (E = 24+1+c rounded up to 16), so no entry is touched.
+void WbTree::store_slot_array(Node* n, const uint8_t* buf, uint32_t len) {
+  std::atomic<uint64_t>* w = slot_words(n);
+  const uint32_t words = (len + 7) / 8;
+  for (uint32_t i = 0; i < words; ++i) {
+    uint64_t x;
+    std::memcpy(&x, buf + 8 * i, sizeof(x));
+    if (w[i].load(kRlx) != x) pm::store(&w[i], x);
+  }
+}
+
 // Position (0-based, in the slot array) of the last entry with key <= `key`,
-// or -1. Binary search over the slot array (valid outside an operation).
-int WbTree::last_le(Node* n, uint64_t key) const {
-  const uint8_t* sa = slots(n);
+// or -1. Binary search over the slot array (valid outside an operation; an
+// optimistic reader may see a changing one, but every byte it reads is a
+// count <= c or a slot < c, so it stays inside the node, and its validation
+// fails).
+inline int WbTree::last_le(Node* n, uint64_t key) const {
   Entry* e = entries(n);
-  int lo = 0, hi = sa[0];  // answer + 1 lies in [lo, hi]
+  int lo = 0, hi = static_cast<int>(sa_count(n));  // answer + 1 lies in [lo, hi]
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
-    if (e[sa[1 + mid]].key <= key) {
+    if (e[sa_slot(n, static_cast<uint32_t>(mid))].key.load(kAcq) <= key) {
       lo = mid + 1;
     } else {
       hi = mid;
@@ -110,37 +151,134 @@ int WbTree::last_le(Node* n, uint64_t key) const {
   return lo - 1;
 }
 
-uint64_t WbTree::child_at(Node* n, int pos) const {
-  return pos < 0 ? n->link : entries(n)[slots(n)[1 + pos]].value;
+inline uint64_t WbTree::child_at(Node* n, int pos) const {
+  return pos < 0 ? n->link.load(kAcq)
+                 : entries(n)[sa_slot(n, static_cast<uint32_t>(pos))].value.load(kAcq);
 }
 
-// Descends from the root to the leaf covering `key`; *path (if given) gets
-// the nodes from the root down to that leaf.
-uint64_t WbTree::find_leaf(uint64_t key, std::vector<uint64_t>* path) const {
-  if (path != nullptr) path->clear();
-  if (inner_dram_) {
-    // The DRAM inner nodes route to the leaf; under the tree-wide lock no
-    // writer runs concurrently with a descent, so no validation is needed.
-    const uint64_t leaf = tree_->find(key).leaf;
-    if (path != nullptr) path->push_back(leaf);
-    return leaf;
+// inner=pm: optimistic descent with lock coupling (see wbtree.h
+// "Concurrency") to the leaf covering `key`. False when a validation failed
+// (the caller restarts). On true, *out holds the leaf with the version read
+// and its parent's lock with the version that was validated after the
+// leaf's version was read: the leaf covered `key` at that moment, and
+// still does for as long as the parent's version is unchanged (a split of
+// the leaf changes its parent, or the root word).
+inline bool WbTree::locate(uint64_t key, Loc* out) const {
+  uint64_t rv = 0;
+  read_version(root_lock_, &rv);
+  uint64_t off = root_word();
+  Node* n = node(off);
+  prefetch(n);
+  std::atomic<uint64_t>* lk = &locks_->word(off);
+  uint64_t v = 0;
+  if (!read_version(*lk, &v) || !vlock::validate(root_lock_, rv)) return false;
+  std::atomic<uint64_t>* plk = &root_lock_;
+  uint64_t pv = rv;
+  uint64_t low = 0;
+  while (n->level() != 0) {
+    const int p = last_le(n, key);
+    uint64_t child = 0;
+    uint64_t clow = low;
+    if (p < 0) {
+      child = n->link.load(kAcq);
+    } else {
+      const Entry& e = entries(n)[sa_slot(n, static_cast<uint32_t>(p))];
+      child = e.value.load(kAcq);
+      clow = e.key.load(kAcq);
+    }
+    // The child offset is trusted (dereferenced, looked up in the lock
+    // table) only once the node validates.
+    if (!vlock::validate(*lk, v)) return false;
+    Node* c = node(child);
+    prefetch(c);
+    std::atomic<uint64_t>* clk = &locks_->word(child);
+    uint64_t cv = 0;
+    if (!read_version(*clk, &cv) || !vlock::validate(*lk, v)) return false;
+    plk = lk;
+    pv = v;
+    lk = clk;
+    v = cv;
+    n = c;
+    off = child;
+    low = clow;
   }
+  *out = Loc{off, lk, v, plk, pv, low};
+  return true;
+}
+
+// Optimistic read of the leaf covering `key`: calls f(leaf, low) (low: the
+// leaf's lower bound when kLow, else 0), which must only read (acquire loads)
+// and keep its results in locals it overwrites on every call, until a call
+// validates (the leaf's version, and its route). Lock-free.
+template <bool kLow, class F>
+inline void WbTree::read_leaf(uint64_t key, F&& f) const {
+  if (inner_dram_) {
+    while (true) {
+      const inner::Route r = tree_->find(key);
+      Node* n = node(r.leaf);
+      prefetch(n);
+      std::atomic<uint64_t>& w = locks_->word(r.leaf);
+      uint64_t v = 0;
+      if (!read_version(w, &v)) continue;
+      f(n, kLow ? lows_->word(r.leaf).load(kAcq) : 0);
+      if (vlock::validate(w, v) && tree_->validate(r)) return;
+    }
+  }
+  while (true) {
+    Loc l;
+    if (!locate(key, &l)) continue;
+    f(node(l.off), l.low);
+    if (vlock::validate(*l.lock, l.v)) return;
+  }
+}
+
+// Locks (version lock) the leaf covering `key` and returns its offset; the
+// leaf keeps covering `key` until the caller unlocks it (a split of the leaf
+// needs its lock). inner=pm: descend, lock, check that the parent (or the
+// root lock) is unchanged since the leaf was reached; inner=dram: the
+// InnerTree's find / lock / validate protocol (inner_tree.h).
+uint64_t WbTree::lock_leaf(uint64_t key) {
+  if (inner_dram_) {
+    while (true) {
+      const inner::Route r = tree_->find(key);
+      std::atomic<uint64_t>& w = locks_->word(r.leaf);
+      vlock::lock(w);  // never obsolete: no node is unlinked while in use
+      if (tree_->validate(r)) return r.leaf;
+      vlock::unlock(w);
+    }
+  }
+  while (true) {
+    Loc l;
+    if (!locate(key, &l)) continue;
+    vlock::lock(*l.lock);
+    if (vlock::validate(*l.parent, l.pv)) return l.off;
+    vlock::unlock(*l.lock);
+  }
+}
+
+// inner=pm, under smo_mu_: the nodes from the root down to the leaf
+// covering `key`. Inner nodes and the root word change only under smo_mu_,
+// so this descent needs no validation (leaves are not read).
+void WbTree::smo_path(uint64_t key, std::vector<uint64_t>* path) const {
+  path->clear();
   uint64_t off = root_word();
   while (true) {
-    if (path != nullptr) path->push_back(off);
+    path->push_back(off);
     Node* n = node(off);
-    if (n->level() == 0) return off;
+    if (n->level() == 0) return;
     off = child_at(n, last_le(n, key));
   }
 }
 
 std::vector<WbTree::Sorted> WbTree::sorted_entries(Node* n) const {
-  const uint8_t* sa = slots(n);
   Entry* e = entries(n);
+  const uint32_t k = sa_count(n);
   std::vector<Sorted> out;
-  out.reserve(sa[0]);
-  for (uint32_t j = 0; j < sa[0]; ++j)
-    out.push_back({e[sa[1 + j]].key, e[sa[1 + j]].value, sa[1 + j]});
+  out.reserve(k);
+  for (uint32_t j = 0; j < k; ++j) {
+    const uint32_t sl = sa_slot(n, j);
+    out.push_back({e[sl].key.load(kAcq), e[sl].value.load(kAcq), sl});
+  }
   return out;
 }
 
@@ -152,7 +290,7 @@ void WbTree::init_node(uint64_t off, uint32_t level, uint64_t link, std::span<co
   Node* n = node(off);
   const uint32_t k = static_cast<uint32_t>(items.size());
   uint64_t bm = kValidBit;
-  uint8_t sa[1 + kMaxSlots];
+  uint8_t sa[1 + kMaxSlots] = {};  // bytes past k: slot 0 (never read as an entry)
   sa[0] = static_cast<uint8_t>(k);
   Entry* e = entries(n);
   for (uint32_t i = 0; i < k; ++i) {
@@ -164,7 +302,7 @@ void WbTree::init_node(uint64_t off, uint32_t level, uint64_t link, std::span<co
   pm::store(&n->bitmap, bm);
   pm::store(&n->level_magic, static_cast<uint64_t>(kNodeMagic) << 32 | level);
   pm::store(&n->link, link);
-  pm::copy(slots(n), sa, 1 + k);
+  store_slot_array(n, sa, 1 + cap_);
   pm::flush(n, eoff_ + k * kEntryBytes, {"wbtree.new_node"});
 }
 
@@ -175,13 +313,15 @@ void WbTree::init_node(uint64_t off, uint32_t level, uint64_t link, std::span<co
 void WbTree::write_slot_array(Node* n, uint64_t bitmap, const char* site) {
   Entry* e = entries(n);
   uint8_t sa[1 + kMaxSlots];
+  load_slot_array(n, sa);
   uint32_t k = 0;
   for (uint32_t s = 0; s < cap_; ++s) {
     if (bitmap & slot_bit(s)) sa[1 + k++] = static_cast<uint8_t>(s);
   }
-  std::sort(sa + 1, sa + 1 + k, [&](uint8_t a, uint8_t b) { return e[a].key < e[b].key; });
+  std::sort(sa + 1, sa + 1 + k,
+            [&](uint8_t a, uint8_t b) { return e[a].key.load(kRlx) < e[b].key.load(kRlx); });
   sa[0] = static_cast<uint8_t>(k);
-  pm::copy(slots(n), sa, 1 + k);
+  store_slot_array(n, sa, 1 + k);
   pm::flush(slots(n), 1 + k, {site});
 }
 
@@ -237,7 +377,9 @@ Status WbTree::create(uint32_t node_size, bool inner_dram) {
   for (auto& r : root_obj_->reserved) pm::store(&r, uint64_t{0});
   pm::persist(root_obj_, sizeof(RootObject), {"wbtree.create.root_object"});
   pool_->set_root(ro);
+  locks_ = std::make_unique<LockTable>(pool_->size(), node_size_);
   if (inner_dram_) {
+    lows_ = std::make_unique<LockTable>(pool_->size(), node_size_);
     Status b = rebuild_inner();
     if (!b.ok()) return b;
   }
@@ -247,163 +389,224 @@ Status WbTree::create(uint32_t node_size, bool inner_dram) {
 // ---------------------------------------------------------------- reads
 
 std::optional<Value> WbTree::lookup(uint64_t key) {
-  std::shared_lock g(mu_);
-  Node* n = node(find_leaf(key, nullptr));
-  const int p = last_le(n, key);
-  if (p < 0) return std::nullopt;
-  const Entry& e = entries(n)[slots(n)[1 + p]];
-  if (e.key != key) return std::nullopt;
-  return e.value;
+  bool found = false;
+  uint64_t val = 0;
+  read_leaf<false>(key, [&](Node* n, uint64_t) {
+    const int p = last_le(n, key);
+    found = false;
+    if (p < 0) return;
+    const Entry& e = entries(n)[sa_slot(n, static_cast<uint32_t>(p))];
+    if (e.key.load(kAcq) != key) return;
+    val = e.value.load(kAcq);
+    found = true;
+  });
+  if (!found) return std::nullopt;
+  return val;
 }
 
+// Scan: start at the leaf covering `start`, then follow the next links, each
+// leaf read under its version (re-read until it validates). A split only
+// moves the upper half of a leaf to a new leaf linked right after it, and no
+// leaf is unlinked while the tree is in use, so a walk from the leaf that
+// covered `start` (or one left of it) meets every key >= start in order; the
+// cursor skips keys already returned.
 size_t WbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) {
   out->clear();
   if (count == 0) return 0;
-  std::shared_lock g(mu_);
-  uint64_t off = find_leaf(start, nullptr);
-  Node* n = node(off);
-  int pos = last_le(n, start);
-  if (pos < 0 || entries(n)[slots(n)[1 + pos]].key != start) ++pos;
-  if (pos < 0) pos = 0;
-  while (true) {
-    const uint8_t* sa = slots(n);
-    Entry* e = entries(n);
-    for (uint32_t j = static_cast<uint32_t>(pos); j < sa[0]; ++j) {
-      out->emplace_back(e[sa[1 + j]].key, e[sa[1 + j]].value);
-      if (out->size() == count) return count;
+  uint64_t off = 0;
+  if (inner_dram_) {
+    off = tree_->find(start).leaf;
+  } else {
+    Loc l;
+    while (!locate(start, &l)) {
     }
-    off = n->link;
-    if (off == 0) return out->size();
-    n = node(off);
-    pos = 0;
+    off = l.off;
+  }
+  uint64_t cursor = start;  // every key < cursor was returned or skipped
+  std::pair<uint64_t, Value> buf[kMaxSlots];
+  while (true) {
+    std::atomic<uint64_t>& w = locks_->word(off);
+    uint64_t v = 0;
+    read_version(w, &v);
+    Node* n = node(off);
+    const uint32_t cnt = sa_count(n);
+    const size_t want = count - out->size();
+    const int p = last_le(n, cursor);
+    uint32_t j = static_cast<uint32_t>(p + 1);
+    if (p >= 0 && entries(n)[sa_slot(n, static_cast<uint32_t>(p))].key.load(kAcq) == cursor) --j;
+    size_t got = 0;
+    for (; j < cnt && got < want; ++j) {
+      const Entry& e = entries(n)[sa_slot(n, j)];
+      buf[got++] = {e.key.load(kAcq), e.value.load(kAcq)};
+    }
+    const uint64_t next = n->link.load(kAcq);
+    if (!vlock::validate(w, v)) continue;
+    out->insert(out->end(), buf, buf + got);
+    if (out->size() == count || next == 0) return out->size();
+    if (got > 0) {
+      if (buf[got - 1].first == UINT64_MAX) return out->size();
+      cursor = buf[got - 1].first + 1;
+    }
+    off = next;
   }
 }
 
-// The largest entry with key <= `key` in the subtree at `off` (inner=pm).
-// Tries the child covering `key`, then the children left of it (empty leaves
-// may sit anywhere: no merges).
-std::optional<std::pair<uint64_t, Value>> WbTree::last_le_subtree(uint64_t off,
-                                                                  uint64_t key) const {
-  Node* n = node(off);
-  const int p = last_le(n, key);
-  if (n->level() == 0) {
-    if (p < 0) return std::nullopt;
-    const Entry& e = entries(n)[slots(n)[1 + p]];
-    return std::make_pair(e.key, e.value);
-  }
-  for (int c = p; c >= -1; --c) {
-    auto r = last_le_subtree(child_at(n, c), key);
-    if (r) return r;
-  }
-  return std::nullopt;
-}
-
+// find_last_less_than: the leaf covering the target, then (through each
+// leaf's lower bound: from the separators met on the way down with
+// inner=pm, from the DRAM word with inner=dram) the leaves left of it, until
+// one holds a key <= the target (empty leaves may sit anywhere: no merges).
 std::optional<std::pair<uint64_t, Value>> WbTree::find_last_less_than(uint64_t key) {
   if (key == 0) return std::nullopt;
-  std::shared_lock g(mu_);
-  if (!inner_dram_) return last_le_subtree(root_word(), key - 1);
-  // inner=dram: the leaf covering the target, then leaves to its left
-  // (through their lower bounds) until one holds a key <= the target.
   uint64_t target = key - 1;
   while (true) {
-    const uint64_t off = find_leaf(target, nullptr);
-    Node* n = node(off);
-    const int p = last_le(n, target);
-    if (p >= 0) {
-      const Entry& e = entries(n)[slots(n)[1 + p]];
-      return std::make_pair(e.key, e.value);
-    }
-    const uint64_t low = low_of(off);
+    bool found = false;
+    uint64_t bk = 0, bv = 0, low = 0;
+    read_leaf<true>(target, [&](Node* n, uint64_t lo) {
+      low = lo;
+      const int p = last_le(n, target);
+      found = p >= 0;
+      if (!found) return;
+      const Entry& e = entries(n)[sa_slot(n, static_cast<uint32_t>(p))];
+      bk = e.key.load(kAcq);
+      bv = e.value.load(kAcq);
+    });
+    if (found) return std::make_pair(bk, bv);
     if (low == 0) return std::nullopt;
-    target = low - 1;
+    target = low - 1;  // < the previous target: the loop ends
   }
 }
 
 // ---------------------------------------------------------------- writes
 
 Status WbTree::update(uint64_t key, Value value) {
-  std::unique_lock g(mu_);
-  Node* n = node(find_leaf(key, nullptr));
+  const uint64_t off = lock_leaf(key);
+  std::atomic<uint64_t>& w = locks_->word(off);
+  Node* n = node(off);
   const int p = last_le(n, key);
-  if (p < 0) return Status::NotFound();
-  Entry& e = entries(n)[slots(n)[1 + p]];
-  if (e.key != key) return Status::NotFound();
+  Entry* e = p < 0 ? nullptr : &entries(n)[sa_slot(n, static_cast<uint32_t>(p))];
+  if (e == nullptr || e->key.load(kRlx) != key) {
+    vlock::unlock(w);
+    return Status::NotFound();
+  }
   // One aligned 8-byte store of the value (never torn): a crash leaves the
-  // old or the new value; durable once persisted.
-  pm::store(&e.value, value);
-  pm::persist(&e.value, sizeof(uint64_t), {"wbtree.update.value"});
+  // old or the new value; durable once persisted (before the unlock).
+  pm::store(&e->value, value);
+  pm::persist(&e->value, sizeof(uint64_t), {"wbtree.update.value"});
+  vlock::unlock(w);
   return Status::Ok();
 }
 
+// Inserts (key, value) into the leaf x, which the caller holds locked, has a
+// free slot and no entry with `key`; p = last_le(x, key).
+//
+// Insert (paper §4.1, Algorithm 1 with bitmap and slot array).
+//
+// Crash argument. 1) The entry goes into a free slot s (its bitmap bit is
+// clear: unused space) and is persisted: a crash leaves the old content. 2)
+// NAW 1: the bitmap with bit 0 cleared (entry bits unchanged): from here
+// until NAW 2 the slot array is invalid and recovery rebuilds it from the
+// bitmap, which does not yet hold s: the old content. 3) The slot array gets
+// s at its sorted position (the 8-byte words of the slot array that change
+// are stored) and is persisted. 4) NAW 2: the bitmap with s's bit and bit 0
+// set: the new content, with a valid slot array.
+void WbTree::leaf_insert(Node* x, int p, uint64_t key, Value value) {
+  const uint64_t bm = x->bitmap.load(kRlx);
+  const uint32_t s = static_cast<uint32_t>(std::countr_zero(~bm >> 1));
+  Entry* e = &entries(x)[s];
+  pm::store(&e->key, key);
+  pm::store(&e->value, value);
+  pm::persist(e, kEntryBytes, {"wbtree.insert.entry"});
+  pm::naw(&x->bitmap, bm & ~kValidBit, {"wbtree.insert.invalidate"});
+  uint8_t sa[1 + kMaxSlots];
+  load_slot_array(x, sa);
+  const uint32_t n = sa[0];
+  const uint32_t pos = static_cast<uint32_t>(p + 1);
+  if (pos < n) std::memmove(sa + 2 + pos, sa + 1 + pos, n - pos);
+  sa[1 + pos] = static_cast<uint8_t>(s);
+  sa[0] = static_cast<uint8_t>(n + 1);
+  store_slot_array(x, sa, 2 + n);
+  pm::persist(slots(x), 2 + n, {"wbtree.insert.slot_array"});
+  pm::naw(&x->bitmap, bm | slot_bit(s) | kValidBit, {"wbtree.insert.commit"});
+}
+
+// Insert: the leaf writer's path (lock the leaf only); a full leaf sends the
+// insert to the SMO path (under smo_mu_, see wbtree.h "Concurrency").
 Status WbTree::insert(uint64_t key, Value value) {
-  std::unique_lock g(mu_);
-  std::vector<uint64_t> path;
-  while (true) {
-    const uint64_t off = find_leaf(key, &path);
+  {
+    const uint64_t off = lock_leaf(key);
+    std::atomic<uint64_t>& w = locks_->word(off);
     Node* x = node(off);
     const int p = last_le(x, key);
-    if (p >= 0 && entries(x)[slots(x)[1 + p]].key == key) return Status::AlreadyExists();
-    if (full(x)) {
-      // Split, then insert into the half that covers the key (a crash
-      // between the two leaves the split without the key: the insert is
-      // wholly absent).
-      Status s = split(path);
-      if (!s.ok()) return s;
-      continue;
+    if (p >= 0 && entries(x)[sa_slot(x, static_cast<uint32_t>(p))].key.load(kRlx) == key) {
+      vlock::unlock(w);
+      return Status::AlreadyExists();
     }
-    // Insert (paper §4.1, Algorithm 1 with bitmap and slot array).
-    //
-    // Crash argument. 1) The entry goes into a free slot s (its bitmap bit
-    // is clear: unused space) and is persisted: a crash leaves the old
-    // content. 2) NAW 1: the bitmap with bit 0 cleared (entry bits
-    // unchanged): from here until NAW 2 the slot array is invalid and
-    // recovery rebuilds it from the bitmap, which does not yet hold s: the
-    // old content. 3) The slot array gets s at its sorted position and is
-    // persisted. 4) NAW 2: the bitmap with s's bit and bit 0 set: the new
-    // content, with a valid slot array.
-    const uint64_t bm = x->bitmap.load(kRlx);
-    const uint32_t s = static_cast<uint32_t>(std::countr_zero(~bm >> 1));
-    Entry* e = &entries(x)[s];
-    pm::store(&e->key, key);
-    pm::store(&e->value, value);
-    pm::persist(e, kEntryBytes, {"wbtree.insert.entry"});
-    pm::naw(&x->bitmap, bm & ~kValidBit, {"wbtree.insert.invalidate"});
-    uint8_t* sa = slots(x);
-    const uint32_t n = sa[0];
-    const uint32_t pos = static_cast<uint32_t>(p + 1);
-    if (pos < n) pm::move(sa + 2 + pos, sa + 1 + pos, n - pos);
-    pm::store(sa + 1 + pos, static_cast<uint8_t>(s));
-    pm::store(sa, static_cast<uint8_t>(n + 1));
-    pm::persist(sa, 2 + n, {"wbtree.insert.slot_array"});
-    pm::naw(&x->bitmap, bm | slot_bit(s) | kValidBit, {"wbtree.insert.commit"});
-    return Status::Ok();
+    if (!full(x)) {
+      leaf_insert(x, p, key, value);
+      vlock::unlock(w);
+      return Status::Ok();
+    }
+    vlock::unlock(w);
   }
+  // SMO path: inner nodes and the root word change only under smo_mu_, so
+  // the route found below stays valid; the leaf may have changed since (its
+  // lock was released), so it is checked again under its lock.
+  std::lock_guard g(smo_mu_);
+  std::vector<uint64_t> path;
+  uint64_t off = 0;
+  if (inner_dram_) {
+    off = lock_leaf(key);
+    path.push_back(off);
+  } else {
+    smo_path(key, &path);
+    off = path.back();
+    vlock::lock(locks_->word(off));
+  }
+  std::atomic<uint64_t>& w = locks_->word(off);
+  Node* x = node(off);
+  const int p = last_le(x, key);
+  Status s = Status::Ok();
+  if (p >= 0 && entries(x)[sa_slot(x, static_cast<uint32_t>(p))].key.load(kRlx) == key) {
+    s = Status::AlreadyExists();
+  } else if (!full(x)) {
+    leaf_insert(x, p, key, value);
+  } else {
+    s = split(path, key, value);
+  }
+  vlock::unlock(w);  // the leaf last (inner_tree.h: after insert_separator)
+  return s;
 }
 
 Status WbTree::remove(uint64_t key) {
-  std::unique_lock g(mu_);
-  Node* x = node(find_leaf(key, nullptr));
+  const uint64_t off = lock_leaf(key);
+  std::atomic<uint64_t>& w = locks_->word(off);
+  Node* x = node(off);
   const int p = last_le(x, key);
-  if (p < 0) return Status::NotFound();
-  uint8_t* sa = slots(x);
-  const uint32_t s = sa[1 + p];
-  if (entries(x)[s].key != key) return Status::NotFound();
+  const uint32_t s = p < 0 ? 0 : sa_slot(x, static_cast<uint32_t>(p));
+  if (p < 0 || entries(x)[s].key.load(kRlx) != key) {
+    vlock::unlock(w);
+    return Status::NotFound();
+  }
   // Delete (paper §4.2 with bitmap and slot array). No merge: a leaf may
   // become empty and stays in the tree (the paper does not merge either).
   //
   // Crash argument. 1) NAW 1: bitmap with bit 0 cleared: recovery would
   // rebuild the slot array from the bitmap, which still holds s: the old
-  // content. 2) The slot array loses position p and is persisted. 3) NAW 2:
-  // the bitmap without s's bit, bit 0 set: the new content. The entry's
-  // bytes stay as unused space.
+  // content. 2) The slot array loses position p (the 8-byte words that
+  // change are stored) and is persisted. 3) NAW 2: the bitmap without s's
+  // bit, bit 0 set: the new content. The entry's bytes stay as unused space.
   const uint64_t bm = x->bitmap.load(kRlx);
   pm::naw(&x->bitmap, bm & ~kValidBit, {"wbtree.delete.invalidate"});
+  uint8_t sa[1 + kMaxSlots];
+  load_slot_array(x, sa);
   const uint32_t n = sa[0];
   const uint32_t pos = static_cast<uint32_t>(p);
-  if (pos + 1 < n) pm::move(sa + 1 + pos, sa + 2 + pos, n - 1 - pos);
-  pm::store(sa, static_cast<uint8_t>(n - 1));
-  pm::persist(sa, n, {"wbtree.delete.slot_array"});
+  if (pos + 1 < n) std::memmove(sa + 1 + pos, sa + 2 + pos, n - 1 - pos);
+  sa[0] = static_cast<uint8_t>(n - 1);
+  store_slot_array(x, sa, n);
+  pm::persist(slots(x), n, {"wbtree.delete.slot_array"});
   pm::naw(&x->bitmap, (bm & ~slot_bit(s)) | kValidBit, {"wbtree.delete.commit"});
+  vlock::unlock(w);
   return Status::Ok();
 }
 
@@ -411,7 +614,14 @@ Status WbTree::remove(uint64_t key) {
 
 // Splits the full leaf at the end of `path` and, bottom-up, every full
 // ancestor (inner=pm), growing a new root when the root splits too
-// (paper §4.3, undo-redo logging).
+// (paper §4.3, undo-redo logging), then inserts (key, value) into the half
+// that covers it. The caller holds smo_mu_ and the leaf's lock (and unlocks
+// the leaf after this returns); this locks every other node it changes (the
+// ancestors that split, the parent receiving the separator, root_lock_ when
+// the root grows) and the new nodes before they become reachable, and
+// unlocks them before returning, so every optimistic reader overlapping the
+// split fails validation and restarts. Locking writes nothing to PM: the PM
+// writes are the single-threaded split's.
 //
 // Each split node S keeps its lower half (the first m = n/2 entries in key
 // order); a new node N gets the upper half (a leaf: entries m..n-1, N's first
@@ -439,7 +649,7 @@ Status WbTree::remove(uint64_t key) {
 // slot-array rebuild. Under recovery's redo every logged word holds its old
 // or new value (checked), so undo is never needed: with the commit before the
 // first in-place store, the old values serve as that check.
-Status WbTree::split(const std::vector<uint64_t>& path) {
+Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value value) {
   const size_t h = path.size();
   size_t top = h - 1;  // path[top..h-1] split
   if (!inner_dram_) {
@@ -465,10 +675,24 @@ Status WbTree::split(const std::vector<uint64_t>& path) {
     }
     fresh.push_back(off);
   }
+  // Lock every node that changes (top-down; only SMOs, serialised on
+  // smo_mu_, lock inner nodes, so nothing waits here but for readers'
+  // spins) and the new nodes (a scan may reach the new leaf through the
+  // split leaf's next link as soon as the leaf is unlocked).
+  std::vector<std::atomic<uint64_t>*> held;
+  if (grow) {
+    held.push_back(&root_lock_);
+  } else if (!inner_dram_) {
+    held.push_back(&locks_->word(path[top - 1]));
+  }
+  for (size_t i = top; i + 1 < h; ++i) held.push_back(&locks_->word(path[i]));
+  for (uint64_t off : fresh) held.push_back(&locks_->word(off));
+  for (std::atomic<uint64_t>* w : held) vlock::lock(*w);
   Txn t{pool_->base(), {}, {}};
   size_t fi = 0;
   bool has_up = false;
   uint64_t up_key = 0, up_child = 0;
+  uint64_t leaf_sep = 0, leaf_new = 0;  // the leaf's separator and new half
   for (size_t i = h; i-- > top;) {
     const uint64_t soff = path[i];
     Node* s = node(soff);
@@ -495,13 +719,17 @@ Status WbTree::split(const std::vector<uint64_t>& path) {
         right.insert(at, Sorted{up_key, up_child, 0});
       }
     }
-    init_node(noff, s->level(), leaf ? s->link : items[m].value, right);
+    init_node(noff, s->level(), leaf ? s->link.load(kRlx) : items[m].value, right);
     t.set(&s->bitmap, keep);
     t.nodes.push_back(soff);
     if (leaf) {
       t.set(&s->link, noff);
     }
     pm::count_smo();
+    if (leaf) {
+      leaf_sep = sep;
+      leaf_new = noff;
+    }
     has_up = true;
     up_key = sep;
     up_child = noff;
@@ -542,19 +770,27 @@ Status WbTree::split(const std::vector<uint64_t>& path) {
     pm::flush(&n->bitmap, sizeof(uint64_t), {"wbtree.split.valid"});
   }
   pm::fence({"wbtree.split.valid"});
+  // The insert proper, into the half that covers the key (each half has a
+  // free slot: a split halves a full leaf), with the ordinary insert
+  // protocol (leaf_insert). A crash between the split and it leaves the
+  // split tree without the key: the insert is wholly absent.
+  Node* half = key >= leaf_sep ? node(leaf_new) : node(path.back());
+  leaf_insert(half, last_le(half, key), key, value);
   if (inner_dram_) {
     // DRAM inner nodes: route keys >= sep to the new leaf (volatile; rebuilt
-    // from the leaf chain after a crash).
-    tree_->insert_separator(path[0], up_key, up_child);
-    leaf_low_[up_child] = up_key;
+    // from the leaf chain after a crash). The new leaf's lower bound is set
+    // first: a reader routed to it reads it.
+    lows_->word(leaf_new).store(leaf_sep, std::memory_order_release);
+    tree_->insert_separator(path[0], leaf_sep, leaf_new);
   }
+  for (std::atomic<uint64_t>* w : held) vlock::unlock(*w);
   return Status::Ok();
 }
 
 // ---------------------------------------------------------------- bulk load
 
 Status WbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
-  std::unique_lock g(mu_);
+  std::lock_guard g(smo_mu_);
   for (size_t i = 1; i < sorted.size(); ++i) {
     if (!(sorted[i - 1].first < sorted[i].first)) {
       return Status::InvalidArgument("bulk_load: keys not strictly ascending at pair " +
@@ -619,7 +855,9 @@ Status WbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
     level.swap(up);
   }
   pm::fence({"wbtree.bulk.nodes"});
+  vlock::lock(root_lock_);
   pm::naw(&root_obj_->root, blocks.back().front(), {"wbtree.bulk.publish"});
+  vlock::unlock(root_lock_);
   for (uint64_t off : old_nodes) alloc.free(off);
   if (inner_dram_) return rebuild_inner(fill);
   return Status::Ok();
@@ -680,7 +918,7 @@ Status WbTree::walk(std::vector<uint64_t>* nodes, std::vector<uint64_t>* leaves)
       leaves->push_back(off);
       continue;
     }
-    std::vector<uint64_t> children{n->link};
+    std::vector<uint64_t> children{n->link.load(kAcq)};
     const uint64_t bm = n->bitmap.load(kRlx);
     for (uint32_t sl = 0; sl < cap_; ++sl) {
       if (bm & slot_bit(sl)) children.push_back(entries(n)[sl].value);
@@ -820,7 +1058,9 @@ Status WbTree::recover() {
   }
   alloc.end_recovery();
   if (!s.ok()) return s;
+  locks_ = std::make_unique<LockTable>(pool_->size(), node_size_);
   if (inner_dram_) {
+    lows_ = std::make_unique<LockTable>(pool_->size(), node_size_);
     s = rebuild_inner();
     if (!s.ok()) return s;
   }
@@ -839,21 +1079,20 @@ Status WbTree::recover() {
 // unlink_empty_leaves). Touches no PM.
 Status WbTree::rebuild_inner(double fill) {
   std::vector<inner::LeafRef> refs;
-  leaf_low_.clear();
-  for (uint64_t off = root_word(); off != 0; off = node(off)->link) {
+  for (uint64_t off = root_word(); off != 0; off = node(off)->link.load(kAcq)) {
     Node* n = node(off);
     uint64_t low = 0;
     if (!refs.empty()) {
-      if (slots(n)[0] == 0) {
+      if (sa_count(n) == 0) {
         return Status::Corruption("wbtree: empty leaf " + hex(off) + " inside the leaf chain");
       }
-      low = entries(n)[slots(n)[1]].key;
+      low = entries(n)[sa_slot(n, 0)].key.load(kAcq);
       if (low <= refs.back().first) {
         return Status::Corruption("wbtree: leaf " + hex(off) + " keys overlap its predecessor");
       }
     }
     refs.emplace_back(low, off);
-    leaf_low_[off] = low;
+    lows_->word(off).store(low, std::memory_order_release);
   }
   if (!tree_) tree_ = std::make_unique<inner::InnerTree>(node_size_);
   return tree_->build(refs, fill);
@@ -868,9 +1107,9 @@ Status WbTree::rebuild_inner(double fill) {
 // unreachable, are reclaimed by the allocator pass that follows.
 Status WbTree::unlink_empty_leaves() {
   std::vector<uint64_t> chain, kept;
-  for (uint64_t off = root_word(); off != 0; off = node(off)->link) {
+  for (uint64_t off = root_word(); off != 0; off = node(off)->link.load(kAcq)) {
     chain.push_back(off);
-    if (slots(node(off))[0] != 0) kept.push_back(off);
+    if (sa_count(node(off)) != 0) kept.push_back(off);
   }
   if (kept.empty()) kept.push_back(chain.front());
   if (root_word() != kept.front()) {
@@ -879,22 +1118,16 @@ Status WbTree::unlink_empty_leaves() {
   for (size_t i = 0; i < kept.size(); ++i) {
     const uint64_t next = i + 1 < kept.size() ? kept[i + 1] : 0;
     Node* n = node(kept[i]);
-    if (n->link != next) {
-      pm::naw(reinterpret_cast<std::atomic<uint64_t>*>(&n->link), next, {"wbtree.recover.unlink"});
-    }
+    if (n->link.load(kRlx) != next) pm::naw(&n->link, next, {"wbtree.recover.unlink"});
   }
   return Status::Ok();
 }
 
-uint64_t WbTree::low_of(uint64_t leaf) const {
-  const auto it = leaf_low_.find(leaf);
-  return it == leaf_low_.end() ? 0 : it->second;
-}
+uint64_t WbTree::low_of(uint64_t leaf) const { return lows_->word(leaf).load(kAcq); }
 
 // ---------------------------------------------------------------- info, verify
 
 IndexInfo WbTree::info() const {
-  std::shared_lock g(mu_);
   IndexInfo i;
   i.name = "wbtree";
   i.description = std::string(kWbTreeDescription) +
@@ -906,7 +1139,8 @@ IndexInfo WbTree::info() const {
   i.caps.placement = inner_dram_ ? Placement::kSelective : Placement::kPmOnly;
   i.node_size = node_size_;
   i.pm_bytes = pool_->allocator().bytes_in_use();
-  i.dram_bytes = sizeof(*this) + leaf_low_.size() * 32 + (tree_ ? tree_->dram_bytes() : 0);
+  i.dram_bytes = sizeof(*this) + (locks_ ? locks_->dram_bytes() : 0) +
+                 (lows_ ? lows_->dram_bytes() : 0) + (tree_ ? tree_->dram_bytes() : 0);
   i.recovered = recovered_;
   i.recovery_seconds = recovery_seconds_;
   return i;
@@ -920,7 +1154,8 @@ Status WbTree::verify_node_slots(uint64_t off) const {
   if (!(bm & kValidBit)) {
     return Status::Corruption("wbtree: node " + hex(off) + " slot array marked invalid");
   }
-  const uint8_t* sa = slots(n);
+  uint8_t sa[1 + kMaxSlots];
+  load_slot_array(n, sa);
   if (sa[0] != used(n)) {
     return Status::Corruption("wbtree: node " + hex(off) + " slot array count " +
                               std::to_string(sa[0]) + " != bitmap entries " +
@@ -934,7 +1169,7 @@ Status WbTree::verify_node_slots(uint64_t off) const {
                                 std::to_string(sl) + " (free, repeated or out of range)");
     }
     seen |= slot_bit(sl);
-    if (j > 0 && entries(n)[sa[j]].key >= entries(n)[sl].key) {
+    if (j > 0 && entries(n)[sa[j]].key.load(kRlx) >= entries(n)[sl].key.load(kRlx)) {
       return Status::Corruption("wbtree: node " + hex(off) + " keys not strictly ascending");
     }
   }
@@ -975,7 +1210,6 @@ Status WbTree::verify_subtree(uint64_t off, uint32_t level, uint64_t lo, bool ha
 }
 
 Status WbTree::verify(VerifyReport* report) const {
-  std::shared_lock g(mu_);
   if (log_->state.load(kRlx) != 0) return Status::Corruption("wbtree: split log not cleared");
   std::vector<uint64_t> nodes, leaves;
   Status s = walk(&nodes, &leaves);

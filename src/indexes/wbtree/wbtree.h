@@ -38,7 +38,8 @@
 //       16    8  leaf: next leaf (0 = last); inner node: leftmost child
 //       24  1+c  slot array: byte 24 = count n, bytes 25..24+n = entry slot
 //                indices in ascending key order; meaningful only while the
-//                bitmap's bit 0 is set
+//                bitmap's bit 0 is set; read and written only as the 8-byte
+//                words of bytes 24..E-1 (atomic: optimistic readers)
 //        E  16*c entries {key, value-or-child}, E = 24+1+c rounded up to 16,
 //                so no entry straddles a 64 B line
 //   capacity c (slots) and E (bytes) per node size:
@@ -52,25 +53,61 @@
 // A crash may leave a bitmap with bit 0 clear (its slot array is rebuilt from
 // the bitmap and the keys by recovery) or a committed log (redone).
 //
-// Concurrency: the original is single-threaded. One tree-wide
-// std::shared_mutex: lookups, scans and find_last_less_than hold it shared,
-// inserts, updates, removes and bulk loads hold it exclusively.
-// Thread-safety: every Index method may be called concurrently; verify()
-// takes the lock shared.
+// Concurrency (the original is single-threaded; this is the protocol the
+// LB+-tree paper's comparison ran it with: leaf locks, optimistic inner-node
+// reads). Every node has a version lock (indexes/common/version_lock.h) in a
+// DRAM LockTable keyed by its pool offset, so locking writes nothing to PM;
+// inner=pm also has a DRAM version lock for the root word (root_lock_).
+//  - Readers (lookup, scan, find_last_less_than) take no lock. inner=pm:
+//    optimistic lock coupling from the root word down (read the root lock,
+//    the root word, the root node's version, validate the root lock; per
+//    level: search the node, read the child, validate the node, read the
+//    child's version, validate the node again), then search the leaf and
+//    validate its version; any failed validation restarts from the root.
+//    inner=dram: InnerTree::find, the leaf's version, search, validate the
+//    leaf and the route (inner_tree.h). A reader never dereferences a child
+//    before its parent validated, and every node word a writer may store
+//    concurrently (bitmap, level, link, slot array, entries) is a
+//    std::atomic<uint64_t> read with acquire loads; the slot array's bytes
+//    are read and written as whole 8-byte words.
+//  - Leaf writers (insert without a split, update, remove) lock only the
+//    leaf: descend as a reader, lock the leaf's version, validate the parent
+//    (inner=pm; the root lock for a root leaf) or the route (inner=dram),
+//    else unlock and retry; modify and persist; unlock (version + 1).
+//  - SMOs (leaf splits, with every full ancestor and a root growth) use the
+//    single split log, so they are serialised on one mutex (smo_mu_, said in
+//    IndexInfo). An insert that finds its leaf full unlocks it, takes smo_mu_,
+//    descends again (inner nodes and the root word change only under
+//    smo_mu_, so this descent needs no validation), locks the leaf and, if it
+//    is still full, splits: it locks every node the split changes (the
+//    ancestors that split, the parent that receives the separator, the root
+//    lock when the root grows) and the new nodes before they become
+//    reachable, applies the split exactly as single-threaded (same PM
+//    writes), inserts the key into the half that covers it, (inner=dram:
+//    InnerTree::insert_separator), then unlocks the new nodes and ancestors
+//    and the leaf last. Lock order: smo_mu_, then the leaf, then the rest;
+//    leaf writers hold one leaf lock and wait for nothing else, so no
+//    deadlock. Readers overlapping an SMO fail validation and restart.
+//  - No node is freed while the tree is in use (no merges), so a reader
+//    never touches freed memory.
+// Thread-safety: insert, update, remove, lookup, scan, find_last_less_than
+// and info may be called concurrently; bulk_load, verify and the destructor
+// need no concurrent calls. Recovery runs before any operation.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
-#include <shared_mutex>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "indexes/common/inner_tree.h"
+#include "indexes/common/version_lock.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/pool.h"
@@ -78,8 +115,9 @@
 namespace nvindex {
 
 inline constexpr char kWbTreeDescription[] =
-    "wB+-tree: unsorted PM nodes with bitmap and slot array, undo-redo logged splits, tree-wide "
-    "lock (the original is single-threaded) (Chen and Jin, VLDB'15)";
+    "wB+-tree: unsorted PM nodes with bitmap and slot array, undo-redo logged splits; DRAM "
+    "version lock per node, optimistic readers, splits serialised on one mutex (Chen and Jin, "
+    "VLDB'15)";
 
 /// Factory for "wbtree". options.pool is required (InvalidArgument otherwise)
 /// and must have layout "wbtree" (InvalidArgument naming it otherwise).
@@ -145,20 +183,29 @@ static_assert(sizeof(Log) <= kLogBytes);
 /// Records the log holds.
 inline constexpr uint32_t kLogRecords = (kLogBytes - 64) / sizeof(LogRecord);
 
-/// One entry slot (16 B, 16 B aligned: never straddles a line).
+/// One entry slot (16 B, 16 B aligned: never straddles a line). Atomic words:
+/// optimistic readers load them while a writer may store them.
 struct Entry {
-  uint64_t key;
-  uint64_t value;
+  std::atomic<uint64_t> key;
+  std::atomic<uint64_t> value;
 };
 static_assert(sizeof(Entry) == kEntryBytes);
 
 /// Node header (24 B); the slot array and the entries follow (see the table).
+/// Atomic words: optimistic readers load them while a writer may store them
+/// (level_magic is written once, before the node is published).
 struct Node {
   std::atomic<uint64_t> bitmap;
-  uint64_t level_magic;  ///< level (low 32 bits) | kNodeMagic << 32
-  uint64_t link;         ///< leaf: next leaf; inner node: leftmost child
-  uint32_t level() const { return static_cast<uint32_t>(level_magic); }
-  uint32_t magic() const { return static_cast<uint32_t>(level_magic >> 32); }
+  std::atomic<uint64_t> level_magic;  ///< level (low 32 bits) | kNodeMagic << 32
+  std::atomic<uint64_t> link;         ///< leaf: next leaf; inner node: leftmost child
+  /// Level (0 = leaf).
+  uint32_t level() const {
+    return static_cast<uint32_t>(level_magic.load(std::memory_order_acquire));
+  }
+  /// Node magic (kNodeMagic in a valid node).
+  uint32_t magic() const {
+    return static_cast<uint32_t>(level_magic.load(std::memory_order_acquire) >> 32);
+  }
 };
 static_assert(sizeof(Node) == kSlotArrayOffset);
 
@@ -216,24 +263,68 @@ class WbTree final : public Index<uint64_t> {
     uint64_t value;
     uint32_t slot;
   };
+  /// Where an optimistic descent (inner=pm) ended: the leaf, its version
+  /// lock word and the version read, the lock of the node that routed to it
+  /// (its parent, or root_lock_ for a root leaf) with the version read, and
+  /// the leaf's lower bound (0 for the first leaf).
+  struct Loc {
+    uint64_t off;
+    std::atomic<uint64_t>* lock;
+    uint64_t v;
+    std::atomic<uint64_t>* parent;
+    uint64_t pv;
+    uint64_t low;
+  };
 
   Node* node(uint64_t off) const { return reinterpret_cast<Node*>(pool_->base() + off); }
   Entry* entries(Node* n) const {
     return reinterpret_cast<Entry*>(reinterpret_cast<char*>(n) + eoff_);
   }
   uint8_t* slots(Node* n) const { return reinterpret_cast<uint8_t*>(n) + kSlotArrayOffset; }
+  /// The slot array as 8-byte words (byte i of the slot array is byte i % 8
+  /// of word i / 8): readers and writers access it only through these words.
+  static std::atomic<uint64_t>* slot_words(Node* n) {
+    return reinterpret_cast<std::atomic<uint64_t>*>(reinterpret_cast<char*>(n) + kSlotArrayOffset);
+  }
+  /// Byte i of n's slot array (0 = count, 1 + j = slot of the j-th entry in
+  /// key order), by one acquire load of its word.
+  static uint32_t sa_byte(Node* n, uint32_t i) {
+    return static_cast<uint32_t>(slot_words(n)[i >> 3].load(std::memory_order_acquire) >>
+                                 (8 * (i & 7))) &
+           0xff;
+  }
+  /// Entries listed by n's slot array, at most c (a byte read while a
+  /// writer changes the node, or left from an older format, never makes a
+  /// reader leave the node: its validation fails afterwards).
+  uint32_t sa_count(Node* n) const { return std::min(sa_byte(n, 0), cap_); }
+  /// Entry slot of the j-th entry in key order (< c, as sa_count).
+  uint32_t sa_slot(Node* n, uint32_t j) const {
+    const uint32_t s = sa_byte(n, 1 + j);
+    return s < cap_ ? s : 0;
+  }
+  void load_slot_array(Node* n, uint8_t* buf) const;
+  void store_slot_array(Node* n, const uint8_t* buf, uint32_t len);
   uint64_t root_word() const { return root_obj_->root.load(std::memory_order_acquire); }
   uint32_t used(const Node* n) const;
   bool full(const Node* n) const { return used(n) == cap_; }
+  void prefetch(const Node* n) const {
+    for (uint32_t b = 0; b < node_size_; b += 64) {
+      __builtin_prefetch(reinterpret_cast<const char*>(n) + b);
+    }
+  }
   int last_le(Node* n, uint64_t key) const;
   uint64_t child_at(Node* n, int pos) const;
-  uint64_t find_leaf(uint64_t key, std::vector<uint64_t>* path) const;
+  bool locate(uint64_t key, Loc* out) const;
+  template <bool kLow, class F>
+  void read_leaf(uint64_t key, F&& f) const;
+  uint64_t lock_leaf(uint64_t key);
+  void smo_path(uint64_t key, std::vector<uint64_t>* path) const;
+  void leaf_insert(Node* x, int p, uint64_t key, Value value);
   std::vector<Sorted> sorted_entries(Node* n) const;
   void init_node(uint64_t off, uint32_t level, uint64_t link, std::span<const Sorted> items);
   void write_slot_array(Node* n, uint64_t bitmap, const char* site);
   void apply_records(const LogRecord* recs, size_t n, const char* site);
-  Status split(const std::vector<uint64_t>& path);
-  std::optional<std::pair<uint64_t, Value>> last_le_subtree(uint64_t off, uint64_t key) const;
+  Status split(const std::vector<uint64_t>& path, uint64_t key, Value value);
   Status walk(std::vector<uint64_t>* nodes, std::vector<uint64_t>* leaves) const;
   Status check_node(uint64_t off, const char* what) const;
   Status verify_subtree(uint64_t off, uint32_t level, uint64_t lo, bool has_hi, uint64_t hi,
@@ -251,11 +342,18 @@ class WbTree final : public Index<uint64_t> {
   uint32_t eoff_ = 0;
   bool inner_dram_ = false;
   double fill_ = 1.0;
-  mutable std::shared_mutex mu_;
-  /// inner=dram only: the DRAM inner nodes, and each leaf's lower bound (for
-  /// find_last_less_than, which walks leaves right to left).
+  /// DRAM version lock per node (keyed by pool offset); never persisted.
+  std::unique_ptr<LockTable> locks_;
+  /// inner=pm: DRAM version lock of the root word (an SMO that changes the
+  /// root word holds it, so a reader that read the old root restarts).
+  mutable std::atomic<uint64_t> root_lock_{0};
+  /// Serialises SMOs (they share the one split log) and bulk loads.
+  std::mutex smo_mu_;
+  /// inner=dram only: the DRAM inner nodes, and each leaf's lower bound in a
+  /// DRAM word per leaf (for find_last_less_than, which walks leaves right to
+  /// left).
   std::unique_ptr<inner::InnerTree> tree_;
-  std::unordered_map<uint64_t, uint64_t> leaf_low_;
+  std::unique_ptr<LockTable> lows_;
   bool recovered_ = false;
   double recovery_seconds_ = 0;
 };
