@@ -2,13 +2,13 @@
 #include "indexes/common/version_lock.h"
 
 #include <immintrin.h>
+#include <sys/mman.h>
 
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
-
-#include "nvindex/pm/allocator.h"
+#include <vector>
 
 namespace nvindex {
 
@@ -48,44 +48,38 @@ bool lock(std::atomic<uint64_t>& w) {
 
 }  // namespace vlock
 
-namespace {
-constexpr auto kAcq = std::memory_order_acquire;
-constexpr auto kRlx = std::memory_order_relaxed;
-}  // namespace
-
 LockTable::LockTable(uint64_t pool_size, uint32_t node_size)
-    : node_size_(node_size),
-      node_shift_(static_cast<unsigned>(std::countr_zero(node_size))),
-      per_chunk_(static_cast<uint32_t>(pm::Allocator::kChunkSize / node_size)),
-      nchunks_(pool_size / pm::Allocator::kChunkSize + 1),
-      chunks_(new std::atomic<std::atomic<uint64_t>*>[nchunks_]) {
+    : node_shift_(static_cast<unsigned>(std::countr_zero(node_size))) {
   if (node_size < 64 || node_size > 65536 || (node_size & (node_size - 1)) != 0) {
     std::fprintf(stderr, "nvindex::LockTable: node size %u is not a power of two in 64..65536\n",
                  node_size);
     std::abort();
   }
-  for (size_t i = 0; i < nchunks_; ++i) chunks_[i].store(nullptr, kRlx);
-}
-
-LockTable::~LockTable() {
-  for (size_t i = 0; i < nchunks_; ++i) delete[] chunks_[i].load(kRlx);
-}
-
-std::atomic<uint64_t>* LockTable::install_chunk(size_t c) {
-  std::atomic<uint64_t>* arr = chunks_[c].load(kAcq);
-  if (arr != nullptr) return arr;
-  auto* fresh = new std::atomic<uint64_t>[per_chunk_];
-  for (uint32_t i = 0; i < per_chunk_; ++i) fresh[i].store(0, kRlx);
-  if (chunks_[c].compare_exchange_strong(arr, fresh, std::memory_order_acq_rel, kAcq)) {
-    allocated_.fetch_add(1, kRlx);
-    return fresh;
+  const uint64_t words = pool_size / node_size + 1;
+  bytes_ = (words * sizeof(uint64_t) + 4095) / 4096 * 4096;
+  void* m = ::mmap(nullptr, bytes_, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED) {
+    std::fprintf(stderr, "nvindex::LockTable: mmap of %zu bytes failed\n", bytes_);
+    std::abort();
   }
-  delete[] fresh;  // another thread installed the array first (arr = it)
-  return arr;
+  (void)::madvise(m, bytes_, MADV_HUGEPAGE);  // a hint: failure changes nothing
+  // Zero-filled pages are words of value 0 (std::atomic<uint64_t> is a plain
+  // 8-byte word, always lock-free).
+  static_assert(std::atomic<uint64_t>::is_always_lock_free &&
+                sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
+  words_ = static_cast<std::atomic<uint64_t>*>(m);
 }
+
+LockTable::~LockTable() { ::munmap(words_, bytes_); }
 
 uint64_t LockTable::dram_bytes() const {
-  return nchunks_ * sizeof(void*) + allocated_.load(kRlx) * per_chunk_ * sizeof(uint64_t);
+  const size_t pages = bytes_ / 4096;
+  std::vector<unsigned char> resident(pages);
+  if (::mincore(words_, bytes_, resident.data()) != 0) return 0;
+  uint64_t n = 0;
+  for (unsigned char r : resident) n += r & 1;
+  return n * 4096;
 }
 
 }  // namespace nvindex

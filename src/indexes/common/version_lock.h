@@ -13,16 +13,14 @@
 //
 // LockTable maps the pool offset of a node to its lock word without touching
 // the node: the lock words live in DRAM (they are never persisted, so a crash
-// never leaves a node locked), one word per node-size slot of each allocator
-// chunk, allocated per chunk on first use.
+// never leaves a node locked), one word per node_size slot of the pool in one
+// flat mapping whose pages the kernel supplies on first use.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-
-#include "nvindex/pm/allocator.h"
 
 namespace nvindex::vlock {
 
@@ -93,51 +91,37 @@ inline void unlock_obsolete(std::atomic<uint64_t>& w) {
 namespace nvindex {
 
 /// DRAM table of per-node version locks (see vlock above), keyed by pool
-/// offset: chunk = off / pm::Allocator::kChunkSize (an array of
-/// kChunkSize / node_size words allocated lazily per chunk), slot =
-/// (off % kChunkSize) / node_size, both computed with shifts (node_size is a
-/// power of two). Every node of one table must be node_size bytes, node_size
-/// aligned. Thread-safe; words start at 0 (unlocked, version 0). DRAM: 8 B
-/// per chunk of the pool plus 8 B per node slot of each chunk that was used.
-/// word() is inline: on a lookup's path it costs two dependent loads (the
-/// chunk's array pointer, usually cached, and the word itself).
+/// offset: one flat array of pool_size / node_size words, word i for the
+/// node at offset i * node_size (a shift: node_size is a power of two).
+/// Every node of one table must be node_size bytes, node_size aligned.
+/// Thread-safe; words start at 0 (unlocked, version 0).
+///
+/// The array is one anonymous mapping reserved without backing
+/// (MAP_NORESERVE): the kernel supplies zeroed pages on first touch, so DRAM
+/// grows with the part of the pool the index uses, and the words of nodes
+/// allocated together sit together. It asks for transparent huge pages
+/// (madvise), so a lookup's version read rarely misses the TLB. word() is
+/// one shift and one load. Virtual size: 8 B per node_size bytes of pool.
 class LockTable {
  public:
   /// pool_size: bytes of the pool (offsets < pool_size); node_size: bytes per
-  /// node, a power of two in 64 .. 65536 (anything else aborts with a
-  /// message: a program bug, callers pass an allocator block class).
+  /// node, a power of two in 64 .. 65536 (anything else, or a failed mmap,
+  /// aborts with a message: a program bug or an exhausted address space).
   LockTable(uint64_t pool_size, uint32_t node_size);
   ~LockTable();
   LockTable(const LockTable&) = delete;
   LockTable& operator=(const LockTable&) = delete;
   /// The lock word of the node at pool offset `off` (node_size aligned).
-  std::atomic<uint64_t>& word(uint64_t off) {
-    std::atomic<uint64_t>* arr = chunks_[off >> kChunkShift].load(std::memory_order_acquire);
-    if (__builtin_expect(arr == nullptr, 0)) arr = install_chunk(off >> kChunkShift);
-    return arr[(off & (pm::Allocator::kChunkSize - 1)) >> node_shift_];
-  }
-  /// Hints the CPU to bring the lock word of `off` into the cache (no effect
-  /// on a chunk never used).
-  void prefetch(uint64_t off) const {
-    const std::atomic<uint64_t>* arr = chunks_[off >> kChunkShift].load(std::memory_order_relaxed);
-    if (arr != nullptr)
-      __builtin_prefetch(arr + ((off & (pm::Allocator::kChunkSize - 1)) >> node_shift_));
-  }
-  /// DRAM bytes held by the table, bytes.
+  std::atomic<uint64_t>& word(uint64_t off) { return words_[off >> node_shift_]; }
+  /// Hints the CPU to bring the lock word of `off` into the cache.
+  void prefetch(uint64_t off) const { __builtin_prefetch(&words_[off >> node_shift_]); }
+  /// DRAM held by the table: its resident pages (mincore), bytes.
   uint64_t dram_bytes() const;
 
  private:
-  static constexpr unsigned kChunkShift = 16;
-  static_assert(pm::Allocator::kChunkSize == uint64_t{1} << kChunkShift);
-  /// Allocates chunk c's word array (first use), racing threads agree on one.
-  std::atomic<uint64_t>* install_chunk(size_t c);
-
-  uint32_t node_size_;
   unsigned node_shift_;
-  uint32_t per_chunk_;
-  size_t nchunks_;
-  std::unique_ptr<std::atomic<std::atomic<uint64_t>*>[]> chunks_;
-  std::atomic<uint64_t> allocated_{0};
+  size_t bytes_;  ///< size of the mapping
+  std::atomic<uint64_t>* words_;
 };
 
 }  // namespace nvindex
