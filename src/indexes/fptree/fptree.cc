@@ -105,6 +105,11 @@ int FpTree::find_slot(uint64_t off, uint64_t key) const {
 // writers, paper §4), then the DRAM version lock (optimistic readers wait
 // or retry while it is held).
 void FpTree::lock_leaf(uint64_t off) {
+  // The leaf's lines and its version word are fetched before the CAS of the
+  // lock byte, which is a full barrier: afterwards every miss would be taken
+  // one at a time.
+  versions_->prefetch(off);
+  prefetch_bytes(leaf(off), layout_.node_size);
   std::atomic<uint8_t>& b = leaf(off)->lock;
   unsigned spins = 0;
   while (true) {

@@ -88,6 +88,11 @@ void LbTree::unlock_pm(uint64_t off) const {
 inner::Route LbTree::lock_leaf_for(uint64_t key) {
   while (true) {
     const inner::Route r = tree_->find(key);
+    // The leaf's lines and its version word are fetched before the CAS of
+    // the lock bit, which is a full barrier: afterwards every miss would be
+    // taken one at a time.
+    versions_->prefetch(r.leaf);
+    prefetch_bytes(leaf(r.leaf).b, blocks_ * kBlockBytes);
     lock_pm(r.leaf);
     vlock::lock_owned(versions_->word(r.leaf));  // we hold the leaf's lock bit
     if (tree_->validate(r)) return r;
