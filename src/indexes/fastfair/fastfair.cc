@@ -366,8 +366,8 @@ FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
         next_off = 0;
       }
     }
+    prefetch_node(next);  // a hint: harmless even if validation fails
     if (!validate(cur, v)) return Descend::kRestart;
-    prefetch_node(next);
     uint64_t nv = 0;
     if (!read_lock(next, &nv)) return Descend::kRestart;
     cur = next;
