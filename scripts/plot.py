@@ -9,7 +9,9 @@ and writes into OUTDIR:
   latency.png      run latency percentiles (ns, log scale) per index, one panel per workload
   pm_per_op.png    flushes, lines flushed and fences per run operation per index
 and, with --summary, a text table: throughput per index per workload, ratios
-to btree and to absl-btree, and PM counters per operation.
+to btree and to absl-btree, PM counters per operation, and user-space
+instructions per run operation and IPC ("n/a" where the machine could not
+count them; the reason is printed under the table).
 Uses matplotlib's Agg backend (no display needed).
 """
 import argparse
@@ -86,6 +88,19 @@ def pm_by_type(reports):
     return out
 
 
+def cpu_cells(r):
+    """(instructions/op, IPC, reason) of a result's run phase as table cells:
+    "n/a" and the reason when not counted (reports without "cpu" included)."""
+    cpu = r["run"].get("cpu")
+    if cpu is None:
+        return "n/a", "n/a", "not measured (report without CPU counters)"
+    ins = cpu["instructions"]
+    if not ins["available"] or ins["per_op"] is None:
+        return "n/a", "n/a", ins.get("reason") or "not measured"
+    ipc = cpu.get("ipc")
+    return f"{ins['per_op']:.1f}", (f"{ipc:.2f}" if ipc is not None else "n/a"), None
+
+
 def summary(reports, path):
     idx = indexes_of(reports)
     lines = []
@@ -93,8 +108,10 @@ def summary(reports, path):
     head = f"{'workload':<10} {'index':<14} {'Mops/s':>9}"
     for b in BASELINES:
         head += f" {'/' + b:>12}"
-    head += f" {'flush/op':>9} {'lines/op':>9} {'fence/op':>9} {'p50 ns':>8} {'p99 ns':>8} {'failures':>8}"
+    head += (f" {'flush/op':>9} {'lines/op':>9} {'fence/op':>9} {'p50 ns':>8} {'p99 ns':>8}"
+             f" {'instr/op':>9} {'IPC':>5} {'failures':>8}")
     lines.append(head)
+    cpu_reasons = []
     for wname, rep in reports:
         base = {}
         for b in BASELINES:
@@ -110,11 +127,19 @@ def summary(reports, path):
                 row += f" {tp / base[b]:>12.2f}" if base[b] else f" {'-':>12}"
             po = r["run"]["pm"]["per_op"]
             lat = r["run"]["latency_ns"]
+            ins, ipc, why = cpu_cells(r)
+            if why and why not in cpu_reasons:
+                cpu_reasons.append(why)
             row += (f" {po['flushes']:>9.2f} {po['lines_flushed']:>9.2f} {po['fences']:>9.2f}"
-                    f" {lat['p50']:>8} {lat['p99']:>8} {r['verification']['failures']:>8}")
+                    f" {lat['p50']:>8} {lat['p99']:>8} {ins:>9} {ipc:>5}"
+                    f" {r['verification']['failures']:>8}")
             lines.append(row)
         for e in rep.get("errors", []):
             lines.append(f"{wname:<10} {e['index']:<14} could not run: {e['error']}")
+    lines.append("instr/op, IPC: user-space instructions per run operation and per cycle "
+                 "(perf_event_open, worker threads, harness loop included)")
+    for why in cpu_reasons:
+        lines.append(f"  n/a: not available ({why})")
     costs = pm_by_type(reports)
     if any(costs.values()):
         lines.append("")

@@ -1,7 +1,8 @@
 // Tests of the benchmark driver (src/bench/driver.h): counts per operation
 // type, checking of every result (an honest index has 0 failures, the lying
 // test index has some), PM counters of volatile indexes, latency sampling,
-// the throughput timeline, 1 and 2 threads, and byte-size parsing.
+// the throughput timeline, 1 and 2 threads, byte-size parsing, and the
+// per-phase CPU counters (counted, or not available with a reason).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -447,6 +448,58 @@ TEST(DriverLabel, LabelNamesTheResultAndOptionsReachTheIndex) {
   EXPECT_EQ(r.index_options.at("flavour"), "plain");
   EXPECT_EQ(r.failures, 0u) << first_failure(r);
   EXPECT_EQ(file_safe("wbtree:inner=dram;x=1"), "wbtree_inner_dram_x_1");
+}
+
+/// Expects `e` to be either counted (> 0) or not available with a reason.
+void expect_counted_or_explained(const EventCount& e, const char* what) {
+  if (e.available) {
+    EXPECT_GT(e.value, 0u) << what;
+  } else {
+    EXPECT_EQ(e.value, 0u) << what;
+    EXPECT_FALSE(e.reason.empty()) << what << ": an unavailable count must say why";
+  }
+}
+
+TEST(DriverPerfCounters, EachPhaseCountsItsWorkersOrSaysWhyNot) {
+  // Whether this machine lets a thread count its own task-clock at all.
+  ThreadEventCounter probe;
+  const Status probe_st = probe.open(task_clock_event());
+  for (unsigned threads : {1u, 2u}) {
+    std::array<uint64_t, kOpTypes> counts;
+    Workload w = hand_made(threads, &counts);
+    IndexResult r;
+    ASSERT_TRUE(run_benchmark(quiet_options(), w, "absl-btree", &r, nullptr).ok());
+    for (const PhaseResult* p : {&r.load, &r.run}) {
+      expect_counted_or_explained(p->cpu.instructions, "instructions");
+      expect_counted_or_explained(p->cpu.cycles, "cycles");
+      expect_counted_or_explained(p->cpu.task_clock, "task-clock");
+      if (probe_st.ok()) {
+        // The software event works without hardware counters: every worker
+        // thread's loop spent some CPU time (ns), at most the phase's wall
+        // time each (plus 1 ms for the counter reads after the clock stops).
+        ASSERT_TRUE(p->cpu.task_clock.available) << p->cpu.task_clock.reason;
+        EXPECT_GT(p->cpu.task_clock.value, 0u);
+        EXPECT_LE(static_cast<double>(p->cpu.task_clock.value), threads * (p->seconds * 1e9 + 1e6));
+      }
+    }
+  }
+}
+
+TEST(DriverPerfCounters, TurnedOffEveryPhaseSaysSo) {
+  std::array<uint64_t, kOpTypes> counts;
+  Workload w = hand_made(2, &counts);
+  BenchOptions o = quiet_options();
+  o.perf_counters = false;
+  IndexResult r;
+  ASSERT_TRUE(run_benchmark(o, w, "absl-btree", &r, nullptr).ok());
+  for (const PhaseResult* p : {&r.load, &r.run}) {
+    for (const EventCount* e : {&p->cpu.instructions, &p->cpu.cycles, &p->cpu.task_clock}) {
+      EXPECT_FALSE(e->available);
+      EXPECT_EQ(e->value, 0u);
+      EXPECT_NE(e->reason.find("--no-perf-counters"), std::string::npos) << e->reason;
+    }
+  }
+  EXPECT_EQ(r.failures, 0u);
 }
 
 }  // namespace

@@ -24,8 +24,8 @@ IndexResult fake_result(const std::string& name, double throughput, bool persist
   r.info.dram_bytes = 1 << 20;
   r.info.pm_bytes = persistent ? 2 << 20 : 0;
   r.persistent = persistent;
-  r.load = PhaseResult{1000, 0.5, 2000, {}};
-  r.run = PhaseResult{4000, 4000 / throughput, throughput, {}};
+  r.load = PhaseResult{1000, 0.5, 2000, {}, {}};
+  r.run = PhaseResult{4000, 4000 / throughput, throughput, {}, {}};
   r.run.pm.flushes = persistent ? 8000 : 0;
   r.run.pm.lines_flushed = persistent ? 8000 : 0;
   r.run.pm.fences = persistent ? 4000 : 0;
@@ -145,8 +145,12 @@ TEST(ReportText, HasSectionsAndComparisonTable) {
     EXPECT_NE(t.find(s), std::string::npos) << "missing '" << s << "' in\n" << t;
   }
   const std::string table = comparison_table(rep.results);
-  // Header plus one row per index; beta is 2.5 times alpha.
-  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 3);
+  // Header, one row per index, and the line saying why instructions were
+  // not counted (the fake results have no CPU counters); beta is 2.5 times
+  // alpha.
+  EXPECT_EQ(std::count(table.begin(), table.end(), '\n'), 4);
+  EXPECT_NE(table.find("instructions/op: not available (not measured)"), std::string::npos)
+      << table;
   EXPECT_NE(table.find("2.50"), std::string::npos) << table;
   EXPECT_NE(table.find("1.00"), std::string::npos) << table;
   EXPECT_NE(t.find(table), std::string::npos);
@@ -245,6 +249,108 @@ TEST(ReportText, SaysHowTheLoadWentAndSplitsInsertCost) {
   // No SMO anywhere (a volatile index): no split section.
   rep.results = {fake_result("alpha", 1000, false)};
   EXPECT_EQ(report_text(rep).find("without SMO"), std::string::npos);
+}
+
+/// CPU counters of a machine with hardware counters: 4000 run operations,
+/// 1500 instructions and 500 cycles each (IPC 3), 250 ns of task-clock each.
+CpuCounters counted_cpu(uint64_t ops) {
+  CpuCounters c = cpu_counters_all_available();
+  c.instructions.value = 1500 * ops;
+  c.cycles.value = 500 * ops;
+  c.task_clock.value = 250 * ops;
+  return c;
+}
+
+/// CPU counters of a VM without a PMU: only the software task-clock.
+CpuCounters vm_cpu(uint64_t ops) {
+  CpuCounters c;
+  c.instructions.reason = "no instructions counter on this CPU or VM (ENOENT)";
+  c.cycles.reason = "no cycles counter on this CPU or VM (ENOENT)";
+  c.task_clock = {true, "", 300 * ops};
+  return c;
+}
+
+TEST(ReportCpu, CountedInstructionsAndCyclesPerOperation) {
+  BenchReport rep = fake_report();
+  for (IndexResult& r : rep.results) {
+    r.load.cpu = counted_cpu(r.load.operations);
+    r.run.cpu = counted_cpu(r.run.operations);
+  }
+  rep.results[1].run.cpu.instructions.value = 2000 * 4000;  // beta: 2000/op, IPC 4
+  const json j = report_json(rep);
+  EXPECT_EQ(j["options"]["perf_counters"], true);
+  const json& run = j["results"][0]["run"]["cpu"];
+  EXPECT_EQ(run["instructions"]["available"], true);
+  EXPECT_EQ(run["instructions"]["count"], 1500u * 4000);
+  EXPECT_DOUBLE_EQ(run["instructions"]["per_op"].get<double>(), 1500.0);
+  EXPECT_TRUE(run["instructions"]["reason"].is_null());
+  EXPECT_DOUBLE_EQ(run["cycles"]["per_op"].get<double>(), 500.0);
+  EXPECT_DOUBLE_EQ(run["task_clock_ns"]["per_op"].get<double>(), 250.0);
+  EXPECT_DOUBLE_EQ(run["ipc"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(j["results"][0]["load"]["cpu"]["instructions"]["per_op"].get<double>(), 1500.0);
+  EXPECT_DOUBLE_EQ(j["results"][1]["run"]["cpu"]["ipc"].get<double>(), 4.0);
+
+  const std::string t = report_text(rep);
+  for (const char* s : {"CPU counters", "load instructions: 1500.0/op (1500000)",
+                        "run  instructions: 1500.0/op (6000000); cycles: 500.0/op (2000000); "
+                        "IPC 3.00; task-clock: 250.0 ns/op (1000000)"}) {
+    EXPECT_NE(t.find(s), std::string::npos) << "missing '" << s << "' in\n" << t;
+  }
+  const std::string table = comparison_table(rep.results);
+  EXPECT_NE(table.find("instr/op"), std::string::npos) << table;
+  EXPECT_NE(table.find("IPC"), std::string::npos) << table;
+  EXPECT_NE(table.find("1500.0"), std::string::npos) << table;
+  EXPECT_NE(table.find("2000.0"), std::string::npos) << table;
+  EXPECT_NE(table.find("4.00"), std::string::npos) << table;
+  EXPECT_EQ(table.find("not available"), std::string::npos) << table;
+
+  // One index without the counters: n/a in its row, the column stays.
+  rep.results[1].run.cpu = vm_cpu(4000);
+  const std::string mixed = comparison_table(rep.results);
+  EXPECT_NE(mixed.find("instr/op"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("n/a"), std::string::npos) << mixed;
+}
+
+TEST(ReportCpu, NotAvailableCarriesTheReasonAndNoNumber) {
+  BenchReport rep = fake_report();
+  for (IndexResult& r : rep.results) {
+    r.load.cpu = vm_cpu(r.load.operations);
+    r.run.cpu = vm_cpu(r.run.operations);
+  }
+  const json j = report_json(rep);
+  for (const char* phase : {"load", "run"}) {
+    const json& cpu = j["results"][0][phase]["cpu"];
+    for (const char* e : {"instructions", "cycles"}) {
+      EXPECT_EQ(cpu[e]["available"], false) << phase << " " << e;
+      EXPECT_TRUE(cpu[e]["count"].is_null()) << phase << " " << e;
+      EXPECT_TRUE(cpu[e]["per_op"].is_null()) << phase << " " << e;
+      EXPECT_NE(cpu[e]["reason"].get<std::string>().find("(ENOENT)"), std::string::npos);
+    }
+    EXPECT_TRUE(cpu["ipc"].is_null()) << phase;
+    EXPECT_EQ(cpu["task_clock_ns"]["available"], true) << phase;
+    EXPECT_DOUBLE_EQ(cpu["task_clock_ns"]["per_op"].get<double>(), 300.0) << phase;
+  }
+  const std::string t = report_text(rep);
+  for (const char* s :
+       {"run  instructions: not available (no instructions counter on this CPU or VM (ENOENT)); "
+        "cycles: not available (no cycles counter on this CPU or VM (ENOENT)); task-clock: 300.0 "
+        "ns/op (1200000)"}) {
+    EXPECT_NE(t.find(s), std::string::npos) << "missing '" << s << "' in\n" << t;
+  }
+  EXPECT_EQ(t.find("IPC"), std::string::npos) << "no IPC without cycles";
+  const std::string table = comparison_table(rep.results);
+  EXPECT_EQ(table.find("instr/op"), std::string::npos) << "no column without counts\n" << table;
+  EXPECT_NE(
+      table.find(
+          "instructions/op: not available (no instructions counter on this CPU or VM (ENOENT))"),
+      std::string::npos)
+      << table;
+
+  // Turned off: said so; a result that never measured: "not measured".
+  rep.options.perf_counters = false;
+  EXPECT_EQ(report_json(rep)["options"]["perf_counters"], false);
+  EXPECT_EQ(result_json(fake_result("delta", 10, false))["run"]["cpu"]["instructions"]["reason"],
+            "not measured");
 }
 
 TEST(ReportFailures, FailuresErrorsAndBadStructureCount) {

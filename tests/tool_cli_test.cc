@@ -73,7 +73,7 @@ TEST_F(Cli, BenchHelpMentionsEveryOption) {
         "--output",         "--json-output", "--keep-pool",        "--quiet",
         "--list-indexes",   "lying-test",    "--bulk-load",        "--fill",
         "--insert-pattern", "--dense-gap",   "--recovery-threads", "dense-insert",
-        "search",           "delete"}) {
+        "search",           "delete",        "--no-perf-counters"}) {
     EXPECT_NE(r.out.find(o), std::string::npos) << o;
   }
   EXPECT_EQ(nvindex("verify --help").rc, 0);
@@ -236,6 +236,40 @@ TEST_F(Cli, JsonOutputHasTheSchema) {
   EXPECT_TRUE(j["results"][0]["run"]["latency_ns"]["p99_999"].is_number());
   fs::remove(out);
   fs::remove(also);
+}
+
+TEST_F(Cli, CpuCountersAreCountedOrExplainedAndCanBeTurnedOff) {
+  const std::string out = tmp_path("cpu.json");
+  Outcome r = nvindex(std::string("bench") + kSmall + "--index absl-btree --json-output " + out);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("CPU counters"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["options"]["perf_counters"], true);
+  for (const char* phase : {"load", "run"}) {
+    const nlohmann::json& e = j["results"][0][phase]["cpu"]["instructions"];
+    if (e["available"].get<bool>()) {
+      EXPECT_GT(e["count"].get<uint64_t>(), 0u) << phase;
+      EXPECT_GT(e["per_op"].get<double>(), 0) << phase;
+    } else {
+      EXPECT_TRUE(e["count"].is_null()) << phase;
+      EXPECT_TRUE(e["per_op"].is_null()) << phase;
+      const std::string why = e["reason"];
+      EXPECT_FALSE(why.empty()) << phase;
+      EXPECT_NE(r.out.find("instructions: not available (" + why + ")"), std::string::npos)
+          << r.out;
+    }
+  }
+  r = nvindex(std::string("bench") + kSmall + "--index absl-btree --no-perf-counters " +
+              "--json-output " + out);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["options"]["perf_counters"], false);
+  EXPECT_EQ(j["results"][0]["run"]["cpu"]["instructions"]["reason"],
+            "turned off (--no-perf-counters)");
+  EXPECT_NE(r.out.find("instructions: not available (turned off (--no-perf-counters))"),
+            std::string::npos)
+      << r.out;
+  fs::remove(out);
 }
 
 TEST_F(Cli, PersistentIndexKeepPoolThenVerifyAndInfo) {

@@ -45,6 +45,7 @@ struct alignas(64) ThreadState {
   std::vector<std::string> examples;
   std::vector<uint64_t> latencies;  ///< sampled run latencies, ns
   Clock::time_point end;
+  ThreadPhaseCounters perf;  ///< this worker's perf counters over the phase
 
   void fail(std::string what) {
     ++failures;
@@ -228,11 +229,13 @@ bool run_op(Index<uint64_t>& index, const Operation& op, uint32_t version,
 /// Runs `body(t, state, deadline)` on `threads` pinned std::threads that
 /// start together; the calling thread monitors progress (every 100 ms) and
 /// builds the per-second timeline. Fills phase operations/seconds/throughput
-/// and the PM counters spent.
+/// and the PM counters spent. With `perf`, each worker opens its own perf
+/// counters (bench/perf.h) before the barrier and reads them right before and
+/// after its body; their sum over the workers is the phase's PhaseResult::cpu.
 class PhaseRunner {
  public:
-  PhaseRunner(unsigned threads, bool pin, const pm::PersistConfig& pm)
-      : n_(threads), pin_(pin), media_model_(pm.media_model), states_(threads) {}
+  PhaseRunner(unsigned threads, bool pin, const pm::PersistConfig& pm, bool perf)
+      : n_(threads), pin_(pin), media_model_(pm.media_model), perf_(perf), states_(threads) {}
 
   using Body = std::function<void(unsigned t, ThreadState& ts, std::optional<Clock::time_point>)>;
 
@@ -250,10 +253,13 @@ class PhaseRunner {
       workers.emplace_back([&, t] {
         pin_current_thread(cpus, t);
         pm::thread_counters();  // register before the clock starts
+        states_[t].perf.open(perf_, "turned off (--no-perf-counters)");
         ready.fetch_add(1);
         while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+        states_[t].perf.start();
         body(t, states_[t], deadline);
         states_[t].end = Clock::now();
+        states_[t].perf.stop();
         // Media model: complete this thread's media_writes before the
         // after-phase snapshot (a no-op when the model is off).
         if (media_model_) pm::media_drain();
@@ -299,9 +305,11 @@ class PhaseRunner {
 
     Clock::time_point end = start;
     uint64_t ops = 0;
+    out->cpu = cpu_counters_all_available();
     for (const ThreadState& s : states_) {
       end = std::max(end, s.end);
       ops += s.completed;
+      add_thread_counts(&out->cpu, s.perf.counts());
     }
     out->operations = ops;
     out->seconds = seconds_between(start, end);
@@ -330,6 +338,7 @@ class PhaseRunner {
   const unsigned n_;
   const bool pin_;
   const bool media_model_;
+  const bool perf_;
   std::vector<ThreadState> states_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -610,7 +619,7 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
     sorted.reserve(workload.load_keys.size());
     for (uint64_t k : workload.load_keys) sorted.emplace_back(k, make_value(k, 0));
     std::sort(sorted.begin(), sorted.end());
-    PhaseRunner runner(1, options.pin_threads, options.pm);
+    PhaseRunner runner(1, options.pin_threads, options.pm, options.perf_counters);
     auto body = [&](unsigned, ThreadState& ts, std::optional<Clock::time_point>) {
       Status st = index->bulk_load(sorted);
       ++ts.checked;
@@ -626,7 +635,7 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
     if (ts.failures == 0) check_bulk_loaded(*index, ordered, sorted, ts);
     merge_thread_states(runner.states(), out, nullptr);
   } else {
-    PhaseRunner runner(threads, options.pin_threads, options.pm);
+    PhaseRunner runner(threads, options.pin_threads, options.pm, options.perf_counters);
     const std::vector<uint64_t>& keys = workload.load_keys;
     const uint64_t n = keys.size();
     auto body = [&](unsigned t, ThreadState& ts, std::optional<Clock::time_point>) {
@@ -647,7 +656,7 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
   int64_t key_delta = 0;
   bool delta_unknown = false;
   {
-    PhaseRunner runner(threads, options.pin_threads, options.pm);
+    PhaseRunner runner(threads, options.pin_threads, options.pm, options.perf_counters);
     auto body = [&](unsigned t, ThreadState& ts, std::optional<Clock::time_point> deadline) {
       const std::vector<Operation>& ops = workload.per_thread[t];
       LatencySampler sampler(options.latency_sample, workload.spec.seed * 7919 + t + 1);

@@ -30,6 +30,11 @@
 //     BenchOptions::recovery_threads (IndexOptions::threads on reopen) and
 //     checks that the recovered index holds the same number of keys;
 //  5. removes the temporary pool file unless keep_pool.
+// Per phase (never per operation), each worker thread counts its own
+// user-space instructions, cycles and task-clock time with perf_event_open(2)
+// around its loop (bench/perf.h; PhaseResult::cpu), unless
+// BenchOptions::perf_counters is false; a counter the machine does not offer
+// is reported as not available with the reason.
 // Every operation is checked against its Expect and every value returned with
 // value_matches(); each mismatch is a verification failure, the first
 // kMaxFailureExamples of which are kept with a description.
@@ -51,6 +56,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/perf.h"
 #include "bench/stats.h"
 #include "bench/workload.h"
 #include "nvindex/index.h"
@@ -99,6 +105,10 @@ struct BenchOptions {
   /// rebuild threads of an index with a parallel recovery, e.g. lbtree);
   /// 0 = the run's threads.
   unsigned recovery_threads = 0;
+  /// Count user-space instructions, cycles and task-clock time per phase with
+  /// perf_event_open(2) (bench/perf.h: per worker thread, read before and
+  /// after its loop). false: not opened, reported as turned off.
+  bool perf_counters = true;
   /// The name reports show for this run (e.g. the CLI's index spec
   /// "wbtree:inner=dram"); empty = the registry name.
   std::string label;
@@ -123,6 +133,9 @@ struct PhaseResult {
   double seconds = 0;       ///< wall time from barrier release to the last thread's end, s
   double throughput = 0;    ///< operations / seconds, ops/s
   pm::CounterSnapshot pm;   ///< PM counters spent in the phase (after - before)
+  /// Instructions, cycles and task-clock ns of the worker threads in the
+  /// phase (bench/perf.h), each with whether it could be counted and why not.
+  CpuCounters cpu;
 };
 
 /// Completed and succeeded operations of one OpType in the run phase.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "nvindex/pm/persist.h"
@@ -54,6 +55,29 @@ json split_json(const TypeCounts& c) {
                {{"flushes", per_op(c.flushes, c.completed)},
                 {"lines_flushed", per_op(c.lines_flushed, c.completed)},
                 {"fences", per_op(c.fences, c.completed)}}}};
+}
+
+std::string reason_of(const EventCount& e) {
+  return e.reason.empty() ? std::string("not measured") : e.reason;
+}
+
+json event_json(const EventCount& e, uint64_t ops) {
+  if (!e.available) {
+    return json{
+        {"available", false}, {"count", nullptr}, {"per_op", nullptr}, {"reason", reason_of(e)}};
+  }
+  return json{{"available", true},
+              {"count", e.value},
+              {"per_op", ops ? json(per_op(e.value, ops)) : json()},
+              {"reason", nullptr}};
+}
+
+json cpu_json(const CpuCounters& c, uint64_t ops) {
+  const std::optional<double> ipc = instructions_per_cycle(c);
+  return json{{"instructions", event_json(c.instructions, ops)},
+              {"cycles", event_json(c.cycles, ops)},
+              {"task_clock_ns", event_json(c.task_clock, ops)},
+              {"ipc", ipc ? json(*ipc) : json()}};
 }
 
 std::string_view placement_name(Placement p) {
@@ -181,7 +205,8 @@ json options_json(const BenchReport& r) {
          {"fill_factor", o.fill_factor},
          {"recovery_threads", o.recovery_threads},
          {"insert_pattern", insert_pattern_name(w.insert_pattern)},
-         {"dense_gap", w.dense_gap}};
+         {"dense_gap", w.dense_gap},
+         {"perf_counters", o.perf_counters}};
   if (r.extra_options.is_object()) {
     for (auto it = r.extra_options.begin(); it != r.extra_options.end(); ++it) j[it.key()] = *it;
   }
@@ -221,7 +246,8 @@ json result_json(const IndexResult& r) {
         {"operations", r.load.operations},
         {"seconds", r.load.seconds},
         {"throughput", r.load.throughput},
-        {"pm", pm_json(r.load.pm, r.load.operations)}}},
+        {"pm", pm_json(r.load.pm, r.load.operations)},
+        {"cpu", cpu_json(r.load.cpu, r.load.operations)}}},
       {"run",
        {{"operations", r.run.operations},
         {"seconds", r.run.seconds},
@@ -239,6 +265,7 @@ json result_json(const IndexResult& r) {
           {"p99_999", l.p99_999},
           {"max", l.max}}},
         {"pm", pm_json(r.run.pm, r.run.operations)},
+        {"cpu", cpu_json(r.run.cpu, r.run.operations)},
         {"timeline", r.timeline},
         {"timeline_last_seconds", r.timeline_last_fraction}}},
       {"verification",
@@ -302,17 +329,52 @@ json report_json(const BenchReport& r) {
 
 std::string comparison_table(const std::vector<IndexResult>& results) {
   if (results.empty()) return "";
+  bool instructions = false;
+  for (const IndexResult& r : results) instructions |= r.run.cpu.instructions.available;
   std::string s =
-      fmt::format("{:<22} {:>14} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "index", "ops/s",
+      fmt::format("{:<22} {:>14} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}", "index", "ops/s",
                   "ratio", "p50 ns", "p99 ns", "flush/op", "lines/op", "fence/op");
+  if (instructions) s += fmt::format(" {:>10} {:>6}", "instr/op", "IPC");
+  s += "\n";
   const double base = results.front().run.throughput;
   for (const IndexResult& r : results) {
     const uint64_t ops = r.run.operations;
-    s += fmt::format("{:<22} {:>14.0f} {:>8.2f} {:>10} {:>10} {:>10.2f} {:>10.2f} {:>10.2f}\n",
+    s += fmt::format("{:<22} {:>14.0f} {:>8.2f} {:>10} {:>10} {:>10.2f} {:>10.2f} {:>10.2f}",
                      r.index, r.run.throughput, base > 0 ? r.run.throughput / base : 0.0,
                      r.latency.p50, r.latency.p99, per_op(r.run.pm.flushes, ops),
                      per_op(r.run.pm.lines_flushed, ops), per_op(r.run.pm.fences, ops));
+    if (instructions) {
+      const EventCount& i = r.run.cpu.instructions;
+      const std::optional<double> ipc = instructions_per_cycle(r.run.cpu);
+      s += fmt::format(" {:>10} {:>6}",
+                       i.available && ops ? fmt::format("{:.1f}", per_op(i.value, ops)) : "n/a",
+                       ipc ? fmt::format("{:.2f}", *ipc) : "n/a");
+    }
+    s += "\n";
   }
+  if (!instructions) {
+    s += "instructions/op: not available (" + reason_of(results.front().run.cpu.instructions) +
+         ")\n";
+  }
+  return s;
+}
+
+std::optional<double> instructions_per_cycle(const CpuCounters& c) {
+  if (!c.instructions.available || !c.cycles.available || c.cycles.value == 0) return std::nullopt;
+  return static_cast<double>(c.instructions.value) / static_cast<double>(c.cycles.value);
+}
+
+std::string cpu_counters_text(std::string_view phase, const CpuCounters& c, uint64_t ops) {
+  auto event = [&](std::string_view name, const EventCount& e, std::string_view unit) {
+    if (!e.available) return fmt::format("{}: not available ({})", name, reason_of(e));
+    return fmt::format("{}: {:.1f}{}/op ({})", name, per_op(e.value, ops), unit, e.value);
+  };
+  std::string s = fmt::format("\t{} {}; {}", phase, event("instructions", c.instructions, ""),
+                              event("cycles", c.cycles, ""));
+  if (const std::optional<double> ipc = instructions_per_cycle(c)) {
+    s += fmt::format("; IPC {:.2f}", *ipc);
+  }
+  s += "; " + event("task-clock", c.task_clock, " ns") + "\n";
   return s;
 }
 
@@ -399,6 +461,9 @@ std::string report_text(const BenchReport& r) {
     s += "PM counters:\n";
     pm_text(&s, "load", x.load.pm, x.load.operations, x.media_model);
     pm_text(&s, "run ", x.run.pm, x.run.operations, x.media_model);
+    s += "CPU counters (worker threads, user space, harness loop included):\n";
+    s += cpu_counters_text("load", x.load.cpu, x.load.operations);
+    s += cpu_counters_text("run ", x.run.cpu, x.run.operations);
     s += fmt::format("Memory: DRAM {}, PM {}\n", bytes_str(x.info.dram_bytes),
                      bytes_str(x.info.pm_bytes));
     if (x.persistent) {

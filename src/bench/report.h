@@ -40,6 +40,17 @@
 //             "per_op": { "flushes", "lines_flushed", "fences" } }
 //   (with_smo: the operations of that type during which the worker counted
 //   an SMO, e.g. split inserts; without_smo: the others).
+//   options: "perf_counters" (false with --no-perf-counters);
+//   "load" and "run": "cpu": CPU, the worker threads' perf_event_open(2)
+//   counts over the phase (bench/perf.h), where
+//   CPU = { "instructions": EVENT, "cycles": EVENT, "task_clock_ns": EVENT,
+//           "ipc": instructions / cycles, or null when either is missing },
+//   EVENT = { "available": bool, "count": total over the threads or null,
+//             "per_op": count / phase operations or null,
+//             "reason": why not available (string) or null }.
+//   "instructions" and "cycles" are user-space only; they are null with a
+//   reason (e.g. "no instructions counter on this CPU or VM (ENOENT)") on a
+//   machine without hardware counters: never an estimate.
 // Units: seconds (s), throughput (operations/s), latency (ns), bytes.
 //
 // Thread-safety: pure functions of their arguments, except
@@ -47,6 +58,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -98,12 +110,25 @@ nlohmann::json report_json(const BenchReport& report);
 /// One result as a JSON object (an element of "results").
 nlohmann::json result_json(const IndexResult& result);
 
+/// Instructions per cycle of a phase: instructions / cycles when both were
+/// counted (and cycles > 0), else nullopt.
+std::optional<double> instructions_per_cycle(const CpuCounters& c);
+
+/// The text line of a phase's CPU counters, e.g. "\trun  instructions:
+/// 1234.5/op (1234500); cycles: 600.0/op (600000); IPC 2.06; task-clock:
+/// 310.2 ns/op (310200)\n", or per event "instructions: not available
+/// (reason)". `ops`: the phase's operations (the per-op divisor).
+std::string cpu_counters_text(std::string_view phase, const CpuCounters& c, uint64_t ops);
+
 /// The PiBench-like text report; includes comparison_table() when more than
 /// one index ran.
 std::string report_text(const BenchReport& report);
 /// The comparison table: one row per index with run throughput (ops/s), the
 /// ratio to the first index, p50 and p99 latency (ns), and flushes, lines
-/// flushed and fences per run operation. Empty string for no results.
+/// flushed and fences per run operation; when some index's run instructions
+/// were counted, also instructions per run operation and IPC ("n/a" for a
+/// row without them), otherwise a line "instructions/op: not available
+/// (reason)" under the table. Empty string for no results.
 std::string comparison_table(const std::vector<IndexResult>& results);
 
 /// How the load phase loaded: "inserts", "bulk load at fill 0.70" (an index

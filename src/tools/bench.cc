@@ -130,6 +130,7 @@ struct BenchArgs {
   bool keep_pool = false;
   bool quiet = false;
   bool no_pin = false;
+  bool no_perf_counters = false;
   bool bulk_load = false;
   double fill = 1.0;
   std::string insert_pattern = "random";
@@ -243,6 +244,7 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   opts.keep_pool = a.keep_pool;
   opts.node_size = a.node_size;
   opts.pin_threads = !a.no_pin;
+  opts.perf_counters = !a.no_perf_counters;
   opts.bulk_load = a.bulk_load;
   opts.fill_factor = a.fill;
   opts.recovery_threads = a.recovery_threads;
@@ -437,6 +439,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--keep-pool", a.keep_pool,
                 "Keep the pool file after the run (for nvindex verify/info)");
   cmd->add_flag("--no-pin", a.no_pin, "Do not pin worker threads to CPUs");
+  cmd->add_flag("--no-perf-counters", a.no_perf_counters,
+                "Do not count instructions, cycles and task-clock per phase with "
+                "perf_event_open");
   cmd->add_flag("-q,--quiet", a.quiet, "No progress line on stderr");
   cmd->callback([args, cmd, exit_code] { *exit_code = run_bench(*args, cmd); });
 }
