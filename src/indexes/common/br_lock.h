@@ -27,10 +27,13 @@
 // readers). Waiting spins with `pause` for 64 rounds, then yields the CPU.
 //
 // Slots: the first time a thread takes any BrLock for reading it gets slot
-// (n mod kSlots), n counting the threads that did so before it, so up to
-// kSlots threads never share a slot; beyond that two threads may share one
-// (the counters are read-modify-writes, so that stays correct, only slower).
-// A writer checks only the slots handed out so far (min(n, kSlots)).
+// (n mod kSlots), n counting the threads that did so before it (slots are
+// not given back when a thread exits). Threads whose first read locks are
+// fewer than kSlots apart never share a slot, so the worker threads of one
+// run, started together, each have their own; two threads whose first read
+// locks are kSlots or more apart may share one (the counters are
+// read-modify-writes, so that stays correct, only slower). A writer checks
+// only the slots handed out so far (min(n, kSlots)).
 //
 // Costs: a lock holds kSlots lines of counters plus one line for the flag,
 // 4160 B. A read lock + unlock is two atomic read-modify-writes of a line
