@@ -13,7 +13,8 @@ BENCH_ARGS ?=
 BENCH_LBTREE_ARGS ?=
 # The tests that run concurrent index code, run again under ThreadSanitizer.
 TSAN_TESTS ?= index_concurrent_test index_fastfair_test index_fastfair_review_test index_btree_test \
-              index_inner_tree_test index_lbtree_test index_fptree_test index_wbtree_test
+              index_inner_tree_test index_lbtree_test index_fptree_test index_wbtree_test \
+              index_br_lock_test
 empty :=
 space := $(empty) $(empty)
 # Pool-file fuzzing in make test (tests/fuzz/run-fuzz.sh): a fixed number of

@@ -5,6 +5,8 @@
 // 1.0. items_per_second = finds per second, one thread. No leaf is touched:
 // this is the inner-node part of every lbtree / fptree / wbtree:inner=dram
 // lookup.
+#include "indexes/common/inner_tree.h"
+
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -12,8 +14,6 @@
 #include <cstdlib>
 #include <random>
 #include <vector>
-
-#include "indexes/common/inner_tree.h"
 
 namespace nvindex {
 namespace {

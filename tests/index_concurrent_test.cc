@@ -31,7 +31,7 @@ class ConcurrentTest : public ::testing::TestWithParam<Param> {};
 TEST_P(ConcurrentTest, DisjointWritersAndReadersMatchTheModel) {
   const auto& [name, threads, node_size] = GetParam();
   testing::TestIndex t;
-  Status s = testing::open_test_index(name, node_size, &t);
+  Status s = testing::open_test_index(name, node_size, &t, testing::kTestPoolBytes, threads);
   ASSERT_TRUE(s.ok()) << s.ToString();
   if (!t.index->info().caps.thread_safe) GTEST_SKIP() << name << " does not claim thread_safe";
   testing::run_concurrent_test(*t.index, threads, threads * 7919 + node_size);
@@ -54,7 +54,7 @@ INSTANTIATE_TEST_SUITE_P(Registered, ConcurrentTest,
 // inserts and corrupts lookups) without failing this test.
 int failures_against_liar(bool concurrent) {
   testing::TestIndex t;
-  if (!testing::open_test_index("lying-test", 512, &t).ok()) return -1;
+  if (!testing::open_test_index("lying-test", 512, &t, testing::kTestPoolBytes, 2).ok()) return -1;
   ::testing::TestPartResultArray results;
   {
     ::testing::ScopedFakeTestPartResultReporter reporter(

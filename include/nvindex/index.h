@@ -9,7 +9,8 @@
 // Thread-safety: an index whose IndexInfo::caps.thread_safe is true accepts
 // concurrent calls of every method from any number of threads (each call is
 // linearizable; persistent ones are durably linearizable). Otherwise callers
-// must serialize all calls.
+// must serialize all calls. caps.thread_safe describes an instance: one made
+// with IndexOptions::threads = 1 may claim less than one made with more.
 #pragma once
 
 #include <cstdint>
@@ -95,8 +96,11 @@ struct IndexOptions {
   pm::Pool* pool = nullptr;
   uint32_t node_size = 512;  ///< bytes per node; each index states its range
   double fill_factor = 1.0;  ///< bulk-load fill of each node's slots, (0, 1]
-  /// Worker threads the caller will use (hint); indexes with a parallel
-  /// recovery (lbtree) rebuild with this many threads.
+  /// Worker threads the caller will call the index from. Indexes with a
+  /// parallel recovery (lbtree) rebuild with this many threads; an index may
+  /// drop its synchronization when it is 1 (absl-btree takes no lock and then
+  /// reports caps.thread_safe false), so a caller that will call an index
+  /// concurrently must pass its number of threads (> 1).
   unsigned threads = 1;
   /// Index-specific knobs, "name" -> "value" (e.g. from --index-opt k=v).
   std::map<std::string, std::string> extra;

@@ -399,7 +399,7 @@ void concurrent_worker(ThreadCtx* c, std::latch* start) {
 }  // namespace
 
 Status open_test_index(std::string_view name, uint32_t node_size, TestIndex* out,
-                       uint64_t pool_bytes) {
+                       uint64_t pool_bytes, unsigned threads) {
   *out = TestIndex{};
   bool persistent = false;
   for (const IndexEntry& e : registered_indexes()) {
@@ -407,6 +407,7 @@ Status open_test_index(std::string_view name, uint32_t node_size, TestIndex* out
   }
   IndexOptions options;
   options.node_size = node_size;
+  options.threads = threads;
   if (persistent) {
     Status s = pm::Pool::create_anonymous(pool_bytes, name, &out->pool);
     if (!s.ok()) return s;

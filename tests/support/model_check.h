@@ -31,13 +31,15 @@ struct TestIndex {
 inline constexpr uint64_t kTestPoolBytes = 256ull << 20;
 
 /// Creates the index registered as `name` with IndexOptions::node_size =
-/// node_size (bytes). When the registry says the index is persistent, first
-/// creates an anonymous DRAM pool of pool_bytes bytes with layout = name
-/// (Pool::create_anonymous) and passes it in IndexOptions::pool.
+/// node_size (bytes) and IndexOptions::threads = threads (the threads the
+/// test will call it from: pass > 1 for a concurrent test, since an index may
+/// drop its locks at 1). When the registry says the index is persistent,
+/// first creates an anonymous DRAM pool of pool_bytes bytes with layout =
+/// name (Pool::create_anonymous) and passes it in IndexOptions::pool.
 /// Errors: InvalidArgument (unknown name, node size out of the index's range,
 /// name too long for a pool layout), and whatever the pool or factory return.
 Status open_test_index(std::string_view name, uint32_t node_size, TestIndex* out,
-                       uint64_t pool_bytes = kTestPoolBytes);
+                       uint64_t pool_bytes = kTestPoolBytes, unsigned threads = 1);
 
 /// Single-threaded model test: `ops` random operations (insert, update,
 /// remove, lookup, scan, find_last_less_than) with keys in [0, key_space) plus

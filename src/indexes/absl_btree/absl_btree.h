@@ -1,5 +1,5 @@
-// absl-btree: the volatile yardstick, absl::btree_map behind a reader-writer
-// lock. See absl_btree.cc.
+// absl-btree: the volatile yardstick, absl::btree_map behind a big-reader
+// lock (none for a single-threaded instance). See absl_btree.cc.
 #pragma once
 
 #include <memory>
@@ -9,9 +9,13 @@
 namespace nvindex {
 
 inline constexpr char kAbslBtreeDescription[] =
-    "absl::btree_map behind an absl::Mutex reader-writer lock (volatile yardstick)";
+    "absl::btree_map behind a big-reader lock, none at threads 1 (volatile yardstick)";
 
-/// Factory for "absl-btree". Ignores every option. Never fails.
+/// Factory for "absl-btree". IndexOptions::threads decides the locking: with
+/// threads > 1 every call takes a BrLock (readers shared, writers exclusive)
+/// and info().caps.thread_safe is true; with threads <= 1 no call takes a
+/// lock and caps.thread_safe is false (callers must serialize every call).
+/// Ignores every other option. Never fails.
 Status make_absl_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
 
 }  // namespace nvindex

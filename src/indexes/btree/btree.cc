@@ -164,11 +164,20 @@ bool upgrade(std::atomic<uint64_t>& word, uint64_t v) {
   return word.compare_exchange_strong(v, v | kLocked, std::memory_order_acquire,
                                       std::memory_order_relaxed);
 }
-// Unlocks and bumps the version (v|locked + 2 = v + 4).
-void unlock(std::atomic<uint64_t>& word) { word.fetch_add(2, std::memory_order_release); }
+// Unlocks and bumps the version (v|locked + 2 = v + 4). A release store, not
+// an atomic add (as vlock::unlock, indexes/common/version_lock.h): while the
+// locked bit is set only its holder writes the word (upgrade() CASes from an
+// unlocked version, readers never write), and a locked read-modify-write
+// also waits for the holder's stores to drain, on every update even with one
+// thread: update-only, uniform, 1M keys, 1 thread: 2.49 -> 3.09 Mops/s
+// (medians of 5 interleaved runs on a shared 2-core VM).
+void unlock(std::atomic<uint64_t>& word) {
+  word.store(word.load(std::memory_order_relaxed) + kLocked, std::memory_order_release);
+}
 // Unlocks, bumps the version and marks the node obsolete for good.
 void unlock_obsolete(std::atomic<uint64_t>& word) {
-  word.fetch_add(2 | kObsolete, std::memory_order_release);
+  word.store(word.load(std::memory_order_relaxed) + (kLocked | kObsolete),
+             std::memory_order_release);
 }
 
 constexpr size_t kMaxLeafCap = (kBtreeMaxNodeSize - kHeaderBytes) / 16;

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <mutex>
 #include <new>
+#include <shared_mutex>
 
 #include "indexes/common/factory.h"
 #include "nvindex/pm/allocator.h"

@@ -42,7 +42,9 @@
 //       24    8  magic kElementMagic (kHeadMagic for the sentinel)
 //       32   32  reserved, zero
 //
-// Concurrency: one std::shared_mutex per index. lookup, scan,
+// Concurrency: one reader-writer lock per index, a BrLock (big-reader lock,
+// src/indexes/common/br_lock.h; Hsieh & Weihl, IPPS'92), whose readers write
+// only a counter line of their own, so reads scale with cores. lookup, scan,
 // find_last_less_than, update, info and verify take it shared; insert and
 // remove take it exclusively (they change the DRAM towers and the list, and
 // remove frees the victim, which is safe because no reader can hold it).
@@ -55,11 +57,11 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <shared_mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "indexes/common/br_lock.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
 
@@ -67,7 +69,7 @@ namespace nvindex {
 
 inline constexpr char kDividedSkiplistDescription[] =
     "divided skip list: PM bottom list linked by NAW, DRAM upper levels rebuilt on recovery, "
-    "one reader-writer lock (Liu et al., VLDB'20 §4.1)";
+    "one big-reader lock (Liu et al., VLDB'20 §4.1)";
 
 /// Factory for "divided-skiplist". options.pool is required (InvalidArgument
 /// otherwise) and must have layout "divided-skiplist" (InvalidArgument naming
@@ -206,7 +208,7 @@ class DividedSkiplist final : public Index<uint64_t> {
   uint64_t towers_ = 0;  ///< DRAM towers, head excluded
   uint64_t dram_bytes_ = 0;
   uint64_t rng_ = kHeightSeed;
-  mutable std::shared_mutex mu_;
+  mutable BrLock mu_;
   bool recovered_ = false;
   double recovery_seconds_ = 0;
 };

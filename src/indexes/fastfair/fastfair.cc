@@ -9,8 +9,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstddef>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <string>
 #include <thread>
