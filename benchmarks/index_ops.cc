@@ -25,17 +25,14 @@
 #include <utility>
 #include <vector>
 
+#include "env_count.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
 
 namespace nvindex {
 namespace {
 
-size_t key_count() {
-  const char* e = std::getenv("NVINDEX_MICRO_KEYS");
-  const long long n = e != nullptr ? std::atoll(e) : 0;
-  return n > 0 ? static_cast<size_t>(n) : 1'000'000;
-}
+size_t key_count() { return env_count("NVINDEX_MICRO_KEYS", 1'000'000); }
 
 std::vector<uint64_t> random_keys(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);

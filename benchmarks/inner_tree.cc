@@ -15,14 +15,12 @@
 #include <random>
 #include <vector>
 
+#include "env_count.h"
+
 namespace nvindex {
 namespace {
 
-size_t leaf_count() {
-  const char* e = std::getenv("NVINDEX_MICRO_LEAVES");
-  const long long n = e != nullptr ? std::atoll(e) : 0;
-  return n > 0 ? static_cast<size_t>(n) : 202'723;
-}
+size_t leaf_count() { return env_count("NVINDEX_MICRO_LEAVES", 202'723); }
 
 void BM_InnerTreeFind(benchmark::State& state) {
   const size_t n = leaf_count();
