@@ -126,11 +126,6 @@ static int last_le(Entry* e, uint32_t n, uint64_t key) {
   return simd::last_le(reinterpret_cast<const simd::KeyEntry*>(e), n, key);
 }
 
-uint64_t FastFair::route(Node* n, uint64_t key) const {
-  const int i = last_le(n->entries(), clamp_count(n), key);
-  return i < 0 ? n->leftmost.load(kAcq) : n->entries()[i].value.load(kAcq);
-}
-
 bool FastFair::read_lock(uint64_t off, uint64_t* v) const {
   return vlock::read_lock(locks_->word(off), v);
 }

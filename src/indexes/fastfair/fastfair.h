@@ -182,7 +182,6 @@ class FastFair final : public Index<uint64_t> {
   /// word (a hint; no effect on correctness).
   void prefetch_node(uint64_t off) const;
   bool upper_bound_of(Node* n, uint64_t* ub) const;
-  uint64_t route(Node* n, uint64_t key) const;
   bool read_lock(uint64_t off, uint64_t* v) const;
   bool validate(uint64_t off, uint64_t v) const;
   bool lock(uint64_t off) const;
