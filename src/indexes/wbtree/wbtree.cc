@@ -48,17 +48,6 @@ std::atomic<uint64_t>* word_at(char* base, uint64_t off) {
   return reinterpret_cast<std::atomic<uint64_t>*>(base + off);
 }
 
-/// vlock::read_lock with its common case (not locked, not obsolete) inline:
-/// the lookup path reads one version per level.
-inline bool read_version(const std::atomic<uint64_t>& w, uint64_t* v) {
-  const uint64_t x = w.load(kAcq);
-  if (__builtin_expect((x & (vlock::kLocked | vlock::kObsolete)) == 0, 1)) {
-    *v = x;
-    return true;
-  }
-  return vlock::read_lock(w, v);
-}
-
 }  // namespace
 
 uint32_t capacity_for(uint32_t node_size, uint32_t* entries_offset) {
@@ -165,13 +154,13 @@ inline uint64_t WbTree::child_at(Node* n, int pos) const {
 // the leaf changes its parent, or the root word).
 inline bool WbTree::locate(uint64_t key, Loc* out) const {
   uint64_t rv = 0;
-  read_version(root_lock_, &rv);
+  vlock::read_lock(root_lock_, &rv);
   uint64_t off = root_word();
   Node* n = node(off);
   prefetch(n);
   std::atomic<uint64_t>* lk = &locks_->word(off);
   uint64_t v = 0;
-  if (!read_version(*lk, &v) || !vlock::validate(root_lock_, rv)) return false;
+  if (!vlock::read_lock(*lk, &v) || !vlock::validate(root_lock_, rv)) return false;
   std::atomic<uint64_t>* plk = &root_lock_;
   uint64_t pv = rv;
   uint64_t low = 0;
@@ -193,7 +182,7 @@ inline bool WbTree::locate(uint64_t key, Loc* out) const {
     prefetch(c);
     std::atomic<uint64_t>* clk = &locks_->word(child);
     uint64_t cv = 0;
-    if (!read_version(*clk, &cv) || !vlock::validate(*lk, v)) return false;
+    if (!vlock::read_lock(*clk, &cv) || !vlock::validate(*lk, v)) return false;
     plk = lk;
     pv = v;
     lk = clk;
@@ -219,7 +208,7 @@ inline void WbTree::read_leaf(uint64_t key, F&& f) const {
       prefetch(n);
       std::atomic<uint64_t>& w = locks_->word(r.leaf);
       uint64_t v = 0;
-      if (!read_version(w, &v)) continue;
+      if (!vlock::read_lock(w, &v)) continue;
       f(n, kLow ? lows_->word(r.leaf).load(kAcq) : 0);
       if (vlock::validate(w, v) && tree_->validate(r)) return;
     }
@@ -427,7 +416,7 @@ size_t WbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
   while (true) {
     std::atomic<uint64_t>& w = locks_->word(off);
     uint64_t v = 0;
-    read_version(w, &v);
+    vlock::read_lock(w, &v);
     Node* n = node(off);
     const uint32_t cnt = sa_count(n);
     const size_t want = count - out->size();

@@ -106,6 +106,7 @@
 #include <utility>
 #include <vector>
 
+#include "indexes/common/fingerprint.h"
 #include "indexes/common/inner_tree.h"
 #include "indexes/common/version_lock.h"
 #include "nvindex/index.h"
@@ -307,11 +308,7 @@ class WbTree final : public Index<uint64_t> {
   uint64_t root_word() const { return root_obj_->root.load(std::memory_order_acquire); }
   uint32_t used(const Node* n) const;
   bool full(const Node* n) const { return used(n) == cap_; }
-  void prefetch(const Node* n) const {
-    for (uint32_t b = 0; b < node_size_; b += 64) {
-      __builtin_prefetch(reinterpret_cast<const char*>(n) + b);
-    }
-  }
+  void prefetch(const Node* n) const { prefetch_bytes(n, node_size_); }
   int last_le(Node* n, uint64_t key) const;
   uint64_t child_at(Node* n, int pos) const;
   bool locate(uint64_t key, Loc* out) const;
