@@ -104,12 +104,16 @@ int FpTree::find_slot(uint64_t off, uint64_t key) const {
 // Writer lock of a leaf: the PM lock byte by CAS (mutual exclusion between
 // writers, paper §4), then the DRAM version lock (optimistic readers wait
 // or retry while it is held).
+void FpTree::prefetch_leaf(uint64_t off) const {
+  versions_->prefetch(off);
+  prefetch_bytes(leaf(off), layout_.node_size);
+}
+
 void FpTree::lock_leaf(uint64_t off) {
   // The leaf's lines and its version word are fetched before the CAS of the
   // lock byte, which is a full barrier: afterwards every miss would be taken
   // one at a time.
-  versions_->prefetch(off);
-  prefetch_bytes(leaf(off), layout_.node_size);
+  prefetch_leaf(off);
   std::atomic<uint8_t>& b = leaf(off)->lock;
   unsigned spins = 0;
   while (true) {
@@ -212,8 +216,7 @@ std::optional<Value> FpTree::lookup(uint64_t key) {
   while (true) {
     const inner::Route r = inner_->find(key);
     // The version word and the leaf's lines are fetched in parallel.
-    versions_->prefetch(r.leaf);
-    prefetch_bytes(leaf(r.leaf), layout_.node_size);
+    prefetch_leaf(r.leaf);
     uint64_t v = 0;
     if (!vlock::read_lock(versions_->word(r.leaf), &v)) continue;
     const int i = find_slot(r.leaf, key);

@@ -219,6 +219,10 @@ class FpTree final : public Index<uint64_t> {
   int find_slot(uint64_t off, uint64_t key) const;
   void lock_leaf(uint64_t off);
   void unlock_leaf(uint64_t off);
+  /// Hints the CPU to fetch the leaf's lines and its DRAM version word in
+  /// parallel (before a lookup reads them, or the lock byte's CAS, a full
+  /// barrier, would take their misses one at a time).
+  void prefetch_leaf(uint64_t off) const;
   uint64_t lock_covering(uint64_t key);
   void put_slot(uint64_t off, uint32_t slot, uint64_t key, Value value, const char* entry_site,
                 const char* commit_site);

@@ -91,13 +91,17 @@ inner::Route LbTree::lock_leaf_for(uint64_t key) {
     // The leaf's lines and its version word are fetched before the CAS of
     // the lock bit, which is a full barrier: afterwards every miss would be
     // taken one at a time.
-    versions_->prefetch(r.leaf);
-    prefetch_bytes(leaf(r.leaf).b, blocks_ * kBlockBytes);
+    prefetch_leaf(r.leaf);
     lock_pm(r.leaf);
     vlock::lock_owned(versions_->word(r.leaf));  // we hold the leaf's lock bit
     if (tree_->validate(r)) return r;
     unlock_leaf(r.leaf);
   }
+}
+
+void LbTree::prefetch_leaf(uint64_t off) const {
+  versions_->prefetch(off);
+  prefetch_bytes(leaf(off).b, blocks_ * kBlockBytes);
 }
 
 void LbTree::unlock_leaf(uint64_t off) {
@@ -187,8 +191,7 @@ std::optional<Value> LbTree::lookup(uint64_t key) {
   while (true) {
     const inner::Route r = tree_->find(key);
     // The version word and the leaf's lines are fetched in parallel.
-    versions_->prefetch(r.leaf);
-    prefetch_bytes(leaf(r.leaf).b, blocks_ * kBlockBytes);
+    prefetch_leaf(r.leaf);
     std::atomic<uint64_t>& ver = versions_->word(r.leaf);
     uint64_t v = 0;
     if (!vlock::read_lock(ver, &v)) continue;

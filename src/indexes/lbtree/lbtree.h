@@ -173,6 +173,10 @@ class LbTree final : public Index<uint64_t> {
   void unlock_pm(uint64_t off) const;
   inner::Route lock_leaf_for(uint64_t key);
   void unlock_leaf(uint64_t off);
+  /// Hints the CPU to fetch the leaf's lines and its DRAM version word in
+  /// parallel (before a lookup reads them, or a writer's lock CAS, a full
+  /// barrier, would take their misses one at a time).
+  void prefetch_leaf(uint64_t off) const;
   Status split_and_insert(uint64_t off, uint64_t key, Value value);
   void write_anchors(const std::vector<uint64_t>& anchors);
   std::vector<uint64_t> spread_anchors() const;
