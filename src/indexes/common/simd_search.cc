@@ -49,30 +49,25 @@ int last_le_scalar(const KeyEntry* e, uint32_t n, uint64_t key) {
 }
 
 // AVX2: two entries (4 lanes: key, other, key, other) per 256-bit masked
-// load; keys <= key counted over the even lanes. Unsigned compare via the
-// signed one with both sides' sign bits flipped. Sorted keys: the count of
-// keys <= key, minus one, is the last such index.
+// load (one entry's two lanes for an odd last one); keys <= key counted over
+// the even lanes. Unsigned compare via the signed one with both sides' sign
+// bits flipped. Sorted keys: the count of keys <= key, minus one, is the
+// last such index.
 __attribute__((target("avx2"))) int last_le_avx2(const KeyEntry* e, uint32_t n, uint64_t key) {
   const __m256i flip = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
   const __m256i k = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(key)), flip);
-  const __m256i both = _mm256_set1_epi64x(-1);
-  const __m256i first = _mm256_setr_epi64x(-1, -1, 0, 0);
+  const __m256i two = _mm256_set1_epi64x(-1);
+  const __m256i one = _mm256_setr_epi64x(-1, -1, 0, 0);
   const char* p = reinterpret_cast<const char*>(e);
   uint32_t count = 0;
-  uint32_t i = 0;
-  for (; i + 2 <= n; i += 2) {
+  for (uint32_t i = 0; i < n; i += 2) {
+    const __m256i load = i + 1 < n ? two : one;  // masked-off lanes are not read
     const __m256i v = _mm256_xor_si256(
-        _mm256_maskload_epi64(reinterpret_cast<const long long*>(p + 16 * i), both), flip);
+        _mm256_maskload_epi64(reinterpret_cast<const long long*>(p + 16 * i), load), flip);
     const uint32_t gt =
         static_cast<uint32_t>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, k))));
-    count += static_cast<uint32_t>(std::popcount(~gt & 0x5u));
-  }
-  if (i < n) {  // one entry left: load only its two lanes
-    const __m256i v = _mm256_xor_si256(
-        _mm256_maskload_epi64(reinterpret_cast<const long long*>(p + 16 * i), first), flip);
-    const uint32_t gt =
-        static_cast<uint32_t>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, k))));
-    count += ~gt & 0x1u;
+    const uint32_t keys = i + 1 < n ? 0x5u : 0x1u;
+    count += static_cast<uint32_t>(std::popcount(~gt & keys));
   }
   return static_cast<int>(count) - 1;
 }
