@@ -76,21 +76,15 @@ TEST_P(InnerTreeBuild, RoutesEveryBoundary) {
   want.front().first = 0;
   EXPECT_EQ(t.leaves(), want);
 
-  // Every boundary: the separator itself routes right, one below routes left;
-  // Route.high is the next leaf's low key, none for the last leaf.
+  // Every boundary: the separator itself routes right, one below routes left.
   for (size_t i = 0; i < c.leaves; ++i) {
     const uint64_t lo = want[i].first;
     const Route r = t.find(lo);
     ASSERT_EQ(r.leaf, off_of(i)) << "key " << lo;
     ASSERT_TRUE(t.validate(r));
     if (i + 1 < c.leaves) {
-      ASSERT_TRUE(r.has_high);
-      ASSERT_EQ(r.high, want[i + 1].first);
       const Route below = t.find(want[i + 1].first - 1);
       ASSERT_EQ(below.leaf, off_of(i));
-      ASSERT_EQ(below.high, want[i + 1].first);
-    } else {
-      ASSERT_FALSE(r.has_high);
     }
   }
   EXPECT_EQ(t.find(std::numeric_limits<uint64_t>::max()).leaf, off_of(c.leaves - 1));
@@ -211,30 +205,19 @@ TEST(InnerTree, ValidateFailsExactlyWhenTheRoutingNodeChanged) {
   EXPECT_FALSE(t.validate(again));
   const Route third = t.find(leaves[3].first);
   EXPECT_EQ(third.leaf, off_of(3));
-  EXPECT_EQ(third.high, leaves[3].first + 2);
+  EXPECT_EQ(t.find(leaves[3].first + 1).leaf, off_of(3));
+  EXPECT_EQ(t.find(leaves[3].first + 2).leaf, off_of(5002));
   EXPECT_TRUE(t.verify().ok()) << t.verify().ToString();
 }
 
 /// Model: low key -> leaf offset. The leaf covering k is upper_bound(k) - 1.
 using Model = std::map<uint64_t, uint64_t>;
 
-uint64_t model_leaf(const Model& m, uint64_t k, uint64_t* high, bool* has_high) {
-  auto it = m.upper_bound(k);
-  *has_high = it != m.end();
-  *high = *has_high ? it->first : 0;
-  return std::prev(it)->second;
-}
+uint64_t model_leaf(const Model& m, uint64_t k) { return std::prev(m.upper_bound(k))->second; }
 
 void check_key(const InnerTree& t, const Model& m, uint64_t k) {
-  uint64_t high;
-  bool has;
-  const uint64_t leaf = model_leaf(m, k, &high, &has);
   const Route r = t.find(k);
-  ASSERT_EQ(r.leaf, leaf) << "key " << k;
-  ASSERT_EQ(r.has_high, has) << "key " << k;
-  if (has) {
-    ASSERT_EQ(r.high, high) << "key " << k;
-  }
+  ASSERT_EQ(r.leaf, model_leaf(m, k)) << "key " << k;
   ASSERT_TRUE(t.validate(r));
 }
 
@@ -283,9 +266,7 @@ TEST_P(InnerTreeModel, InsertSeparatorsMatchesStdMap) {
         sep = base + 3 * (n - i);
         break;
     }
-    uint64_t high;
-    bool has;
-    const uint64_t left = model_leaf(m, sep, &high, &has);
+    const uint64_t left = model_leaf(m, sep);
     t.insert_separator(left, sep, next_off);
     m.emplace(sep, next_off);
     next_off += 64;
@@ -384,9 +365,7 @@ TEST(InnerTree, ParallelBuildUnalignedSegmentsRouteCorrectly) {
   // A rebuilt tree takes separators like a fresh one.
   Model m(want.begin(), want.end());
   for (uint64_t k = 2; k < 4 * 3000; k += 4) {
-    uint64_t high;
-    bool has;
-    t.insert_separator(model_leaf(m, k, &high, &has), k, off_of(3000 + k));
+    t.insert_separator(model_leaf(m, k), k, off_of(3000 + k));
     m.emplace(k, off_of(3000 + k));
   }
   check_all(t, m);
@@ -424,9 +403,8 @@ TEST(InnerTreeConcurrent, SplitsWithOptimisticReaders) {
         retries.fetch_add(1, std::memory_order_relaxed);
       }
     };
-    auto check = [&](const Leaf& l, const Route& r, uint64_t key) {
-      const bool ok = l.lo <= key && (!l.has_hi || key < l.hi) && r.has_high == l.has_hi &&
-                      (!l.has_hi || r.high == l.hi);
+    auto check = [&](const Leaf& l, uint64_t key) {
+      const bool ok = l.lo <= key && (!l.has_hi || key < l.hi);
       if (!ok) bad.fetch_add(1, std::memory_order_relaxed);
       checked.fetch_add(1, std::memory_order_relaxed);
     };
@@ -437,7 +415,7 @@ TEST(InnerTreeConcurrent, SplitsWithOptimisticReaders) {
         const uint64_t key = rng();
         Route r;
         Leaf& l = lock_leaf(key, &r);
-        check(l, r, key);
+        check(l, key);
         const uint64_t top = l.has_hi ? l.hi : std::numeric_limits<uint64_t>::max();
         if (top - l.lo >= 2) {
           const size_t id = next.fetch_add(1);
@@ -469,7 +447,7 @@ TEST(InnerTreeConcurrent, SplitsWithOptimisticReaders) {
         if (lf.leaf == 0 || lf.leaf / 64 - 1 >= next.load()) bad.fetch_add(1);
         Route r;
         Leaf& l = lock_leaf(key, &r);
-        check(l, r, key);
+        check(l, key);
         l.mu.unlock();
       }
     };

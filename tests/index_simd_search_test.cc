@@ -1,4 +1,5 @@
-// The sorted-key search of src/indexes/common/simd_search.h: every level the
+// The sorted-key searches of src/indexes/common/simd_search.h (last_le over
+// 16 B entries, count_le over contiguous keys): every level the
 // CPU has (scalar, AVX2, AVX-512) gives the reference answer on every node
 // size the indexes use, with equal neighbours (fastfair's transient holes),
 // keys with the top bit set (unsigned order) and the extreme keys 0 and
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -20,6 +22,7 @@ namespace {
 
 using simd::KeyEntry;
 using SearchFn = int (*)(const KeyEntry*, uint32_t, uint64_t);
+using CountFn = int (*)(const std::atomic<uint64_t>*, uint32_t, uint32_t, uint64_t);
 
 int reference(const std::vector<uint64_t>& keys, uint32_t n, uint64_t key) {
   int r = -1;
@@ -34,6 +37,14 @@ std::vector<std::pair<const char*, SearchFn>> levels_on_this_cpu() {
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2")) out.emplace_back("avx2", simd::detail::last_le_avx2);
   if (__builtin_cpu_supports("avx512f")) out.emplace_back("avx512", simd::detail::last_le_avx512);
+  return out;
+}
+
+std::vector<std::pair<const char*, CountFn>> count_levels_on_this_cpu() {
+  std::vector<std::pair<const char*, CountFn>> out{{"scalar", simd::detail::count_le_scalar}};
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) out.emplace_back("avx2", simd::detail::count_le_avx2);
+  if (__builtin_cpu_supports("avx512f")) out.emplace_back("avx512", simd::detail::count_le_avx512);
   return out;
 }
 
@@ -74,6 +85,23 @@ TEST(SimdSearch, EveryLevelMatchesTheReference) {
       }
       // The dispatched search agrees too.
       for (uint64_t p : probes) ASSERT_EQ(simd::last_le(e.data(), n, p), reference(keys, n, p));
+      // count_le over the same keys stored contiguously: last_le + 1, for a
+      // span of exactly n and for wider spans (a node's capacity), whose
+      // keys past n (garbage here) must not count.
+      const uint32_t wide = n + 9;
+      std::vector<std::atomic<uint64_t>> k(wide);
+      for (uint32_t i = 0; i < wide; ++i) k[i].store(i < n ? keys[i] : 0);
+      for (const auto& [name, fn] : count_levels_on_this_cpu()) {
+        for (uint32_t span : {n, n + 1, n + 8, wide}) {
+          for (uint64_t p : probes) {
+            ASSERT_EQ(fn(k.data(), n, span, p), reference(keys, n, p) + 1)
+                << name << " count_le n=" << n << " span=" << span << " probe=" << p;
+          }
+        }
+      }
+      for (uint64_t p : probes) {
+        ASSERT_EQ(simd::count_le(k.data(), n, wide, p), reference(keys, n, p) + 1);
+      }
     }
   }
 }
@@ -95,6 +123,15 @@ TEST(SimdSearch, ReadsNothingPastTheLastEntry) {
     for (const auto& [name, fn] : levels_on_this_cpu()) {
       EXPECT_EQ(fn(e, n, 10 * n + 5), static_cast<int>(n) - 1) << name << " n=" << n;
       EXPECT_EQ(fn(e, n, 5), -1) << name << " n=" << n;
+    }
+  }
+  for (uint32_t n : {1u, 2u, 3u, 5u, 8u, 9u, 15u}) {
+    auto* k = reinterpret_cast<std::atomic<uint64_t>*>(second - 8 * n);
+    for (uint32_t i = 0; i < n; ++i) k[i].store(10 * (i + 1));
+    for (const auto& [name, fn] : count_levels_on_this_cpu()) {
+      // A span past the mapping is fine: lanes past n are never loaded.
+      EXPECT_EQ(fn(k, n, n + 16, 10 * n + 5), static_cast<int>(n)) << name << " count_le n=" << n;
+      EXPECT_EQ(fn(k, n, n + 16, 5), 0) << name << " count_le n=" << n;
     }
   }
   ::munmap(m, page);

@@ -1,7 +1,6 @@
-// One-byte key fingerprints and node prefetching, shared by the indexes that
-// keep fingerprints in their leaves (lbtree: Liu et al., VLDB'20 §3.1;
-// fptree: Oukid et al., SIGMOD'16 §3.2) and by every index that prefetches a
-// node before searching it.
+// One-byte key fingerprints, shared by the indexes that keep fingerprints in
+// their leaves (lbtree: Liu et al., VLDB'20 §3.1; fptree: Oukid et al.,
+// SIGMOD'16 §3.2).
 #pragma once
 
 #include <cstdint>
@@ -20,15 +19,6 @@ namespace nvindex {
 /// made by this function, so it must never change for a pool format.
 inline uint8_t fingerprint(uint64_t key) {
   return static_cast<uint8_t>(XXH3_64bits(&key, sizeof(key)));
-}
-
-/// Hints the CPU to fetch the `bytes` bytes at `p` (rounded out to whole
-/// 64 B lines) before a search reads them, so that the misses of one node
-/// overlap instead of following one another. A hint only: no effect on
-/// correctness, no fault on any address.
-inline void prefetch_bytes(const void* p, uint32_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  for (uint32_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off);
 }
 
 }  // namespace nvindex

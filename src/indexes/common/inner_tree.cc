@@ -33,7 +33,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "indexes/common/fingerprint.h"
+#include "indexes/common/prefetch.h"
 #include "indexes/common/simd_search.h"
 #include "indexes/common/version_lock.h"
 
@@ -46,10 +46,9 @@ constexpr auto kRel = std::memory_order_release;
 constexpr auto kRlx = std::memory_order_relaxed;
 
 /// Inner node header, 16 B (layout table in inner_tree.h). Followed by
-/// `capacity` Entry slots. The separator count, the level and the leftmost
-/// child share one word, so a reader gets all three with one load and a
-/// 256 B node holds 15 separators (16 children), as LB+-tree's non-leaf
-/// node does.
+/// `capacity` separator keys, then `capacity` children. The separator count, the level and the
+/// leftmost child share one word, so a reader gets all three with one load and a 256 B node holds
+/// 15 separators (16 children), as LB+-tree's non-leaf node does.
 struct Node {
   std::atomic<uint64_t> lock{0};  ///< vlock word
   /// level << 56 | count << 48 | leftmost child (a leaf offset or a Node*,
@@ -88,22 +87,35 @@ void set_leftmost(Node* n, uint64_t child, std::memory_order o) {
   n->meta.store((m & ~kChildMask) | (child & kChildMask), o);
 }
 
-/// {separator, child}: the child covers [key, next key).
-struct Entry {
-  std::atomic<uint64_t> key{0};
-  std::atomic<uint64_t> child{0};
+/// The separators and children of a node with `cap` separators: keys
+/// k[0..cap) from byte 16, children c[0..cap) right after them (inner_tree.h
+/// layout). Separator i and child i belong together: child i covers
+/// [k[i], k[i + 1]). Keys are contiguous so that one vector compare covers
+/// 8 of them (simd::count_le).
+template <class Word>
+struct Slots {
+  Word* k;
+  Word* c;
+  struct Ref {
+    Word& key;
+    Word& child;
+  };
+  Ref operator[](uint32_t i) const { return Ref{k[i], c[i]}; }
 };
 
-static_assert(sizeof(Node) == 16 && offsetof(Node, meta) == 8);
-static_assert(sizeof(Entry) == 16);
-static_assert(std::atomic<uint64_t>::is_always_lock_free);
+Slots<std::atomic<uint64_t>> entries(Node* n, uint32_t cap) {
+  auto* k = reinterpret_cast<std::atomic<uint64_t>*>(reinterpret_cast<char*>(n) + sizeof(Node));
+  return {k, k + cap};
+}
+Slots<const std::atomic<uint64_t>> entries(const Node* n, uint32_t cap) {
+  const auto* k = reinterpret_cast<const std::atomic<uint64_t>*>(reinterpret_cast<const char*>(n) +
+                                                                 sizeof(Node));
+  return {k, k + cap};
+}
 
-Entry* entries(Node* n) {
-  return reinterpret_cast<Entry*>(reinterpret_cast<char*>(n) + sizeof(Node));
-}
-const Entry* entries(const Node* n) {
-  return reinterpret_cast<const Entry*>(reinterpret_cast<const char*>(n) + sizeof(Node));
-}
+static_assert(sizeof(Node) == 16 && offsetof(Node, meta) == 8);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+static_assert(sizeof(std::atomic<uint64_t>) == 8);
 
 uint64_t as_word(const Node* n) { return reinterpret_cast<uintptr_t>(n); }
 Node* as_node(uint64_t w) { return reinterpret_cast<Node*>(static_cast<uintptr_t>(w)); }
@@ -181,15 +193,24 @@ struct InnerTree::Impl {
   std::vector<Node*> all;          ///< every allocated node (guarded by write_mu / build)
   std::atomic<uint64_t> count{0};  ///< all.size(), readable concurrently
   mutable NodeArena arena;         ///< the memory of every node
+  uint32_t prefetch;               ///< bytes of a child prefetched: min(node_size, 512)
 
-  Impl(uint32_t ns) : node_size(ns), cap((ns - sizeof(Node)) / sizeof(Entry)), arena(ns) {}
+  Impl(uint32_t ns)
+      : node_size(ns), cap((ns - sizeof(Node)) / 16), arena(ns), prefetch(std::min(ns, 512u)) {}
+
+  /// InnerTree::find with the node search of one SIMD level inlined.
+  template <class Search>
+  Route descend(uint64_t key) const;
+  Route find_avx512(uint64_t key) const;
+  Route find_avx2(uint64_t key) const;
+  Route find_scalar(uint64_t key) const;
 
   /// A zeroed node of node_size bytes, 64 B aligned, not yet registered.
   Node* make_node(uint16_t level) const {
     void* mem = arena.allocate();
     Node* n = new (mem) Node();
-    Entry* e = entries(n);
-    for (uint32_t i = 0; i < cap; ++i) new (&e[i]) Entry();
+    auto* w = reinterpret_cast<char*>(n) + sizeof(Node);
+    for (uint32_t i = 0; i < 2 * cap; ++i) new (w + 8 * i) std::atomic<uint64_t>(0);
     if (reinterpret_cast<uintptr_t>(n) > kChildMask) die("node address above 2^48");
     set_level(n, level);
     return n;
@@ -238,7 +259,7 @@ struct InnerTree::Impl {
     for (size_t sz : cuts(kids.size(), per)) {
       Node* n = make_node(level);
       set_leftmost(n, kids[at].second, kRlx);
-      Entry* e = entries(n);
+      const auto e = entries(n, cap);
       for (size_t j = 1; j < sz; ++j) {
         e[j - 1].key.store(kids[at + j].first, kRlx);
         e[j - 1].child.store(kids[at + j].second, kRlx);
@@ -373,16 +394,16 @@ Status InnerTree::build_segments(const std::vector<std::vector<LeafRef>>& segmen
     Node* prev = as_node(level[level.size() - 2].second);
     const uint32_t pc = node_count(prev, kRlx);
     if (pc < impl_->cap) {
-      entries(prev)[pc].key.store(level.back().first, kRlx);
-      entries(prev)[pc].child.store(node_leftmost(lone, kRlx), kRlx);
+      entries(prev, impl_->cap)[pc].key.store(level.back().first, kRlx);
+      entries(prev, impl_->cap)[pc].child.store(node_leftmost(lone, kRlx), kRlx);
       set_count(prev, pc + 1, kRlx);
       level.pop_back();
       all.pop_back();  // lone: segments' nodes are in order, it is the last
       Impl::free_node(lone);
     } else {
-      Entry& moved = entries(prev)[pc - 1];
-      entries(lone)[0].key.store(level.back().first, kRlx);
-      entries(lone)[0].child.store(node_leftmost(lone, kRlx), kRlx);
+      const auto moved = entries(prev, impl_->cap)[pc - 1];
+      entries(lone, impl_->cap)[0].key.store(level.back().first, kRlx);
+      entries(lone, impl_->cap)[0].child.store(node_leftmost(lone, kRlx), kRlx);
       set_leftmost(lone, moved.child.load(kRlx), kRlx);
       set_count(lone, 1, kRlx);
       level.back().first = moved.key.load(kRlx);
@@ -399,56 +420,85 @@ namespace {
 /// (the number of separators <= key, minus one). `cnt` is the count read.
 /// The SIMD search of simd_search.h (AVX-512 / AVX2 / branch-free scalar,
 /// chosen at run time).
-int route_in(const Node* n, uint32_t cnt, uint64_t key) {
-  static_assert(sizeof(Entry) == sizeof(simd::KeyEntry) && offsetof(Entry, key) == 0);
-  return simd::last_le(reinterpret_cast<const simd::KeyEntry*>(entries(n)), cnt, key);
+int route_in(const Node* n, uint32_t cap, uint32_t cnt, uint64_t key) {
+  return simd::count_le(entries(n, cap).k, cnt, cap, key) - 1;
 }
 
-uint64_t child_at(const Node* n, int slot) {
-  return slot < 0 ? node_leftmost(n, kAcq) : entries(n)[slot].child.load(kAcq);
+uint64_t child_at(const Node* n, uint32_t cap, int slot) {
+  return slot < 0 ? node_leftmost(n, kAcq) : entries(n, cap)[slot].child.load(kAcq);
 }
 
 }  // namespace
 
-Route InnerTree::find(uint64_t key) const {
-  const uint32_t cap = impl_->cap;
+// The descent (InnerTree::find) is one loop per SIMD level: the search of
+// each node inlined (flatten), so a level costs a few dozen instructions.
+// Few instructions and no mispredicted branch on a node's contents are what
+// let the next lookup's misses overlap this one's leaf miss, as LB+-tree's
+// lookups do: the CPU's reorder window then holds both. The only branches
+// on node data are the per-level exit (the same at every lookup of a given
+// height) and the lock checks (taken only under contention); the child and
+// the upper bound are chosen by masks (GCC turns a ternary between two loads
+// into a branch). Measured on the 2M-key lbtree lookups of issue 8: also
+// carrying the leaf's upper bound down (one more load and three selects per
+// level) made a lookup 35% slower, so Route has none.
+template <class Search>
+Route InnerTree::Impl::descend(uint64_t key) const {
 restart:
-  Node* n = impl_->root.load(kAcq);
+  Node* n = root.load(kAcq);
   if (n == nullptr) return Route{};
   uint64_t v;
   if (!vlock::read_lock(n->lock, &v)) goto restart;
-  if (impl_->root.load(kAcq) != n) goto restart;  // a root split finished meanwhile
-  uint64_t high = 0;
-  bool has_high = false;
+  if (root.load(kAcq) != n) goto restart;  // a root split finished meanwhile
   while (true) {
     const uint64_t meta = n->meta.load(kAcq);  // level, count, leftmost: one load
-    const uint32_t level = level_of(meta);
     const uint32_t cnt = std::min<uint32_t>(count_of(meta), cap);
-    const int slot = route_in(n, cnt, key);
-    const uint64_t child = slot < 0 ? leftmost_of(meta) : entries(n)[slot].child.load(kAcq);
-    uint64_t next_high = high;
-    bool next_has = has_high;
-    if (static_cast<uint32_t>(slot + 1) < cnt) {
-      next_high = entries(n)[slot + 1].key.load(kAcq);
-      next_has = true;
-    }
-    if (level <= 1) {
+    const auto e = entries(n, cap);
+    // s = separators <= key: child s - 1, or the leftmost when s is 0.
+    const uint32_t s = Search::count(e.k, cnt, cap, key);
+    const uint32_t nz = s != 0 ? 1 : 0;
+    const uint64_t pick = uint64_t{0} - nz;  // all ones when s > 0
+    const uint64_t child = (e.c[s - nz].load(kAcq) & pick) | (leftmost_of(meta) & ~pick);
+    if (level_of(meta) <= 1) {
       if (!vlock::validate(n->lock, v)) goto restart;
-      return Route{child, next_high, next_has, n, v};
+      return Route{child, n, v};
     }
     Node* c = as_node(child);
     if (c == nullptr) goto restart;  // torn read; validation would fail
     // Every line of the child (up to 512 B) before it is searched, as
     // LB+-tree's code prefetches a whole non-leaf node.
-    prefetch_bytes(c, std::min<uint32_t>(impl_->node_size, 512));
+    prefetch_bytes(c, prefetch);
     uint64_t cv;
     if (!vlock::read_lock(c->lock, &cv)) goto restart;
     if (!vlock::validate(n->lock, v)) goto restart;
     n = c;
     v = cv;
-    high = next_high;
-    has_high = next_has;
   }
+}
+
+__attribute__((target("avx512f,popcnt"), flatten)) Route InnerTree::Impl::find_avx512(
+    uint64_t key) const {
+  return descend<simd::CountLeAvx512>(key);
+}
+__attribute__((target("avx2,popcnt"), flatten)) Route InnerTree::Impl::find_avx2(
+    uint64_t key) const {
+  return descend<simd::CountLeAvx2>(key);
+}
+Route InnerTree::Impl::find_scalar(uint64_t key) const { return descend<simd::CountLeScalar>(key); }
+
+Route InnerTree::find(uint64_t key) const {
+#if defined(__SANITIZE_THREAD__)
+  return impl_->find_scalar(key);  // vector lanes are not atomic loads
+#else
+  switch (simd::level()) {
+    case simd::Level::kAvx512:
+      return impl_->find_avx512(key);
+    case simd::Level::kAvx2:
+      return impl_->find_avx2(key);
+    case simd::Level::kScalar:
+      break;
+  }
+  return impl_->find_scalar(key);
+#endif
 }
 
 bool InnerTree::validate(const Route& r) const {
@@ -477,19 +527,19 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
   Node* n = root;
   while (true) {
     const uint32_t cnt = node_count(n, kRlx);
-    const int slot = route_in(n, cnt, sep - 1);
+    const int slot = route_in(n, cap, cnt, sep - 1);
     path.push_back({n, slot});
     if (node_level(n, kRlx) <= 1) break;
-    n = as_node(child_at(n, slot));
+    n = as_node(child_at(n, cap, slot));
   }
   {
     const Step& s = path.back();
-    if (child_at(s.node, s.slot) != left) {
+    if (child_at(s.node, cap, s.slot) != left) {
       die("insert_separator: `left` is not the leaf covering sep - 1 (caller bug)");
     }
     const uint32_t cnt = node_count(s.node, kRlx);
     if (static_cast<uint32_t>(s.slot + 1) < cnt &&
-        entries(s.node)[s.slot + 1].key.load(kRlx) <= sep) {
+        entries(s.node, cap)[s.slot + 1].key.load(kRlx) <= sep) {
       die("insert_separator: sep is not below left's upper bound (caller bug)");
     }
   }
@@ -513,7 +563,7 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
   std::vector<Node*> fresh;
   for (size_t i = path.size(); i-- > top;) {
     Node* x = path[i].node;
-    Entry* e = entries(x);
+    const auto e = entries(x, cap);
     const uint32_t cnt = node_count(x, kRlx);
     const uint32_t pos = static_cast<uint32_t>(path[i].slot + 1);
     if (cnt < cap) {
@@ -543,7 +593,7 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
     const uint32_t mid = (cap + 1) / 2;
     Node* r = m.make_node(node_level(x, kRlx));
     set_leftmost(r, all[mid].second, kRlx);
-    Entry* re = entries(r);
+    const auto re = entries(r, cap);
     for (uint32_t j = mid + 1; j <= cap; ++j) {
       re[j - mid - 1].key.store(all[j].first, kRlx);
       re[j - mid - 1].child.store(all[j].second, kRlx);
@@ -564,8 +614,8 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
     Node* old = path[0].node;
     Node* nr = m.make_node(static_cast<uint16_t>(node_level(old, kRlx) + 1));
     set_leftmost(nr, as_word(old), kRlx);
-    entries(nr)[0].key.store(key, kRlx);
-    entries(nr)[0].child.store(child, kRlx);
+    entries(nr, cap)[0].key.store(key, kRlx);
+    entries(nr, cap)[0].child.store(child, kRlx);
     set_count(nr, 1, kRlx);
     fresh.push_back(nr);
     m.root.store(nr, kRel);
@@ -579,21 +629,21 @@ std::vector<LeafRef> InnerTree::leaves() const {
   const Node* root = impl_->root.load(kAcq);
   if (root == nullptr) return out;
   struct Rec {
-    static void walk(const Node* n, uint64_t low, std::vector<LeafRef>* out) {
+    static void walk(const Node* n, uint32_t cap, uint64_t low, std::vector<LeafRef>* out) {
       const uint32_t cnt = node_count(n, kAcq);
       const bool leaf_level = node_level(n, kAcq) <= 1;
       for (int s = -1; s < static_cast<int>(cnt); ++s) {
-        const uint64_t lo = s < 0 ? low : entries(n)[s].key.load(kAcq);
-        const uint64_t c = child_at(n, s);
+        const uint64_t lo = s < 0 ? low : entries(n, cap)[s].key.load(kAcq);
+        const uint64_t c = child_at(n, cap, s);
         if (leaf_level) {
           out->emplace_back(lo, c);
         } else {
-          walk(as_node(c), lo, out);
+          walk(as_node(c), cap, lo, out);
         }
       }
     }
   };
-  Rec::walk(root, 0, &out);
+  Rec::walk(root, impl_->cap, 0, &out);
   return out;
 }
 
@@ -630,7 +680,7 @@ Status InnerTree::verify() const {
       const uint32_t cnt = node_count(n, kAcq);
       if (cnt > m.cap) return fail("count above capacity");
       if (!is_root && cnt == 0 && level > 1) return fail("inner node above level 1 with 1 child");
-      const Entry* e = entries(n);
+      const auto e = entries(n, m.cap);
       uint64_t prev = lo;
       for (uint32_t i = 0; i < cnt; ++i) {
         const uint64_t k = e[i].key.load(kAcq);
@@ -639,7 +689,7 @@ Status InnerTree::verify() const {
         prev = k;
       }
       for (int s = -1; s < static_cast<int>(cnt); ++s) {
-        const uint64_t c = child_at(n, s);
+        const uint64_t c = child_at(n, m.cap, s);
         if (c == 0) return fail("null child");
         const uint64_t clo = s < 0 ? lo : e[s].key.load(kAcq);
         const bool last = s + 1 == static_cast<int>(cnt);
@@ -685,8 +735,8 @@ std::string InnerTree::dump() const {
     out += "n" + std::to_string(i) + " L" + std::to_string(node_level(n, kAcq)) + " c" +
            std::to_string(cnt) + ": " + name(node_leftmost(n, kAcq));
     for (uint32_t s = 0; s < cnt; ++s) {
-      out += " " + std::to_string(entries(n)[s].key.load(kAcq)) + ":" +
-             name(entries(n)[s].child.load(kAcq));
+      out += " " + std::to_string(entries(n, impl_->cap)[s].key.load(kAcq)) + ":" +
+             name(entries(n, impl_->cap)[s].child.load(kAcq));
     }
     out += "\n";
   }

@@ -19,10 +19,13 @@
 //                2.. = children are inner nodes), bits 48..55 count
 //                (separators in use), bits 0..47 leftmost child (leaf
 //                offset at level 1, Node* above): one load gives all three
-//       16   16* {separator key, child}: child i covers [key_i, key_{i+1});
-//                capacity = (node_size - 16) / 16 (256 B -> 15 separators,
-//                16 children, as LB+-tree's 256 B non-leaf node; 4096 B ->
-//                255, the most the 8-bit count holds)
+//       16  8*c  separator keys k[0..c), ascending, contiguous (one SIMD
+//                compare covers 8 of them)
+//   16+8*c  8*c  children ch[0..c): ch[i] covers [k[i], k[i+1]); the
+//                leftmost child (in meta) covers the keys below k[0]
+//   capacity c = (node_size - 16) / 16 (256 B -> 15 separators, 16
+//   children, as LB+-tree's 256 B non-leaf node; 4096 B -> 255, the most the
+//   8-bit count holds)
 // Leaf offsets must be below 2^48 (a pool of at most 256 TiB).
 //
 // Concurrency (no HTM here, unlike LB+-tree's release): readers descend with
@@ -64,12 +67,11 @@ namespace nvindex::inner {
 using LeafRef = std::pair<uint64_t, uint64_t>;
 
 /// Where find() routed a key: the leaf and the level-1 node (with its version
-/// when read) that routed there. Opaque to users except `leaf` and `high`.
+/// when read) that routed there. Opaque to users except `leaf`. (No upper
+/// bound of the leaf: no index needs one, and computing it at every level
+/// cost a third of a lookup; see find().)
 struct Route {
   uint64_t leaf = 0;             ///< offset of the leaf covering the key
-  uint64_t high = 0;             ///< the leaf's exclusive upper bound (next separator);
-                                 ///< exact while validate() holds
-  bool has_high = false;         ///< false for the last leaf (unbounded above)
   const void* parent = nullptr;  ///< level-1 node that routed to the leaf
   uint64_t version = 0;          ///< its version lock word when read
 };
@@ -113,12 +115,13 @@ class InnerTree {
                         double fill = 1.0);
 
   /// Optimistic descent to the leaf covering `key`: per level, read the
-  /// node's version, scan its separators (binary search), read the child,
-  /// read the child's version, validate the node; restart from the root on a
-  /// failed validation (optimistic lock coupling). Never blocks on a writer
-  /// longer than one node change. Route.high/has_high: the next separator
-  /// right of the chosen child, inherited from the parent when the child is
-  /// its node's last. An unbuilt tree returns Route{} (leaf 0).
+  /// node's version, count its separators <= key (simd::count_le, inlined
+  /// for the CPU's SIMD level), take the child, prefetch the child's lines,
+  /// read the child's version, validate the node; restart from the root on
+  /// a failed validation (optimistic lock coupling). Never blocks on a
+  /// writer longer than one node change. About 60 instructions and no
+  /// data-dependent branch per level (inner_tree.cc says why that matters).
+  /// An unbuilt tree returns Route{} (leaf 0).
   Route find(uint64_t key) const;
 
   /// True if the level-1 node recorded in `r` is unchanged since find() (see

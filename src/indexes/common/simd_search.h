@@ -1,8 +1,9 @@
 // Search of a node's sorted keys with the widest SIMD the CPU has, chosen at
 // run time (one portable binary): AVX-512, else AVX2, else a branch-free
-// scalar binary search. Shared by the indexes whose nodes hold sorted
-// 16-byte {key, value-or-child} entries: fastfair's nodes and the DRAM inner
-// nodes of lbtree, fptree and wbtree:inner=dram (inner_tree.h).
+// scalar binary search. Two shapes: last_le over sorted 16-byte {key,
+// value-or-child} entries (fastfair's persistent nodes), count_le over
+// contiguous sorted keys (the DRAM inner nodes of lbtree, fptree and
+// wbtree:inner=dram, inner_tree.h).
 //
 // Why: a binary search over 15..252 keys is a chain of dependent loads and
 // compares; counting the keys <= the search key with vector compares makes
@@ -12,7 +13,10 @@
 // then scans: LB+-tree, Liu et al. VLDB'20, `lbtree::lookup`).
 #pragma once
 
+#include <immintrin.h>
+
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <string_view>
 
@@ -24,7 +28,7 @@ enum class Level : uint8_t { kScalar, kAvx2, kAvx512 };
 /// The level chosen once at start-up from CPUID (AVX-512F, else AVX2, else
 /// scalar); NVINDEX_SIMD=scalar|avx2|avx512 in the environment caps it (for
 /// tests and measurements; a level the CPU lacks is never used).
-Level level();
+inline Level level();
 /// "scalar", "avx2", "avx512".
 std::string_view level_name(Level l);
 
@@ -39,8 +43,13 @@ namespace detail {
 int last_le_scalar(const KeyEntry* e, uint32_t n, uint64_t key);
 int last_le_avx2(const KeyEntry* e, uint32_t n, uint64_t key);
 int last_le_avx512(const KeyEntry* e, uint32_t n, uint64_t key);
+int count_le_scalar(const std::atomic<uint64_t>* k, uint32_t n, uint32_t span, uint64_t key);
+int count_le_avx2(const std::atomic<uint64_t>* k, uint32_t n, uint32_t span, uint64_t key);
+int count_le_avx512(const std::atomic<uint64_t>* k, uint32_t n, uint32_t span, uint64_t key);
 extern const Level g_level;
 }  // namespace detail
+
+inline Level level() { return detail::g_level; }
 
 /// Index of the last of the n entries at `e` whose key is <= `key`, or -1
 /// when none is; the keys of e[0..n) must be non-decreasing (equal neighbours
@@ -62,6 +71,118 @@ inline int last_le(const KeyEntry* e, uint32_t n, uint64_t key) {
       break;
   }
   return detail::last_le_scalar(e, n, key);
+#endif
+}
+
+/// The count_le search of one level, inline, for a caller that is itself
+/// compiled for that level (a function with the same target attribute, or
+/// flattened into one: InnerTree's descent). Each has
+///   static uint32_t count(const std::atomic<uint64_t>* k, uint32_t n,
+///                         uint32_t span, uint64_t key)
+/// with count_le's contract (below).
+struct CountLeScalar {
+  /// Branch-free binary search (Khuong and Morin, JEA 2017, §3.1);
+  /// `span` unused (the fallback path: its loop count follows n).
+  static uint32_t count(const std::atomic<uint64_t>* k, uint32_t n, uint32_t /*span*/,
+                        uint64_t key) {
+    if (n == 0) return 0;
+    uint32_t b = 0;
+    uint32_t len = n;
+    while (len > 1) {
+      const uint32_t half = len / 2;
+      b = k[b + half].load(std::memory_order_acquire) <= key ? b + half : b;
+      len -= half;
+    }
+    return b + (k[b].load(std::memory_order_acquire) <= key ? 1 : 0);
+  }
+};
+
+namespace detail {
+/// Lanes of the step at key i that hold keys < n: min(n - i, lanes), 0 when
+/// i >= n (conditional moves, not branches).
+inline uint32_t lanes_left(uint32_t n, uint32_t i, uint32_t lanes) {
+  const uint32_t left = n > i ? n - i : 0;
+  return left < lanes ? left : lanes;
+}
+}  // namespace detail
+
+struct CountLeAvx2 {
+  /// Four keys per 256-bit masked load; unsigned compare through the signed
+  /// one with both sides' sign bits flipped; lanes past key n-1 neither
+  /// loaded nor counted. ceil(span / 4) steps.
+  __attribute__((target("avx2,popcnt"))) static uint32_t count(const std::atomic<uint64_t>* k,
+                                                               uint32_t n, uint32_t span,
+                                                               uint64_t key) {
+    const __m256i flip = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
+    const __m256i kk = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(key)), flip);
+    const __m256i lanes = _mm256_setr_epi64x(0, 1, 2, 3);
+    const auto* w = reinterpret_cast<const long long*>(k);
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < span; i += 4) {
+      const uint32_t left = detail::lanes_left(n, i, 4);
+      const __m256i load = _mm256_cmpgt_epi64(_mm256_set1_epi64x(left), lanes);
+      const __m256i v = _mm256_xor_si256(_mm256_maskload_epi64(w + i, load), flip);
+      const auto gt =
+          static_cast<uint32_t>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, kk))));
+      c += static_cast<uint32_t>(std::popcount(~gt & ((1u << left) - 1)));
+    }
+    return c;
+  }
+};
+
+struct CountLeAvx512 {
+  /// Eight keys per 512-bit masked load, one unsigned compare into a mask
+  /// register each; up to 16 keys (a 256 B inner node holds 15) in two
+  /// loads, two compares and one popcnt with no loop at all.
+  __attribute__((target("avx512f,popcnt"))) static uint32_t count(const std::atomic<uint64_t>* k,
+                                                                  uint32_t n, uint32_t span,
+                                                                  uint64_t key) {
+    const __m512i kk = _mm512_set1_epi64(static_cast<long long>(key));
+    const auto* w = reinterpret_cast<const char*>(k);
+    if (span <= 16) {
+      const uint32_t m = (1u << n) - 1;  // n <= span <= 16
+      const auto lo = static_cast<__mmask8>(m);
+      const auto hi = static_cast<__mmask8>(m >> 8);
+      const __m512i a = _mm512_maskz_loadu_epi64(lo, w);
+      const __m512i b = _mm512_maskz_loadu_epi64(hi, w + 64);
+      const uint32_t le = static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(lo, a, kk)) |
+                          static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(hi, b, kk)) << 8;
+      return static_cast<uint32_t>(std::popcount(le));
+    }
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < span; i += 8) {
+      const auto valid = static_cast<__mmask8>((1u << detail::lanes_left(n, i, 8)) - 1);
+      const __m512i v = _mm512_maskz_loadu_epi64(valid, w + 8 * i);
+      c += static_cast<uint32_t>(
+          std::popcount(static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(valid, v, kk))));
+    }
+    return c;
+  }
+};
+
+/// How many of the n keys at `k` are <= `key` (0..n); the keys must be
+/// non-decreasing and contiguous (8 B apart), as the DRAM inner nodes store
+/// them (inner_tree.h). `span` >= n is the node's key capacity: the vector
+/// loops run over span keys, not n, so their trip count is the same for
+/// every node of a tree and never mispredicted (a mispredicted branch that
+/// waits for a node's miss stops the next lookup's misses from overlapping
+/// this one's). One 8-lane AVX-512 compare (or two 4-lane AVX2 ones) per 8
+/// keys: a 15-key node takes two. Reads k[0..n) only (masked loads). Lock-
+/// free like last_le: a racing reader gets some count in [0, n] and must
+/// validate. Under ThreadSanitizer the scalar search.
+inline int count_le(const std::atomic<uint64_t>* k, uint32_t n, uint32_t span, uint64_t key) {
+#if defined(__SANITIZE_THREAD__)
+  return detail::count_le_scalar(k, n, span, key);
+#else
+  switch (detail::g_level) {
+    case Level::kAvx512:
+      return detail::count_le_avx512(k, n, span, key);
+    case Level::kAvx2:
+      return detail::count_le_avx2(k, n, span, key);
+    case Level::kScalar:
+      break;
+  }
+  return detail::count_le_scalar(k, n, span, key);
 #endif
 }
 

@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "indexes/common/prefetch.h"
+
 namespace nvindex::vlock {
 
 inline constexpr uint64_t kObsolete = 1;  ///< the node was unlinked; restart
@@ -114,7 +116,7 @@ class LockTable {
   /// The lock word of the node at pool offset `off` (node_size aligned).
   std::atomic<uint64_t>& word(uint64_t off) { return words_[off >> node_shift_]; }
   /// Hints the CPU to bring the lock word of `off` into the cache.
-  void prefetch(uint64_t off) const { __builtin_prefetch(&words_[off >> node_shift_]); }
+  void prefetch(uint64_t off) const { prefetch_line(&words_[off >> node_shift_]); }
   /// DRAM held by the table: its resident pages (mincore), bytes.
   uint64_t dram_bytes() const;
 

@@ -18,7 +18,7 @@
 #include <unordered_set>
 
 #include "indexes/common/factory.h"
-#include "indexes/common/fingerprint.h"
+#include "indexes/common/prefetch.h"
 #include "indexes/common/simd_search.h"
 #include "nvindex/pm/persist.h"
 

@@ -20,6 +20,7 @@
 
 #include "indexes/common/factory.h"
 #include "indexes/common/fingerprint.h"
+#include "indexes/common/prefetch.h"
 #include "nvindex/pm/persist.h"
 
 namespace nvindex {

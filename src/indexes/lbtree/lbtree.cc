@@ -18,6 +18,7 @@
 #include <unordered_set>
 
 #include "indexes/common/factory.h"
+#include "indexes/common/prefetch.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/persist.h"
 

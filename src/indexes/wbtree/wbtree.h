@@ -106,8 +106,8 @@
 #include <utility>
 #include <vector>
 
-#include "indexes/common/fingerprint.h"
 #include "indexes/common/inner_tree.h"
+#include "indexes/common/prefetch.h"
 #include "indexes/common/version_lock.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/allocator.h"
