@@ -39,6 +39,85 @@ struct KeyEntry {
 };
 static_assert(sizeof(KeyEntry) == 16);
 
+/// The last_le search of one level, inline, for a caller compiled for that
+/// level (same target attribute, or flattened into one: fastfair's
+/// descent). Each has
+///   static int last(const KeyEntry* e, uint32_t n, uint64_t key)
+/// with last_le's contract (below).
+struct LastLeScalar {
+  /// Branch-free binary search (Khuong and Morin, "Array Layouts for
+  /// Comparison-Based Searching", JEA 2017, §3.1): floor(log2(n)) + 1
+  /// conditional moves. Invariant: the answer, if >= b, lies in [b, b + len).
+  static int last(const KeyEntry* e, uint32_t n, uint64_t key) {
+    if (n == 0) return -1;
+    uint32_t b = 0;
+    uint32_t len = n;
+    while (len > 1) {
+      const uint32_t half = len / 2;
+      b = e[b + half].key.load(std::memory_order_acquire) <= key ? b + half : b;
+      len -= half;
+    }
+    return e[b].key.load(std::memory_order_acquire) <= key ? static_cast<int>(b)
+                                                           : static_cast<int>(b) - 1;
+  }
+};
+
+struct LastLeAvx2 {
+  /// Two entries (4 lanes: key, other, key, other) per 256-bit masked load
+  /// (one entry's two lanes for an odd last one); keys <= key counted over
+  /// the even lanes. Unsigned compare via the signed one with both sides'
+  /// sign bits flipped. Sorted keys: the count of keys <= key, minus one, is
+  /// the last such index. popcnt is a target feature: without it
+  /// std::popcount is a dozen shifts and adds.
+  __attribute__((target("avx2,popcnt"))) static int last(const KeyEntry* e, uint32_t n,
+                                                         uint64_t key) {
+    const __m256i flip = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
+    const __m256i k = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(key)), flip);
+    const __m256i two = _mm256_set1_epi64x(-1);
+    const __m256i one = _mm256_setr_epi64x(-1, -1, 0, 0);
+    const char* p = reinterpret_cast<const char*>(e);
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < n; i += 2) {
+      const __m256i load = i + 1 < n ? two : one;  // masked-off lanes are not read
+      const __m256i v = _mm256_xor_si256(
+          _mm256_maskload_epi64(reinterpret_cast<const long long*>(p + 16 * i), load), flip);
+      const auto gt =
+          static_cast<uint32_t>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, k))));
+      const uint32_t keys = i + 1 < n ? 0x5u : 0x1u;
+      count += static_cast<uint32_t>(std::popcount(~gt & keys));
+    }
+    return static_cast<int>(count) - 1;
+  }
+};
+
+struct LastLeAvx512 {
+  /// Eight entries per step: two 512-bit masked loads (16 words), the eight
+  /// keys gathered into one register by a two-source permute, one unsigned
+  /// compare into a mask register, one popcnt. Words past entry n-1 are
+  /// masked off (not loaded, so a node's last entry may end its
+  /// allocation). Masks: (1 << b) - 1 truncated to 8 bits is all ones for
+  /// b >= 8, so a full step needs no branch.
+  __attribute__((target("avx512f,popcnt"))) static int last(const KeyEntry* e, uint32_t n,
+                                                            uint64_t key) {
+    const __m512i k = _mm512_set1_epi64(static_cast<long long>(key));
+    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+    const auto* w = reinterpret_cast<const char*>(e);
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < n; i += 8) {
+      const uint32_t left = n - i < 8 ? n - i : 8;
+      const auto lo = static_cast<__mmask8>((1u << (2 * left)) - 1);
+      const auto hi = static_cast<__mmask8>(left > 4 ? (1u << (2 * left - 8)) - 1 : 0);
+      const auto valid = static_cast<__mmask8>((1u << left) - 1);
+      const __m512i a = _mm512_maskz_loadu_epi64(lo, w + 16 * i);
+      const __m512i b = _mm512_maskz_loadu_epi64(hi, w + 16 * i + 64);
+      const __m512i keys = _mm512_permutex2var_epi64(a, even, b);
+      count += static_cast<uint32_t>(
+          std::popcount(static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(valid, keys, k))));
+    }
+    return static_cast<int>(count) - 1;
+  }
+};
+
 namespace detail {
 int last_le_scalar(const KeyEntry* e, uint32_t n, uint64_t key);
 int last_le_avx2(const KeyEntry* e, uint32_t n, uint64_t key);

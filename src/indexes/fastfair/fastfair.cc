@@ -321,8 +321,15 @@ uint64_t FastFair::split(uint64_t xoff, uint64_t noff) {
 // offset is known, so the misses of one level overlap (the paper's code
 // reads a node front to back; a binary search would otherwise take its
 // misses one after another).
-FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
-                                    uint64_t* ver) const {
+//
+// The search of each node is inlined for the CPU's SIMD level (one
+// flattened copy of the descent per level, as InnerTree's), and the child
+// and the parent's next entry are chosen by masks, not branches: a
+// mispredicted branch that waits for a node's miss keeps the next lookup's
+// misses from overlapping this one's (inner_tree.cc, find).
+template <class Search>
+FastFair::Descend FastFair::descend_with(uint64_t key, uint32_t level, uint64_t* off,
+                                         uint64_t* ver) const {
   uint64_t cur = root_offset();
   uint64_t v = 0;
   if (!read_lock(cur, &v)) return Descend::kRestart;
@@ -352,14 +359,18 @@ FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
     } else {
       Entry* e = n->entries();
       const uint32_t cnt = clamp_count(n);
-      const int i = last_le(e, cnt, key);
-      next = i < 0 ? n->leftmost.load(kAcq) : e[i].value.load(kAcq);
-      if (static_cast<uint32_t>(i + 1) < cnt) {
-        next_off = e[i + 1].value.load(kAcq);
-        next_low = e[i + 1].key.load(kAcq);
-      } else {
-        next_off = 0;
-      }
+      const int i = Search::last(reinterpret_cast<const simd::KeyEntry*>(e), cnt, key);
+      // Child: entry i's, or the leftmost when i is -1.
+      const uint64_t found = uint64_t{0} - (i >= 0 ? 1u : 0u);  // all ones when i >= 0
+      const uint64_t child = e[i >= 0 ? i : 0].value.load(kAcq);
+      next = (child & found) | (n->leftmost.load(kAcq) & ~found);
+      // The parent's next entry (i + 1) names the child's right sibling when
+      // there is one; 0 otherwise (never equal to a real sibling).
+      const uint32_t j = static_cast<uint32_t>(i + 1);
+      const uint64_t named = uint64_t{0} - (j < cnt ? 1u : 0u);
+      const uint32_t at = j < cnt ? j : 0;
+      next_off = e[at].value.load(kAcq) & named;
+      next_low = e[at].key.load(kAcq);
     }
     prefetch_node(next);  // a hint: harmless even if validation fails
     if (!validate(cur, v)) return Descend::kRestart;
@@ -368,6 +379,36 @@ FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
     cur = next;
     v = nv;
   }
+}
+
+__attribute__((target("avx512f,popcnt"), flatten)) FastFair::Descend FastFair::descend_avx512(
+    uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const {
+  return descend_with<simd::LastLeAvx512>(key, level, off, ver);
+}
+__attribute__((target("avx2,popcnt"), flatten)) FastFair::Descend FastFair::descend_avx2(
+    uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const {
+  return descend_with<simd::LastLeAvx2>(key, level, off, ver);
+}
+FastFair::Descend FastFair::descend_scalar(uint64_t key, uint32_t level, uint64_t* off,
+                                           uint64_t* ver) const {
+  return descend_with<simd::LastLeScalar>(key, level, off, ver);
+}
+
+FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
+                                    uint64_t* ver) const {
+#if defined(__SANITIZE_THREAD__)
+  return descend_scalar(key, level, off, ver);  // vector lanes are not atomic loads
+#else
+  switch (simd::level()) {
+    case simd::Level::kAvx512:
+      return descend_avx512(key, level, off, ver);
+    case simd::Level::kAvx2:
+      return descend_avx2(key, level, off, ver);
+    case simd::Level::kScalar:
+      break;
+  }
+  return descend_scalar(key, level, off, ver);
+#endif
 }
 
 // Locks the node at `level` covering `key` (moving right, lock coupling
@@ -402,18 +443,49 @@ FastFair::Descend FastFair::lock_covering(uint64_t key, uint32_t level, uint64_t
 
 // ---------------------------------------------------------------- reads
 
-std::optional<Value> FastFair::lookup(uint64_t key) {
+template <class Search>
+std::optional<Value> FastFair::lookup_with(uint64_t key) {
   while (true) {
     uint64_t off = 0, v = 0;
-    if (descend(key, 0, &off, &v) != Descend::kOk) continue;
+    if (descend_with<Search>(key, 0, &off, &v) != Descend::kOk) continue;
     Node* n = node(off);
-    const int i = last_le(n->entries(), clamp_count(n), key);
-    const bool found = i >= 0 && n->entries()[i].key.load(kAcq) == key;
-    const Value val = found ? n->entries()[i].value.load(kAcq) : 0;
+    Entry* e = n->entries();
+    const int i = Search::last(reinterpret_cast<const simd::KeyEntry*>(e), clamp_count(n), key);
+    const Entry& at = e[i >= 0 ? i : 0];
+    const bool found = i >= 0 && at.key.load(kAcq) == key;
+    const Value val = at.value.load(kAcq);
     if (!validate(off, v)) continue;
     if (found) return val;
     return std::nullopt;
   }
+}
+
+__attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value> FastFair::lookup_avx512(
+    uint64_t key) {
+  return lookup_with<simd::LastLeAvx512>(key);
+}
+__attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> FastFair::lookup_avx2(
+    uint64_t key) {
+  return lookup_with<simd::LastLeAvx2>(key);
+}
+std::optional<Value> FastFair::lookup_scalar(uint64_t key) {
+  return lookup_with<simd::LastLeScalar>(key);
+}
+
+std::optional<Value> FastFair::lookup(uint64_t key) {
+#if defined(__SANITIZE_THREAD__)
+  return lookup_scalar(key);  // vector lanes are not atomic loads
+#else
+  switch (simd::level()) {
+    case simd::Level::kAvx512:
+      return lookup_avx512(key);
+    case simd::Level::kAvx2:
+      return lookup_avx2(key);
+    case simd::Level::kScalar:
+      break;
+  }
+  return lookup_scalar(key);
+#endif
 }
 
 size_t FastFair::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) {

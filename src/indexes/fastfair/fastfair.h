@@ -190,6 +190,18 @@ class FastFair final : public Index<uint64_t> {
   void unlock_obsolete(uint64_t off) const;
 
   Descend descend(uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const;
+  /// descend() and lookup() with the node search of one SIMD level inlined
+  /// (simd_search.h policies; fastfair.cc, "descent").
+  template <class Search>
+  Descend descend_with(uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const;
+  template <class Search>
+  std::optional<Value> lookup_with(uint64_t key);
+  Descend descend_avx512(uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const;
+  Descend descend_avx2(uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const;
+  Descend descend_scalar(uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const;
+  std::optional<Value> lookup_avx512(uint64_t key);
+  std::optional<Value> lookup_avx2(uint64_t key);
+  std::optional<Value> lookup_scalar(uint64_t key);
   Descend lock_covering(uint64_t key, uint32_t level, uint64_t* off);
   void init_node(uint64_t off, uint32_t level, uint64_t low_key, uint64_t leftmost,
                  uint64_t sibling);

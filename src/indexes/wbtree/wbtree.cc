@@ -126,18 +126,26 @@ void WbTree::store_slot_array(Node* n, const uint8_t* buf, uint32_t len) {
 // optimistic reader may see a changing one, but every byte it reads is a
 // count <= c or a slot < c, so it stays inside the node, and its validation
 // fails).
+//
+// Branch-free (Khuong and Morin, "Array Layouts for Comparison-Based
+// Searching", JEA 2017, §3.1): each step is a conditional move, so no
+// mispredicted branch waits for the node's miss (which would keep the next
+// lookup's misses from overlapping this one's, inner_tree.cc find).
+// Invariant: the answer, if >= b, lies in [b, b + len).
 inline int WbTree::last_le(Node* n, uint64_t key) const {
   Entry* e = entries(n);
-  int lo = 0, hi = static_cast<int>(sa_count(n));  // answer + 1 lies in [lo, hi]
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (e[sa_slot(n, static_cast<uint32_t>(mid))].key.load(kAcq) <= key) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
+  const uint32_t cnt = sa_count(n);
+  if (cnt == 0) return -1;
+  uint32_t b = 0;
+  uint32_t len = cnt;
+  while (len > 1) {
+    const uint32_t half = len / 2;
+    const uint64_t k = e[sa_slot(n, b + half)].key.load(kAcq);
+    b = k <= key ? b + half : b;
+    len -= half;
   }
-  return lo - 1;
+  const uint64_t k = e[sa_slot(n, b)].key.load(kAcq);
+  return static_cast<int>(b) - (k <= key ? 0 : 1);
 }
 
 inline uint64_t WbTree::child_at(Node* n, int pos) const {
