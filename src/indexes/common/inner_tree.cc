@@ -113,7 +113,10 @@ Slots<const std::atomic<uint64_t>> entries(const Node* n, uint32_t cap) {
   return {k, k + cap};
 }
 
-static_assert(sizeof(Node) == 16 && offsetof(Node, meta) == 8);
+static_assert(sizeof(Node) == 16 && offsetof(Node, lock) == 0 && offsetof(Node, meta) == 8);
+// Route::parent points at a Node; InnerTree::validate (inline) reads its
+// first word as the lock.
+static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t));
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 static_assert(sizeof(std::atomic<uint64_t>) == 8);
 
@@ -499,11 +502,6 @@ Route InnerTree::find(uint64_t key) const {
   }
   return impl_->find_scalar(key);
 #endif
-}
-
-bool InnerTree::validate(const Route& r) const {
-  if (r.parent == nullptr) return false;
-  return vlock::validate(static_cast<const Node*>(r.parent)->lock, r.version);
 }
 
 void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {

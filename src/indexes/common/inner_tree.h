@@ -51,6 +51,7 @@
 // r recorded). A split that completed before find() is already visible.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -71,9 +72,11 @@ using LeafRef = std::pair<uint64_t, uint64_t>;
 /// bound of the leaf: no index needs one, and computing it at every level
 /// cost a third of a lookup; see find().)
 struct Route {
-  uint64_t leaf = 0;             ///< offset of the leaf covering the key
-  const void* parent = nullptr;  ///< level-1 node that routed to the leaf
-  uint64_t version = 0;          ///< its version lock word when read
+  uint64_t leaf = 0;  ///< offset of the leaf covering the key
+  /// The level-1 node that routed to the leaf; its first 8 bytes are the
+  /// node's version lock word (so validate() is inline).
+  const void* parent = nullptr;
+  uint64_t version = 0;  ///< its version lock word when read
 };
 
 class InnerTree {
@@ -126,7 +129,10 @@ class InnerTree {
 
   /// True if the level-1 node recorded in `r` is unchanged since find() (see
   /// the protocol in the file comment).
-  bool validate(const Route& r) const;
+  bool validate(const Route& r) const {
+    return r.parent != nullptr && static_cast<const std::atomic<uint64_t>*>(r.parent)->load(
+                                      std::memory_order_acquire) == r.version;
+  }
 
   /// Records that leaf `left` (covering some range [lo, hi)) was split: keys
   /// >= `sep` now live in `right`, which covers [sep, hi). The caller holds

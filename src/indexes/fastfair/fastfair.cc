@@ -105,7 +105,7 @@ uint32_t FastFair::clamp_count(const Node* n) const {
   return static_cast<uint32_t>(std::min<uint64_t>(n->count.load(kAcq), cap_));
 }
 
-void FastFair::prefetch_node(uint64_t off) const {
+inline void FastFair::prefetch_node(uint64_t off) const {
   locks_->prefetch(off);
   prefetch_bytes(node(off), prefetch_bytes_);
 }

@@ -105,7 +105,7 @@ int FpTree::find_slot(uint64_t off, uint64_t key) const {
 // Writer lock of a leaf: the PM lock byte by CAS (mutual exclusion between
 // writers, paper §4), then the DRAM version lock (optimistic readers wait
 // or retry while it is held).
-void FpTree::prefetch_leaf(uint64_t off) const {
+inline void FpTree::prefetch_leaf(uint64_t off) const {
   versions_->prefetch(off);
   prefetch_bytes(leaf(off), layout_.node_size);
 }

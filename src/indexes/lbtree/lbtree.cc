@@ -100,7 +100,7 @@ inner::Route LbTree::lock_leaf_for(uint64_t key) {
   }
 }
 
-void LbTree::prefetch_leaf(uint64_t off) const {
+inline void LbTree::prefetch_leaf(uint64_t off) const {
   versions_->prefetch(off);
   prefetch_bytes(leaf(off).b, blocks_ * kBlockBytes);
 }
