@@ -33,6 +33,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "absl/container/inlined_vector.h"
 #include "indexes/common/prefetch.h"
 #include "indexes/common/simd_search.h"
 #include "indexes/common/version_lock.h"
@@ -223,7 +224,7 @@ struct InnerTree::Impl {
   static void free_node(Node* n) {
     n->~Node();  // trivially destructible atomics; kept for symmetry
   }
-  void register_nodes(const std::vector<Node*>& ns) {
+  void register_nodes(std::span<Node* const> ns) {
     all.insert(all.end(), ns.begin(), ns.end());
     count.store(all.size(), kRel);
   }
@@ -521,7 +522,9 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
     Node* node;
     int slot;
   };
-  std::vector<Step> path;
+  // Inline storage: a split allocates nothing on the heap but the new nodes
+  // (arena) unless the tree is over 32 levels deep.
+  absl::InlinedVector<Step, 32> path;
   Node* n = root;
   while (true) {
     const uint32_t cnt = node_count(n, kRlx);
@@ -558,7 +561,7 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
   // its parent's slot publishes it.
   uint64_t key = sep;
   uint64_t child = right;
-  std::vector<Node*> fresh;
+  absl::InlinedVector<Node*, 32> fresh;
   for (size_t i = path.size(); i-- > top;) {
     Node* x = path[i].node;
     const auto e = entries(x, cap);
@@ -579,7 +582,7 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
     // Full: the cap + 1 entries (with the new one at pos) are cut at mid:
     // x keeps [0, mid), entry mid goes up with the new node r, which takes
     // entry mid's child as leftmost and entries (mid, cap].
-    std::vector<Child> all(cap + 1);
+    absl::InlinedVector<Child, 256> all(cap + 1);  // cap <= 255
     for (uint32_t j = 0, k = 0; j <= cap; ++j) {
       if (j == pos) {
         all[j] = {key, child};
