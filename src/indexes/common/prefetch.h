@@ -25,9 +25,18 @@ inline void prefetch_line(const void* p) {
 /// Hints the CPU to fetch the `bytes` bytes at `p` (rounded out to whole
 /// 64 B lines) before a search reads them, so that the misses of one node
 /// overlap instead of following one another. A hint only, as prefetch_line.
+/// Unrolled by four lines (256 B, the common node size), so a 256 B node
+/// costs four prefetches and one loop test.
 inline void prefetch_bytes(const void* p, uint32_t bytes) {
   const char* c = static_cast<const char*>(p);
-  for (uint32_t off = 0; off < bytes; off += 64) prefetch_line(c + off);
+  uint32_t off = 0;
+  for (; off + 256 <= bytes; off += 256) {
+    prefetch_line(c + off);
+    prefetch_line(c + off + 64);
+    prefetch_line(c + off + 128);
+    prefetch_line(c + off + 192);
+  }
+  for (; off < bytes; off += 64) prefetch_line(c + off);
 }
 
 }  // namespace nvindex
