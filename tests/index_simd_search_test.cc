@@ -32,20 +32,24 @@ int reference(const std::vector<uint64_t>& keys, uint32_t n, uint64_t key) {
   return r;
 }
 
-std::vector<std::pair<const char*, SearchFn>> levels_on_this_cpu() {
-  std::vector<std::pair<const char*, SearchFn>> out{{"scalar", simd::detail::last_le_scalar}};
+/// The scalar form and each vector form this CPU has, named.
+template <class Fn>
+std::vector<std::pair<const char*, Fn>> on_this_cpu(Fn scalar, Fn avx2, Fn avx512) {
+  std::vector<std::pair<const char*, Fn>> out{{"scalar", scalar}};
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) out.emplace_back("avx2", simd::detail::last_le_avx2);
-  if (__builtin_cpu_supports("avx512f")) out.emplace_back("avx512", simd::detail::last_le_avx512);
+  if (__builtin_cpu_supports("avx2")) out.emplace_back("avx2", avx2);
+  if (__builtin_cpu_supports("avx512f")) out.emplace_back("avx512", avx512);
   return out;
 }
 
+std::vector<std::pair<const char*, SearchFn>> levels_on_this_cpu() {
+  return on_this_cpu<SearchFn>(simd::detail::last_le_scalar, simd::detail::last_le_avx2,
+                               simd::detail::last_le_avx512);
+}
+
 std::vector<std::pair<const char*, CountFn>> count_levels_on_this_cpu() {
-  std::vector<std::pair<const char*, CountFn>> out{{"scalar", simd::detail::count_le_scalar}};
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2")) out.emplace_back("avx2", simd::detail::count_le_avx2);
-  if (__builtin_cpu_supports("avx512f")) out.emplace_back("avx512", simd::detail::count_le_avx512);
-  return out;
+  return on_this_cpu<CountFn>(simd::detail::count_le_scalar, simd::detail::count_le_avx2,
+                              simd::detail::count_le_avx512);
 }
 
 TEST(SimdSearch, EveryLevelMatchesTheReference) {

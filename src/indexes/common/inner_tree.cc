@@ -490,10 +490,7 @@ __attribute__((target("avx2,popcnt"), flatten)) Route InnerTree::Impl::find_avx2
 Route InnerTree::Impl::find_scalar(uint64_t key) const { return descend<simd::CountLeScalar>(key); }
 
 Route InnerTree::find(uint64_t key) const {
-#if defined(__SANITIZE_THREAD__)
-  return impl_->find_scalar(key);  // vector lanes are not atomic loads
-#else
-  switch (simd::level()) {
+  switch (simd::search_level()) {
     case simd::Level::kAvx512:
       return impl_->find_avx512(key);
     case simd::Level::kAvx2:
@@ -502,7 +499,6 @@ Route InnerTree::find(uint64_t key) const {
       break;
   }
   return impl_->find_scalar(key);
-#endif
 }
 
 void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {

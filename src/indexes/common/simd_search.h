@@ -22,13 +22,9 @@
 
 namespace nvindex::simd {
 
-/// The instruction set search_le uses on this CPU.
+/// An instruction set the searches can use.
 enum class Level : uint8_t { kScalar, kAvx2, kAvx512 };
 
-/// The level chosen once at start-up from CPUID (AVX-512F, else AVX2, else
-/// scalar); NVINDEX_SIMD=scalar|avx2|avx512 in the environment caps it (for
-/// tests and measurements; a level the CPU lacks is never used).
-inline Level level();
 /// "scalar", "avx2", "avx512".
 std::string_view level_name(Level l);
 
@@ -38,6 +34,15 @@ struct KeyEntry {
   std::atomic<uint64_t> other;  ///< value or child: not read by the search
 };
 static_assert(sizeof(KeyEntry) == 16);
+
+namespace detail {
+/// Lanes of the step at key i that hold keys < n: min(n - i, lanes), 0 when
+/// i >= n (conditional moves, not branches).
+inline uint32_t lanes_left(uint32_t n, uint32_t i, uint32_t lanes) {
+  const uint32_t left = n > i ? n - i : 0;
+  return left < lanes ? left : lanes;
+}
+}  // namespace detail
 
 /// The last_le search of one level, inline, for a caller compiled for that
 /// level (same target attribute, or flattened into one: fastfair's
@@ -104,7 +109,7 @@ struct LastLeAvx512 {
     const auto* w = reinterpret_cast<const char*>(e);
     uint32_t count = 0;
     for (uint32_t i = 0; i < n; i += 8) {
-      const uint32_t left = n - i < 8 ? n - i : 8;
+      const uint32_t left = detail::lanes_left(n, i, 8);
       const auto lo = static_cast<__mmask8>((1u << (2 * left)) - 1);
       const auto hi = static_cast<__mmask8>(left > 4 ? (1u << (2 * left - 8)) - 1 : 0);
       const auto valid = static_cast<__mmask8>((1u << left) - 1);
@@ -128,7 +133,22 @@ int count_le_avx512(const std::atomic<uint64_t>* k, uint32_t n, uint32_t span, u
 extern const Level g_level;
 }  // namespace detail
 
+/// The level chosen once at start-up from CPUID (AVX-512F, else AVX2, else
+/// scalar); NVINDEX_SIMD=scalar|avx2|avx512 in the environment caps it (for
+/// tests and measurements; a level the CPU lacks is never used).
 inline Level level() { return detail::g_level; }
+
+/// The level every search runs at: level(), except scalar under
+/// ThreadSanitizer (vector lanes are not atomic loads, so a racing optimistic
+/// read would be reported). Every dispatch (last_le, count_le, InnerTree's
+/// and fastfair's descents) switches on this one.
+inline Level search_level() {
+#if defined(__SANITIZE_THREAD__)
+  return Level::kScalar;
+#else
+  return detail::g_level;
+#endif
+}
 
 /// Index of the last of the n entries at `e` whose key is <= `key`, or -1
 /// when none is; the keys of e[0..n) must be non-decreasing (equal neighbours
@@ -138,10 +158,7 @@ inline Level level() { return detail::g_level; }
 /// before acting on it (vector lanes are not atomic loads). Under
 /// ThreadSanitizer always the scalar search (atomic loads).
 inline int last_le(const KeyEntry* e, uint32_t n, uint64_t key) {
-#if defined(__SANITIZE_THREAD__)
-  return detail::last_le_scalar(e, n, key);
-#else
-  switch (detail::g_level) {
+  switch (search_level()) {
     case Level::kAvx512:
       return detail::last_le_avx512(e, n, key);
     case Level::kAvx2:
@@ -150,7 +167,6 @@ inline int last_le(const KeyEntry* e, uint32_t n, uint64_t key) {
       break;
   }
   return detail::last_le_scalar(e, n, key);
-#endif
 }
 
 /// The count_le search of one level, inline, for a caller that is itself
@@ -175,15 +191,6 @@ struct CountLeScalar {
     return b + (k[b].load(std::memory_order_acquire) <= key ? 1 : 0);
   }
 };
-
-namespace detail {
-/// Lanes of the step at key i that hold keys < n: min(n - i, lanes), 0 when
-/// i >= n (conditional moves, not branches).
-inline uint32_t lanes_left(uint32_t n, uint32_t i, uint32_t lanes) {
-  const uint32_t left = n > i ? n - i : 0;
-  return left < lanes ? left : lanes;
-}
-}  // namespace detail
 
 struct CountLeAvx2 {
   /// Four keys per 256-bit masked load; unsigned compare through the signed
@@ -250,10 +257,7 @@ struct CountLeAvx512 {
 /// free like last_le: a racing reader gets some count in [0, n] and must
 /// validate. Under ThreadSanitizer the scalar search.
 inline int count_le(const std::atomic<uint64_t>* k, uint32_t n, uint32_t span, uint64_t key) {
-#if defined(__SANITIZE_THREAD__)
-  return detail::count_le_scalar(k, n, span, key);
-#else
-  switch (detail::g_level) {
+  switch (search_level()) {
     case Level::kAvx512:
       return detail::count_le_avx512(k, n, span, key);
     case Level::kAvx2:
@@ -262,7 +266,6 @@ inline int count_le(const std::atomic<uint64_t>* k, uint32_t n, uint32_t span, u
       break;
   }
   return detail::count_le_scalar(k, n, span, key);
-#endif
 }
 
 }  // namespace nvindex::simd

@@ -396,10 +396,7 @@ FastFair::Descend FastFair::descend_scalar(uint64_t key, uint32_t level, uint64_
 
 FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
                                     uint64_t* ver) const {
-#if defined(__SANITIZE_THREAD__)
-  return descend_scalar(key, level, off, ver);  // vector lanes are not atomic loads
-#else
-  switch (simd::level()) {
+  switch (simd::search_level()) {
     case simd::Level::kAvx512:
       return descend_avx512(key, level, off, ver);
     case simd::Level::kAvx2:
@@ -408,7 +405,6 @@ FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
       break;
   }
   return descend_scalar(key, level, off, ver);
-#endif
 }
 
 // Locks the node at `level` covering `key` (moving right, lock coupling
@@ -473,10 +469,7 @@ std::optional<Value> FastFair::lookup_scalar(uint64_t key) {
 }
 
 std::optional<Value> FastFair::lookup(uint64_t key) {
-#if defined(__SANITIZE_THREAD__)
-  return lookup_scalar(key);  // vector lanes are not atomic loads
-#else
-  switch (simd::level()) {
+  switch (simd::search_level()) {
     case simd::Level::kAvx512:
       return lookup_avx512(key);
     case simd::Level::kAvx2:
@@ -485,7 +478,6 @@ std::optional<Value> FastFair::lookup(uint64_t key) {
       break;
   }
   return lookup_scalar(key);
-#endif
 }
 
 size_t FastFair::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) {
