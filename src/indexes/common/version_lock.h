@@ -62,16 +62,6 @@ inline bool upgrade(std::atomic<uint64_t>& w, uint64_t v) {
                                    std::memory_order_relaxed);
 }
 
-/// Sets the locked bit with a plain store, for a caller that already
-/// excludes every other writer of `w` by another lock (lbtree and fptree
-/// hold the leaf's PM lock bit or byte first). `w` must be unlocked.
-/// Readers that see any of the node's new words see the bit too: every word
-/// the holder then changes is stored with release order (pm::store on an
-/// atomic), which orders this store before it.
-inline void lock_owned(std::atomic<uint64_t>& w) {
-  w.store(w.load(std::memory_order_relaxed) | kLocked, std::memory_order_relaxed);
-}
-
 /// Clears the locked bit and increments the version: locked + kLocked =
 /// version + 1, unlocked. A plain release store, not an atomic add: while
 /// the bit is set only its holder writes the word (lock() and upgrade()

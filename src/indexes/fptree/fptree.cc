@@ -102,36 +102,26 @@ int FpTree::find_slot(uint64_t off, uint64_t key) const {
   return -1;
 }
 
-// Writer lock of a leaf: the PM lock byte by CAS (mutual exclusion between
-// writers, paper §4), then the DRAM version lock (optimistic readers wait
-// or retry while it is held).
 inline void FpTree::prefetch_leaf(uint64_t off) const {
   versions_->prefetch(off);
   prefetch_bytes(leaf(off), layout_.node_size);
 }
 
+// Writer lock of a leaf: its DRAM version word, taken by CAS (vlock::lock;
+// optimistic readers wait or retry while it is held). The paper's PM lock
+// byte (which its TSX transactions read) is not used: a CAS on the leaf's
+// line 0 and a clearing store after the leaf's last flush would touch a line
+// that flush just wrote back (on CPUs whose clwb evicts, a miss per write).
+// Nothing about the lock is persisted, so a crash never leaves a leaf
+// locked.
 void FpTree::lock_leaf(uint64_t off) {
-  // The leaf's lines and its version word are fetched before the CAS of the
-  // lock byte, which is a full barrier: afterwards every miss would be taken
-  // one at a time.
+  // The leaf's lines and its version word are fetched before the lock's
+  // CAS, a full barrier: afterwards every miss would be taken one at a time.
   prefetch_leaf(off);
-  std::atomic<uint8_t>& b = leaf(off)->lock;
-  unsigned spins = 0;
-  while (true) {
-    uint8_t expected = 0;
-    if (b.load(kRlx) == 0 && pm::cas<uint8_t>(&b, &expected, 1)) break;
-    vlock::backoff(&spins);
-  }
-  vlock::lock_owned(versions_->word(off));  // we hold the leaf's lock byte
+  vlock::lock(versions_->word(off));  // leaves are never obsolete: true
 }
 
-// Releases both locks: the version first (readers may proceed), then the lock
-// byte by a plain store that is not flushed (every modification was persisted
-// before; a lock byte that reaches PM as 1 is cleared by recovery).
-void FpTree::unlock_leaf(uint64_t off) {
-  vlock::unlock(versions_->word(off));
-  pm::store<uint8_t>(&leaf(off)->lock, 0);
-}
+void FpTree::unlock_leaf(uint64_t off) { vlock::unlock(versions_->word(off)); }
 
 // Locks the leaf covering `key` (InnerTree protocol: find, lock the leaf,
 // validate the route, else unlock and retry). Returns its offset.

@@ -33,8 +33,9 @@
 //        0    8  bitmap: bit i set = slot i holds a live entry (the commit
 //                word of every insert and delete: one aligned 8 B store)
 //        8    8  next: offset of the next leaf in key order (0 = last)
-//       16    1  lock byte (0 free, 1 held; taken by CAS; meaningless after
-//                a crash: recovery clears it)
+//       16    1  lock byte: the paper's writer lock; always written 0
+//                (writers lock a DRAM version, see Concurrency); recovery
+//                clears a 1 left by an earlier version's crash
 //       17    C  fingerprints: fp[i] = low byte of XXH3_64bits(key of slot i)
 //   E = round_up(17 + C, 16)
 //        E  16*C entries {key, value}, slot i at E + 16 i
@@ -51,8 +52,8 @@
 //   block, bounds the slots.
 //
 // Concurrency (no TSX: version locks, like lbtree): a writer takes the leaf's
-// PM lock byte by CAS (mutual exclusion) and sets the leaf's DRAM version
-// lock (LockTable) while it modifies the leaf; readers are optimistic (read
+// DRAM version lock (LockTable) by CAS and holds it while it modifies and
+// persists the leaf; readers are optimistic (read
 // the version, search, validate the version, then validate the inner-tree
 // route). Inner nodes follow InnerTree's Route/validate protocol. Leaves are
 // never merged nor freed while the index lives (as in the paper: a leaf left
@@ -220,7 +221,7 @@ class FpTree final : public Index<uint64_t> {
   void lock_leaf(uint64_t off);
   void unlock_leaf(uint64_t off);
   /// Hints the CPU to fetch the leaf's lines and its DRAM version word in
-  /// parallel (before a lookup reads them, or the lock byte's CAS, a full
+  /// parallel (before a lookup reads them, or the version lock's CAS, a full
   /// barrier, would take their misses one at a time).
   void prefetch_leaf(uint64_t off) const;
   uint64_t lock_covering(uint64_t key);

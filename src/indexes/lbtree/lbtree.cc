@@ -67,34 +67,21 @@ bool LbTree::leaf_offset_ok(uint64_t off) const {
          pool_->allocator().block_size(off) == c;
 }
 
-void LbTree::lock_pm(uint64_t off) const {
-  std::atomic<uint64_t>& w = leaf(off).word0();
-  unsigned spins = 0;
-  while (true) {
-    uint64_t v = w.load(kRlx);
-    // pm::cas reports the store to the crash simulator (not flushed).
-    if ((v & kLockBit) == 0 && pm::cas(&w, &v, v | kLockBit)) return;
-    vlock::backoff(&spins);
-  }
-}
-
-void LbTree::unlock_pm(uint64_t off) const {
-  // A plain store, not flushed: the leaf's updates were persisted before (a
-  // flush never follows the release), and recovery clears a lock bit that
-  // reached PM. Lint: this store is "not durable at return" by design.
-  std::atomic<uint64_t>& w = leaf(off).word0();
-  pm::store(&w, w.load(kRlx) & ~kLockBit);
-}
-
+// Writer lock of a leaf: its DRAM version word, taken by CAS (vlock::lock).
+// The paper's PM lock bit (for its RTM transactions) is not used: a CAS on
+// the leaf's PM word 0 and a clearing store after the leaf's final flush
+// would read a line that flush just wrote back (on CPUs whose clwb evicts,
+// AMD's among them, a full miss per insert), and optimistic readers validate
+// the DRAM version anyway. Nothing about the lock is persisted, so a crash
+// never leaves a leaf locked.
 inner::Route LbTree::lock_leaf_for(uint64_t key) {
   while (true) {
     const inner::Route r = tree_->find(key);
-    // The leaf's lines and its version word are fetched before the CAS of
-    // the lock bit, which is a full barrier: afterwards every miss would be
-    // taken one at a time.
+    // The leaf's lines and its version word are fetched before the lock's
+    // CAS, a full barrier: afterwards every miss would be taken one at a
+    // time.
     prefetch_leaf(r.leaf);
-    lock_pm(r.leaf);
-    vlock::lock_owned(versions_->word(r.leaf));  // we hold the leaf's lock bit
+    vlock::lock(versions_->word(r.leaf));  // leaves are never obsolete: true
     if (tree_->validate(r)) return r;
     unlock_leaf(r.leaf);
   }
@@ -105,10 +92,7 @@ inline void LbTree::prefetch_leaf(uint64_t off) const {
   prefetch_bytes(leaf(off).b, blocks_ * kBlockBytes);
 }
 
-void LbTree::unlock_leaf(uint64_t off) {
-  vlock::unlock(versions_->word(off));
-  unlock_pm(off);
-}
+void LbTree::unlock_leaf(uint64_t off) { vlock::unlock(versions_->word(off)); }
 
 std::vector<uint64_t> LbTree::anchors() const {
   const AnchorArray& a = root_->anchors[root_->selector.load(kAcq) & 1];
@@ -332,7 +316,7 @@ Status LbTree::insert(uint64_t key, Value value) {
 // (OutOfSpace: nothing changed). N receives the upper half of L's entries
 // (7 per 256 B block, in the block's last slots: its header line stays
 // free), live headers with their bits and fingerprints, alt = 0, next[0] =
-// L's live sibling, its lock bit set; the lines of N that were written are
+// L's live sibling; the lines of N that were written are
 // flushed while nothing points to it (a crash leaves an unreachable block
 // that recovery reclaims); step (2)'s fence makes them durable.
 // (2) L's unused sibling pointer next[!alt] := N, and for each block j >= 1
@@ -384,7 +368,6 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
   for (uint32_t j = 0; j < blocks_; ++j) {
     const uint32_t take = moved * (j + 1) / blocks_ - moved * j / blocks_;
     Header h;
-    if (j == 0) h.w0 = kLockBit;
     lines[j] = 1u << 0 | 1u << 3;  // header, unit 15
     for (uint32_t t = 0; t < take; ++t) {
       const Item& it = items[next_item++];
@@ -438,8 +421,7 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
   // Route keys >= sep to N, then let go of N and L (L last: see the
   // Route/validate protocol in inner_tree.h).
   tree_->insert_separator(off, sep, noff);
-  vlock::unlock(versions_->word(noff));
-  unlock_pm(noff);
+  unlock_leaf(noff);
   unlock_leaf(off);
   return Status::Ok();
 }
@@ -647,6 +629,8 @@ Status LbTree::recover(unsigned threads) {
       }
       const Leaf l = leaf(off);
       const uint64_t w0 = l.word0().load(kRlx);
+      // This version never sets the lock bit; a pool written by an earlier
+      // one (which took it as the writer lock) may hold it after a crash.
       if ((w0 & kLockBit) != 0) {
         pm::store(&l.word0(), w0 & ~kLockBit);
         pm::flush(&l.word0(), sizeof(uint64_t), {"lbtree.recover.unlock"});

@@ -36,16 +36,15 @@
 // is therefore not needed: an emptied leaf stays on the chain and remains a
 // valid segment boundary.)
 //
-// Concurrency. Leaf writers: the PM lock bit (a CAS on block 0's word 0) for
-// mutual exclusion, plus a DRAM version lock per leaf (LockTable) that the
-// writer holds while it modifies the leaf; optimistic readers read the
-// version, search the leaf, validate the version (slot reuse makes the PM
-// header word ABA-prone, so readers cannot validate on it). Routing: the
-// InnerTree's Route/validate protocol (inner_tree.h). A writer:
-//   find -> CAS lock bit -> lock DRAM version -> validate(route) (else unlock
-//   both, retry) -> modify, persist -> unlock version -> clear the lock bit
-//   (a plain store, never flushed: recovery clears any lock bit that reached
-//   PM).
+// Concurrency. One DRAM version lock per leaf (LockTable, OLFIT-style):
+// writers take it by CAS for mutual exclusion and hold it while they modify
+// and persist the leaf; optimistic readers read the version, search the
+// leaf, validate the version (slot reuse makes the PM header word
+// ABA-prone, so readers cannot validate on it). The paper's PM lock bit
+// (which its RTM transactions read) is not used: see lock_leaf_for. Routing:
+// the InnerTree's Route/validate protocol (inner_tree.h). A writer:
+//   find -> lock the version (CAS) -> validate(route) (else unlock, retry)
+//   -> modify, persist -> unlock the version (a release store).
 // A split holds the leaf (and the new leaf) until InnerTree::insert_separator
 // returns. Every flush happens before the lock is released.
 //
@@ -169,8 +168,6 @@ class LbTree final : public Index<uint64_t> {
   void set_fill(double f) { fill_ = f; }
 
  private:
-  void lock_pm(uint64_t off) const;
-  void unlock_pm(uint64_t off) const;
   inner::Route lock_leaf_for(uint64_t key);
   void unlock_leaf(uint64_t off);
   /// Hints the CPU to fetch the leaf's lines and its DRAM version word in

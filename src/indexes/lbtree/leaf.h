@@ -12,7 +12,10 @@
 //   ----  -------  ----  ----------------------------------------------------
 //      0    0..1      0  header word (16 bit, little endian):
 //                          bits 0..13  slot bitmap (bit i: slot i in use)
-//                          bit  14     lock bit (a writer holds the leaf)
+//                          bit  14     lock bit: the paper's writer lock;
+//                                      always written 0 (writers lock a
+//                                      DRAM version, lbtree.h), cleared by
+//                                      recovery in older pools
 //                          bit  15     alt bit (which sibling pointer, and
 //                                      which header of blocks 1..m-1, is live)
 //      0    2..15     0  fingerprints fp[0..13], one byte per slot
@@ -39,8 +42,8 @@
 // its block; the keys of a leaf are distinct; every key of a leaf is smaller
 // than every key of the leaves after it on the sibling chain.
 //
-// Concurrency: the lock bit gives writers mutual exclusion (taken with a CAS
-// by lock_leaf(), released by a plain store); optimistic readers load every
+// Concurrency: writers hold the leaf's DRAM version lock (lbtree.h);
+// optimistic readers load every
 // word with acquire loads and validate a DRAM version (see lbtree.h). Every
 // PM word is a std::atomic<uint64_t> so that no compiler can tear it and so
 // that optimistic reads are race-free in the C++ memory model.
