@@ -15,6 +15,13 @@
 // the node: the lock words live in DRAM (they are never persisted, so a crash
 // never leaves a node locked), one word per node_size slot of the pool in one
 // flat mapping whose pages the kernel supplies on first use.
+//
+// lbtree and fptree writers lock a leaf by its word here (lock/unlock), not
+// by the papers' lock bit (byte) in the leaf, which only their TSX
+// transactions needed: a CAS on the leaf's PM line 0 and a clearing store
+// after the leaf's last flush touch a line that flush just wrote back, a
+// full miss per write on CPUs whose clwb evicts (AMD's). The PM bit (byte)
+// stays in their layouts, always written 0.
 #pragma once
 
 #include <atomic>

@@ -108,12 +108,9 @@ inline void FpTree::prefetch_leaf(uint64_t off) const {
 }
 
 // Writer lock of a leaf: its DRAM version word, taken by CAS (vlock::lock;
-// optimistic readers wait or retry while it is held). The paper's PM lock
-// byte (which its TSX transactions read) is not used: a CAS on the leaf's
-// line 0 and a clearing store after the leaf's last flush would touch a line
-// that flush just wrote back (on CPUs whose clwb evicts, a miss per write).
-// Nothing about the lock is persisted, so a crash never leaves a leaf
-// locked.
+// why not the PM lock byte: version_lock.h); optimistic readers wait or
+// retry while it is held. Nothing about the lock is persisted, so a crash
+// never leaves a leaf locked.
 void FpTree::lock_leaf(uint64_t off) {
   // The leaf's lines and its version word are fetched before the lock's
   // CAS, a full barrier: afterwards every miss would be taken one at a time.

@@ -67,13 +67,9 @@ bool LbTree::leaf_offset_ok(uint64_t off) const {
          pool_->allocator().block_size(off) == c;
 }
 
-// Writer lock of a leaf: its DRAM version word, taken by CAS (vlock::lock).
-// The paper's PM lock bit (for its RTM transactions) is not used: a CAS on
-// the leaf's PM word 0 and a clearing store after the leaf's final flush
-// would read a line that flush just wrote back (on CPUs whose clwb evicts,
-// AMD's among them, a full miss per insert), and optimistic readers validate
-// the DRAM version anyway. Nothing about the lock is persisted, so a crash
-// never leaves a leaf locked.
+// Writer lock of a leaf: its DRAM version word, taken by CAS (vlock::lock;
+// why not the PM lock bit: version_lock.h). Nothing about the lock is
+// persisted, so a crash never leaves a leaf locked.
 inner::Route LbTree::lock_leaf_for(uint64_t key) {
   while (true) {
     const inner::Route r = tree_->find(key);

@@ -41,7 +41,7 @@
 // and persist the leaf; optimistic readers read the version, search the
 // leaf, validate the version (slot reuse makes the PM header word
 // ABA-prone, so readers cannot validate on it). The paper's PM lock bit
-// (which its RTM transactions read) is not used: see lock_leaf_for. Routing:
+// (which its RTM transactions read) is not used: see version_lock.h. Routing:
 // the InnerTree's Route/validate protocol (inner_tree.h). A writer:
 //   find -> lock the version (CAS) -> validate(route) (else unlock, retry)
 //   -> modify, persist -> unlock the version (a release store).
