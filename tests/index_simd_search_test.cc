@@ -54,7 +54,8 @@ std::vector<std::pair<const char*, CountFn>> count_levels_on_this_cpu() {
 
 TEST(SimdSearch, EveryLevelMatchesTheReference) {
   std::mt19937_64 rng(11);
-  for (uint32_t n : {0u, 1u, 2u, 3u, 4u, 5u, 7u, 8u, 14u, 15u, 16u, 28u, 60u, 252u, 255u}) {
+  for (uint32_t n :
+       {0u, 1u, 2u, 3u, 4u, 5u, 7u, 8u, 14u, 15u, 16u, 23u, 28u, 31u, 32u, 60u, 252u, 255u}) {
     for (int round = 0; round < 40; ++round) {
       std::vector<uint64_t> keys(n);
       for (uint64_t& k : keys) {
@@ -129,13 +130,20 @@ TEST(SimdSearch, ReadsNothingPastTheLastEntry) {
       EXPECT_EQ(fn(e, n, 5), -1) << name << " n=" << n;
     }
   }
-  for (uint32_t n : {1u, 2u, 3u, 5u, 8u, 9u, 15u}) {
+  for (uint32_t n : {1u, 2u, 3u, 5u, 8u, 9u, 15u, 23u, 31u}) {
     auto* k = reinterpret_cast<std::atomic<uint64_t>*>(second - 8 * n);
     for (uint32_t i = 0; i < n; ++i) k[i].store(10 * (i + 1));
     for (const auto& [name, fn] : count_levels_on_this_cpu()) {
       // A span past the mapping is fine: lanes past n are never loaded.
       EXPECT_EQ(fn(k, n, n + 16, 10 * n + 5), static_cast<int>(n)) << name << " count_le n=" << n;
       EXPECT_EQ(fn(k, n, n + 16, 5), 0) << name << " count_le n=" << n;
+      // Spans of a 256 B and a 512 B node (15 and 31 keys): their unrolled
+      // paths mask the loads the same way.
+      for (uint32_t span : {16u, 32u}) {
+        if (n > span) continue;
+        EXPECT_EQ(fn(k, n, span, 10 * n + 5), static_cast<int>(n))
+            << name << " count_le n=" << n << " span=" << span;
+      }
     }
   }
   ::munmap(m, page);

@@ -11,7 +11,7 @@
 // by a whole rebuild (build); none is removed (no merges, as in LB+-tree and
 // FP-Tree).
 //
-// Inner node layout (DRAM, node_size bytes, default 256, 64 B aligned):
+// Inner node layout (DRAM, node_size bytes, default 512, 64 B aligned):
 //   offset size  field
 //   ------ ----  -------------------------------------------------------
 //        0    8  version lock (indexes/common/version_lock.h)
@@ -23,7 +23,7 @@
 //                compare covers 8 of them)
 //   16+8*c  8*c  children ch[0..c): ch[i] covers [k[i], k[i+1]); the
 //                leftmost child (in meta) covers the keys below k[0]
-//   capacity c = (node_size - 16) / 16 (256 B -> 15 separators, 16
+//   capacity c = (node_size - 16) / 16 (512 B -> 31; 256 B -> 15 separators, 16
 //   children, as LB+-tree's 256 B non-leaf node; 4096 B -> 255, the most the
 //   8-bit count holds)
 // Leaf offsets must be below 2^48 (a pool of at most 256 TiB).
@@ -84,7 +84,7 @@ class InnerTree {
   /// node_size: bytes per inner node, 128..4096, a multiple of 64 (else the
   /// constructor aborts with a message: a program bug; callers validate).
   /// The tree starts with no leaf: call build() before find().
-  explicit InnerTree(uint32_t node_size = 256);
+  explicit InnerTree(uint32_t node_size = 512);
   ~InnerTree();
   InnerTree(const InnerTree&) = delete;
   InnerTree& operator=(const InnerTree&) = delete;
@@ -122,9 +122,9 @@ class InnerTree {
   /// for the CPU's SIMD level), take the child, prefetch the child's lines,
   /// read the child's version, validate the node; restart from the root on
   /// a failed validation (optimistic lock coupling). Never blocks on a
-  /// writer longer than one node change. About 70 instructions (256 B, AVX-512) and no
-  /// data-dependent branch per level (inner_tree.cc says why that matters).
-  /// An unbuilt tree returns Route{} (leaf 0).
+  /// writer longer than one node change. About 70 instructions (AVX-512; a few more at 512 B) and
+  /// no data-dependent branch per level (inner_tree.cc says why that matters). An unbuilt tree
+  /// returns Route{} (leaf 0).
   Route find(uint64_t key) const;
 
   /// True if the level-1 node recorded in `r` is unchanged since find() (see
@@ -170,7 +170,7 @@ class InnerTree {
   /// concurrent writers.
   std::string dump() const;
 
-  /// Separators per node: (node_size - 16) / 16 (256 B -> 15; children one
+  /// Separators per node: (node_size - 16) / 16 (512 B -> 31, 256 B -> 15; children one
   /// more).
   uint32_t capacity() const;
   /// Children per inner node at bulk-load fill factor `fill` (in (0, 1]):
