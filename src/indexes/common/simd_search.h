@@ -96,29 +96,40 @@ struct LastLeAvx2 {
 };
 
 struct LastLeAvx512 {
-  /// Eight entries per step: two 512-bit masked loads (16 words), the eight
-  /// keys gathered into one register by a two-source permute, one unsigned
-  /// compare into a mask register, one popcnt. Words past entry n-1 are
-  /// masked off (not loaded, so a node's last entry may end its
-  /// allocation). Masks: (1 << b) - 1 truncated to 8 bits is all ones for
-  /// b >= 8, so a full step needs no branch.
+  /// Four entries (eight words: key, other, ...) per 512-bit load, the keys
+  /// compared in place: one unsigned compare under the even-lane mask 0x55,
+  /// so no permute and no per-step mask arithmetic. Full steps (all four
+  /// entries below n) load unmasked, two per loop trip; the 0..7 entries
+  /// left take two masked steps (nothing past entry n-1 is touched, so a
+  /// node's last entry may end its allocation). About four instructions per
+  /// four entries, against twelve for eight-entry steps with a permute
+  /// (issue 8: fewer instructions between one lookup's misses and the
+  /// next's).
   __attribute__((target("avx512f,popcnt"))) static int last(const KeyEntry* e, uint32_t n,
                                                             uint64_t key) {
     const __m512i k = _mm512_set1_epi64(static_cast<long long>(key));
-    const __m512i even = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
+    constexpr __mmask8 kKeys = 0x55;  // lanes 0, 2, 4, 6: the keys
     const auto* w = reinterpret_cast<const char*>(e);
     uint32_t count = 0;
-    for (uint32_t i = 0; i < n; i += 8) {
-      const uint32_t left = detail::lanes_left(n, i, 8);
-      const auto lo = static_cast<__mmask8>((1u << (2 * left)) - 1);
-      const auto hi = static_cast<__mmask8>(left > 4 ? (1u << (2 * left - 8)) - 1 : 0);
-      const auto valid = static_cast<__mmask8>((1u << left) - 1);
-      const __m512i a = _mm512_maskz_loadu_epi64(lo, w + 16 * i);
-      const __m512i b = _mm512_maskz_loadu_epi64(hi, w + 16 * i + 64);
-      const __m512i keys = _mm512_permutex2var_epi64(a, even, b);
-      count += static_cast<uint32_t>(
-          std::popcount(static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(valid, keys, k))));
+    uint32_t j = 0;  // steps done
+    for (; 4 * j + 8 <= n; j += 2) {
+      const __m512i a = _mm512_loadu_si512(w + 64 * j);
+      const __m512i b = _mm512_loadu_si512(w + 64 * j + 64);
+      const uint32_t le = static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(kKeys, a, k)) |
+                          static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(kKeys, b, k)) << 8;
+      count += static_cast<uint32_t>(std::popcount(le));
     }
+    // The 0..7 entries left, in two masked steps (an empty mask loads
+    // nothing): no branch on n.
+    const uint32_t left = n - 4 * j;
+    const uint32_t first = left < 4 ? left : 4;
+    const auto m1 = static_cast<__mmask8>((1u << (2 * first)) - 1);
+    const auto m2 = static_cast<__mmask8>((1u << (2 * (left - first))) - 1);
+    const __m512i a = _mm512_maskz_loadu_epi64(m1, w + 64 * j);
+    const __m512i b = _mm512_maskz_loadu_epi64(m2, w + 64 * j + 64);
+    const uint32_t le = static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(m1 & kKeys, a, k)) |
+                        static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(m2 & kKeys, b, k)) << 8;
+    count += static_cast<uint32_t>(std::popcount(le));
     return static_cast<int>(count) - 1;
   }
 };
