@@ -99,38 +99,39 @@ struct LastLeAvx512 {
   /// Four entries (eight words: key, other, ...) per 512-bit load, the keys
   /// compared in place: one unsigned compare under the even-lane mask 0x55,
   /// so no permute and no per-step mask arithmetic. Full steps (all four
-  /// entries below n) load unmasked, two per loop trip; the 0..7 entries
-  /// left take two masked steps (nothing past entry n-1 is touched, so a
-  /// node's last entry may end its allocation). About four instructions per
-  /// four entries, against twelve for eight-entry steps with a permute
-  /// (issue 8: fewer instructions between one lookup's misses and the
-  /// next's).
+  /// entries below n) load under the all-ones mask, two per loop trip; the
+  /// 0..7 entries left take two steps under masks of their entries (nothing
+  /// past entry n-1 is touched, so a node's last entry may end its
+  /// allocation). About four instructions per four entries, against twelve
+  /// for eight-entry steps with a permute (issue 8: fewer instructions
+  /// between one lookup's misses and the next's).
   __attribute__((target("avx512f,popcnt"))) static int last(const KeyEntry* e, uint32_t n,
                                                             uint64_t key) {
     const __m512i k = _mm512_set1_epi64(static_cast<long long>(key));
-    constexpr __mmask8 kKeys = 0x55;  // lanes 0, 2, 4, 6: the keys
     const auto* w = reinterpret_cast<const char*>(e);
     uint32_t count = 0;
     uint32_t j = 0;  // steps done
-    for (; 4 * j + 8 <= n; j += 2) {
-      const __m512i a = _mm512_loadu_si512(w + 64 * j);
-      const __m512i b = _mm512_loadu_si512(w + 64 * j + 64);
-      const uint32_t le = static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(kKeys, a, k)) |
-                          static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(kKeys, b, k)) << 8;
-      count += static_cast<uint32_t>(std::popcount(le));
-    }
-    // The 0..7 entries left, in two masked steps (an empty mask loads
-    // nothing): no branch on n.
+    for (; 4 * j + 8 <= n; j += 2) count += two(w, j, 0xff, 0xff, k);
+    // The 0..7 entries left: no branch on n.
     const uint32_t left = n - 4 * j;
     const uint32_t first = left < 4 ? left : 4;
-    const auto m1 = static_cast<__mmask8>((1u << (2 * first)) - 1);
-    const auto m2 = static_cast<__mmask8>((1u << (2 * (left - first))) - 1);
+    count += two(w, j, static_cast<__mmask8>((1u << (2 * first)) - 1),
+                 static_cast<__mmask8>((1u << (2 * (left - first))) - 1), k);
+    return static_cast<int>(count) - 1;
+  }
+
+ private:
+  /// Two steps at entry 4 * j under load masks m1, m2 (an empty mask loads
+  /// nothing): how many loaded keys are <= k.
+  __attribute__((target("avx512f,popcnt"))) static uint32_t two(const char* w, uint32_t j,
+                                                                __mmask8 m1, __mmask8 m2,
+                                                                __m512i k) {
+    constexpr __mmask8 kKeys = 0x55;  // lanes 0, 2, 4, 6: the keys
     const __m512i a = _mm512_maskz_loadu_epi64(m1, w + 64 * j);
     const __m512i b = _mm512_maskz_loadu_epi64(m2, w + 64 * j + 64);
     const uint32_t le = static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(m1 & kKeys, a, k)) |
                         static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(m2 & kKeys, b, k)) << 8;
-    count += static_cast<uint32_t>(std::popcount(le));
-    return static_cast<int>(count) - 1;
+    return static_cast<uint32_t>(std::popcount(le));
   }
 };
 
@@ -237,26 +238,8 @@ struct CountLeAvx512 {
                                                                   uint64_t key) {
     const __m512i kk = _mm512_set1_epi64(static_cast<long long>(key));
     const auto* w = reinterpret_cast<const char*>(k);
-    if (span <= 16) {
-      const uint32_t m = (1u << n) - 1;  // n <= span <= 16
-      const auto lo = static_cast<__mmask8>(m);
-      const auto hi = static_cast<__mmask8>(m >> 8);
-      const __m512i a = _mm512_maskz_loadu_epi64(lo, w);
-      const __m512i b = _mm512_maskz_loadu_epi64(hi, w + 64);
-      const uint32_t le = static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(lo, a, kk)) |
-                          static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(hi, b, kk)) << 8;
-      return static_cast<uint32_t>(std::popcount(le));
-    }
-    if (span <= 32) {
-      const uint64_t m = (uint64_t{1} << n) - 1;  // n <= span <= 32
-      uint64_t le = 0;
-      for (uint32_t q = 0; q < 4; ++q) {  // constant trip count: unrolled
-        const auto mq = static_cast<__mmask8>(m >> (8 * q));
-        const __m512i v = _mm512_maskz_loadu_epi64(mq, w + 64 * q);
-        le |= static_cast<uint64_t>(_mm512_mask_cmple_epu64_mask(mq, v, kk)) << (8 * q);
-      }
-      return static_cast<uint32_t>(std::popcount(le));
-    }
+    if (span <= 16) return unrolled<2>(w, n, kk);
+    if (span <= 32) return unrolled<4>(w, n, kk);
     uint32_t c = 0;
     for (uint32_t i = 0; i < span; i += 8) {
       const auto valid = static_cast<__mmask8>((1u << detail::lanes_left(n, i, 8)) - 1);
@@ -265,6 +248,23 @@ struct CountLeAvx512 {
           std::popcount(static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(valid, v, kk))));
     }
     return c;
+  }
+
+ private:
+  /// kSteps masked eight-key steps with a compile-time trip count (fully
+  /// unrolled): keys past n are neither loaded nor counted. n <= 8 * kSteps.
+  template <uint32_t kSteps>
+  __attribute__((target("avx512f,popcnt"))) static uint32_t unrolled(const char* w, uint32_t n,
+                                                                     __m512i kk) {
+    static_assert(kSteps <= 4);  // the keys' mask fits 32 bits
+    const uint64_t m = (uint64_t{1} << n) - 1;
+    uint64_t le = 0;
+    for (uint32_t q = 0; q < kSteps; ++q) {
+      const auto mq = static_cast<__mmask8>(m >> (8 * q));
+      const __m512i v = _mm512_maskz_loadu_epi64(mq, w + 64 * q);
+      le |= static_cast<uint64_t>(_mm512_mask_cmple_epu64_mask(mq, v, kk)) << (8 * q);
+    }
+    return static_cast<uint32_t>(std::popcount(le));
   }
 };
 
