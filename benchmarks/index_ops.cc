@@ -60,7 +60,7 @@ std::unique_ptr<Opened> open_index(const IndexEntry& e, uint32_t node_size, size
   auto o = std::make_unique<Opened>();
   IndexOptions opt;
   opt.node_size = node_size;
-  if (e.persistent) {
+  if (e.caps.persistent) {
     static int serial = 0;
     o->pool_path = "/dev/shm/nvindex-micro-" + std::to_string(::getpid()) + "-" +
                    std::to_string(serial++) + ".pool";

@@ -202,7 +202,7 @@ TEST(Driver, GeneratedYcsbWorkloadsHaveNoFailures) {
 TEST(Driver, PersistentIndexUsesATemporaryPoolAndRecovers) {
   const IndexEntry* entry = nullptr;
   for (const IndexEntry& e : registered_indexes()) {
-    if (e.persistent && e.name != "lying-test") {
+    if (e.caps.persistent && e.name != "lying-test") {
       entry = &e;
       break;
     }
@@ -438,15 +438,21 @@ TEST(DriverLabel, LabelNamesTheResultAndOptionsReachTheIndex) {
   std::array<uint64_t, kOpTypes> counts;
   Workload w = hand_made(1, &counts);
   BenchOptions o = quiet_options();
-  o.label = "btree:flavour=plain";
-  o.index_extra = {{"flavour", "plain"}};
+  o.label = "wbtree:inner=dram";
+  o.index_extra = {{"inner", "dram"}};
   IndexResult r;
-  ASSERT_TRUE(run_benchmark(o, w, "btree", &r, nullptr).ok());
-  EXPECT_EQ(r.index, "btree:flavour=plain");
-  EXPECT_EQ(r.index_name, "btree");
-  EXPECT_EQ(r.info.name, "btree");
-  EXPECT_EQ(r.index_options.at("flavour"), "plain");
+  ASSERT_TRUE(run_benchmark(o, w, "wbtree", &r, nullptr).ok());
+  EXPECT_EQ(r.index, "wbtree:inner=dram");
+  EXPECT_EQ(r.index_name, "wbtree");
+  EXPECT_EQ(r.info.name, "wbtree");
+  EXPECT_EQ(r.info.caps.placement, Placement::kSelective) << "the option reached the index";
+  EXPECT_EQ(r.index_options.at("inner"), "dram");
   EXPECT_EQ(r.failures, 0u) << first_failure(r);
+  // An option the index does not take is refused, not ignored.
+  o.index_extra = {{"flavour", "plain"}};
+  const Status bad = run_benchmark(o, w, "btree", &r, nullptr);
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument) << bad.ToString();
+  EXPECT_NE(bad.message().find("unknown option 'flavour'"), std::string::npos) << bad.ToString();
   EXPECT_EQ(file_safe("wbtree:inner=dram;x=1"), "wbtree_inner_dram_x_1");
 }
 

@@ -31,7 +31,7 @@ bool reduced() {
 std::vector<std::string> persistent_indexes() {
   std::vector<std::string> names;
   for (const IndexEntry& e : registered_indexes()) {
-    if (e.persistent && !is_test_only_index(e.name)) names.emplace_back(e.name);
+    if (e.caps.persistent && !is_test_only_index(e.name)) names.emplace_back(e.name);
   }
   return names;
 }

@@ -45,7 +45,7 @@ size_t scaled(size_t n) { return std::max<size_t>(1, static_cast<size_t>(n * sca
 std::vector<std::string> persistent_indexes() {
   std::vector<std::string> names;
   for (const IndexEntry& e : registered_indexes()) {
-    if (e.persistent && !is_test_only_index(e.name)) names.emplace_back(e.name);
+    if (e.caps.persistent && !is_test_only_index(e.name)) names.emplace_back(e.name);
   }
   return names;
 }

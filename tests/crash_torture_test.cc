@@ -43,7 +43,7 @@ void print(const std::string& name, const TortureReport& r) {
 TEST(CrashTorture, EveryPersistentIndexSurvivesKills) {
   int tested = 0;
   for (const IndexEntry& e : registered_indexes()) {
-    if (!e.persistent || is_test_only_index(e.name)) continue;
+    if (!e.caps.persistent || is_test_only_index(e.name)) continue;
     for (unsigned threads : {1u, 2u}) {
       TortureOptions o;
       o.index = std::string(e.name);

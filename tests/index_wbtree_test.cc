@@ -218,17 +218,12 @@ TEST(WbTree, NodeSizeErrors) {
   }
 }
 
-TEST(WbTree, OptionErrors) {
-  Anon a;
-  Status s = a.open(256, {{"inner", "nvm"}});
-  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
-  EXPECT_NE(s.message().find("inner=dram"), std::string::npos) << s.ToString();
+// Unknown options and values are the registry's check (index_registry_test).
+TEST(WbTree, FillFactorErrors) {
   Anon b;
   EXPECT_EQ(b.open(256, {}, 0.0).code(), Code::kInvalidArgument);
   Anon c;
   EXPECT_EQ(c.open(256, {}, 1.5).code(), Code::kInvalidArgument);
-  Anon d;
-  EXPECT_TRUE(d.open(256, {{"inner", "pm"}, {"someone-else", "x"}}).ok());
 }
 
 TEST(WbTree, NeedsPoolWithItsLayout) {

@@ -87,6 +87,31 @@ TEST_F(Cli, ListIndexes) {
   EXPECT_NE(r.out.find("lying-test\ttest-only"), std::string::npos) << r.out;
 }
 
+TEST_F(Cli, ListIndexesGivesCapsNodeSizesAndOptions) {
+  Outcome r = nvindex("bench --list-indexes");
+  ASSERT_EQ(r.rc, 0);
+  const size_t at = r.out.find("\nwbtree\tpersistent\t");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  EXPECT_NE(line.find("\tordered, thread-safe, bulk-load, placement pm-only\t"), std::string::npos)
+      << line;
+  EXPECT_NE(line.find("\t128, 256, 512 or 1024\tinner=pm|dram"), std::string::npos) << line;
+}
+
+TEST_F(Cli, MisspeltOrRefusedIndexOptionIsUsageError) {
+  Outcome r = nvindex(std::string("bench") + kSmall + "--index absl-btree --index-opt innr=dram");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("--index-opt innr: no selected index takes it"), std::string::npos) << r.err;
+  Outcome v = nvindex(std::string("bench") + kSmall + "--index 'absl-btree:inner=dram'");
+  EXPECT_EQ(v.rc, 2);
+  EXPECT_NE(v.err.find("absl-btree: unknown option 'inner' (it takes no options)"),
+            std::string::npos)
+      << v.err;
+  Outcome c = nvindex("crashtest --index fastfair --index-opt inner=dram");
+  EXPECT_EQ(c.rc, 2);
+  EXPECT_NE(c.err.find("fastfair: unknown option 'inner'"), std::string::npos) << c.err;
+}
+
 TEST_F(Cli, UnknownIndexIsUsageErrorListingRegistered) {
   Outcome r = nvindex(std::string("bench") + kSmall + "--index absl-btree,nope");
   EXPECT_EQ(r.rc, 2);
@@ -141,8 +166,8 @@ TEST_F(Cli, BadFillInsertPatternPresetAndIndexSpecAreUsageErrors) {
 TEST_F(Cli, LbtreePresetsBulkLoadAndPerIndexOptionsInJson) {
   const std::string out = tmp_path("lb.json");
   Outcome r = nvindex(std::string("bench") + kSmall +
-                      "--index 'btree,btree:knob=1;other=x,absl-btree' -t 2 --workload "
-                      "dense-insert --bulk-load --fill 0.7 --index-opt all=y --format json "
+                      "--index 'wbtree,wbtree:inner=dram,absl-btree' -t 2 --workload "
+                      "dense-insert --bulk-load --fill 0.7 --index-opt inner=pm --format json "
                       "--output " +
                       out);
   ASSERT_EQ(r.rc, 0) << r.err << r.out;
@@ -153,13 +178,13 @@ TEST_F(Cli, LbtreePresetsBulkLoadAndPerIndexOptionsInJson) {
   EXPECT_EQ(j["options"]["insert_pattern"], "dense");
   EXPECT_EQ(j["options"]["bulk_load"], true);
   ASSERT_EQ(j["results"].size(), 3u);
-  EXPECT_EQ(j["results"][0]["index"], "btree");
-  EXPECT_EQ(j["results"][1]["index"], "btree:knob=1;other=x");
-  EXPECT_EQ(j["results"][1]["index_name"], "btree");
-  EXPECT_EQ(j["results"][1]["index_options"]["knob"], "1");
-  EXPECT_EQ(j["results"][1]["index_options"]["other"], "x");
-  EXPECT_EQ(j["results"][1]["index_options"]["all"], "y");
-  EXPECT_FALSE(j["results"][0]["index_options"].contains("knob")) << "options are per entry";
+  EXPECT_EQ(j["results"][0]["index"], "wbtree");
+  EXPECT_EQ(j["results"][0]["index_options"]["inner"], "pm") << "--index-opt applies";
+  EXPECT_EQ(j["results"][1]["index"], "wbtree:inner=dram");
+  EXPECT_EQ(j["results"][1]["index_name"], "wbtree");
+  EXPECT_EQ(j["results"][1]["index_options"]["inner"], "dram") << "the entry's own option wins";
+  EXPECT_EQ(j["results"][1]["info"]["placement"], "selective");
+  EXPECT_TRUE(j["results"][2]["index_options"].empty()) << "absl-btree takes no 'inner'";
   fs::remove(out);
 
   // node_size=N in an entry sets that entry's IndexOptions::node_size.
@@ -175,7 +200,9 @@ TEST_F(Cli, LbtreePresetsBulkLoadAndPerIndexOptionsInJson) {
   EXPECT_EQ(nvindex(std::string("bench") + kSmall + "--index 'btree:node_size=big'").rc, 2);
   for (const auto& res : j["results"]) {
     EXPECT_EQ(res["verification"]["failures"], 0);
-    EXPECT_EQ(res["load"]["method"], "bulk_load_by_inserts");
+    // wbtree builds bottom-up, absl-btree inserts.
+    EXPECT_EQ(res["load"]["method"],
+              res["index_name"] == "wbtree" ? "bulk_load" : "bulk_load_by_inserts");
     EXPECT_EQ(res["run"]["by_type"]["insert"]["completed"], 2000);
     EXPECT_EQ(res["verification"]["structure"]["keys"], 4000);
   }

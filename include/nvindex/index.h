@@ -65,7 +65,12 @@ struct Capabilities {
   /// the default bulk_load(), one insert() per pair, fill factor ignored).
   bool bulk_load = false;
   Placement placement = Placement::kDram;
+
+  bool operator==(const Capabilities&) const = default;
 };
+
+/// "dram", "pm-only", "selective".
+std::string_view placement_name(Placement p);
 
 /// Self-description of an index instance.
 struct IndexInfo {
@@ -185,14 +190,34 @@ template <class K>
 Status make_index(std::string_view name, const IndexOptions& options,
                   std::unique_ptr<Index<K>>* out);
 
-/// One registry entry: what `nvindex bench --help` lists.
+/// One index-specific option: a key of IndexOptions::extra that an index
+/// reads, and every value it accepts. make_index() refuses any other key or
+/// value (InvalidArgument naming the valid ones), so a misspelt option never
+/// runs the default silently.
+struct OptionSpec {
+  std::string_view name;                     ///< the key, e.g. "inner"
+  std::span<const std::string_view> values;  ///< accepted values; values[0] is the default
+  std::string_view meaning;                  ///< one line, for --list-indexes
+};
+
+/// One registry entry (src/indexes/registry.cc): what an index is, what it
+/// can do and what it accepts, declared once; `nvindex bench --list-indexes`
+/// prints it and the registry test checks it against the index itself.
 struct IndexEntry {
   std::string_view name;
-  std::string_view description;
-  bool persistent;
-  /// Smallest node size (bytes) the index accepts; tests and the crash lab
-  /// use it to make splits happen within a few operations.
+  std::string_view description;  ///< one line: design and source paper
+  /// What an instance made with the default options and
+  /// IndexOptions::threads > 1 claims in info().caps (one made with
+  /// threads == 1 may claim less: absl-btree drops thread_safe).
+  Capabilities caps;
+  /// Smallest node size (bytes) the index accepts, 0 for an index without
+  /// nodes; tests and the crash lab use it to make splits happen within a few
+  /// operations.
   uint32_t min_node_size;
+  /// The node sizes it accepts, as a person reads them ("" without nodes);
+  /// the factory checks them (InvalidArgument).
+  std::string_view node_sizes;
+  std::span<const OptionSpec> options;  ///< the IndexOptions::extra keys it reads
   Status (*make)(const IndexOptions&, std::unique_ptr<Index<uint64_t>>*);
 };
 
@@ -200,6 +225,18 @@ struct IndexEntry {
 /// the harness and the crash lab (some deliberately broken). They are never in
 /// a default benchmark list nor in the per-index test sweeps.
 inline bool is_test_only_index(std::string_view name) { return name.ends_with("-test"); }
+
+/// Checks `extra` (IndexOptions::extra) against entry.options: Ok, or
+/// InvalidArgument "<index>: unknown option 'k' (options: inner=pm|dram)"
+/// (or "(it takes no options)") or "<index>: option k='v' invalid (valid:
+/// pm, dram)". make_index() calls it before the factory; the tools call it
+/// to report a bad --index-opt as a usage error before any work.
+Status check_index_options(const IndexEntry& entry,
+                           const std::map<std::string, std::string>& extra);
+
+/// entry.options as "k=v1|v2 k2=..." (values[0], the default, first), or ""
+/// when it takes none.
+std::string option_summary(const IndexEntry& entry);
 
 /// Every registered index for uint64_t keys, in registration order.
 std::span<const IndexEntry> registered_indexes();

@@ -378,13 +378,6 @@ uint64_t auto_pool_size(const Workload& w) {
   return (bytes + (1ull << 20) - 1) & ~((1ull << 20) - 1);
 }
 
-const IndexEntry* find_entry(std::string_view name) {
-  for (const IndexEntry& e : registered_indexes()) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
-}
-
 void merge_thread_states(std::vector<ThreadState>& states, IndexResult* out,
                          std::vector<uint64_t>* latencies) {
   for (ThreadState& s : states) {
@@ -555,7 +548,7 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
   out->index_name = std::string(index_name);
   out->index_options = options.index_extra;
   out->fill_factor = options.fill_factor;
-  const IndexEntry* entry = find_entry(index_name);
+  const IndexEntry* entry = find_index_entry(index_name);
   if (entry == nullptr) {
     std::string known;
     for (const IndexEntry& e : registered_indexes()) {
@@ -573,7 +566,7 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
                                    std::to_string(options.fill_factor));
   }
   const unsigned threads = static_cast<unsigned>(workload.per_thread.size());
-  out->persistent = entry->persistent;
+  out->persistent = entry->caps.persistent;
   out->media_model = options.pm.media_model;
   pm::configure(options.pm);
 
@@ -581,7 +574,7 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
   std::unique_ptr<pm::Pool> pool;
   std::string pool_path;
   const uint64_t pool_size = options.pool_size ? options.pool_size : auto_pool_size(workload);
-  if (entry->persistent) {
+  if (entry->caps.persistent) {
     if (options.pm.mode == pm::Mode::kDram) {
       Status st = pm::Pool::create_anonymous(pool_size, index_name, &pool);
       if (!st.ok()) return st;
@@ -768,7 +761,7 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
       }
     }
   }
-  if (entry->persistent && !pool_path.empty()) {
+  if (entry->caps.persistent && !pool_path.empty()) {
     index.reset();
     pool.reset();  // sets the clean-shutdown flag
     out->recovery_threads = options.recovery_threads ? options.recovery_threads : threads;

@@ -80,18 +80,6 @@ json cpu_json(const CpuCounters& c, uint64_t ops) {
               {"ipc", ipc ? json(*ipc) : json()}};
 }
 
-std::string_view placement_name(Placement p) {
-  switch (p) {
-    case Placement::kDram:
-      return "dram";
-    case Placement::kPmOnly:
-      return "pm-only";
-    case Placement::kSelective:
-      return "selective";
-  }
-  return "?";
-}
-
 json info_json(const IndexInfo& i) {
   return json{{"name", i.name},
               {"description", i.description},

@@ -593,13 +593,6 @@ void child_nested(const Options& o, const std::vector<uint64_t>& universe, bool 
 
 // ------------------------------------------------------------ one scenario
 
-const IndexEntry* find_entry(std::string_view name) {
-  for (const IndexEntry& e : registered_indexes()) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
-}
-
 template <class M>
 void add_counts(M* into, const M& from) {
   for (const auto& [k, v] : from) (*into)[k] += v;
@@ -922,8 +915,8 @@ std::string find_note(const std::vector<std::pair<std::string, std::string>>& no
 Status run_crash_test(const Options& o, Report* rep) {
   *rep = Report{};
   rep->options = o;
-  const IndexEntry* e = find_entry(o.index);
-  if (e == nullptr || !e->persistent) {
+  const IndexEntry* e = find_index_entry(o.index);
+  if (e == nullptr || !e->caps.persistent) {
     return Status::InvalidArgument("crashtest: '" + o.index +
                                    "' is not a registered persistent index");
   }

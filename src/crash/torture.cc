@@ -315,11 +315,8 @@ double TortureReport::recovery_max() const { return percentile_sorted(recovery_s
 
 Status run_torture(const TortureOptions& o, TortureReport* rep) {
   *rep = TortureReport{};
-  const IndexEntry* entry = nullptr;
-  for (const IndexEntry& e : registered_indexes()) {
-    if (e.name == o.index) entry = &e;
-  }
-  if (entry == nullptr || !entry->persistent) {
+  const IndexEntry* entry = find_index_entry(o.index);
+  if (entry == nullptr || !entry->caps.persistent) {
     return Status::InvalidArgument("torture: '" + o.index +
                                    "' is not a registered persistent index");
   }

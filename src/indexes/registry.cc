@@ -1,6 +1,7 @@
 // The index registry: one line per index design (DESIGN.md §4, "adding an
 // index = one folder + one registration line"). Each index folder exposes one
 // factory function, declared here.
+#include <map>
 #include <string>
 
 #include "indexes/absl_btree/absl_btree.h"
@@ -20,22 +21,122 @@ namespace nvindex {
 // folder's header included above.
 
 namespace {
+
+constexpr Capabilities caps(bool ordered, bool persistent, bool thread_safe, bool bulk_load,
+                            Placement placement) {
+  Capabilities c;
+  c.ordered = ordered;
+  c.persistent = persistent;
+  c.thread_safe = thread_safe;
+  c.bulk_load = bulk_load;
+  c.placement = placement;
+  return c;
+}
+constexpr Capabilities kVolatile = caps(true, false, true, false, Placement::kDram);
+constexpr Capabilities kPmOnly = caps(true, true, true, false, Placement::kPmOnly);
+constexpr Capabilities kSelective = caps(true, true, true, true, Placement::kSelective);
+constexpr Capabilities kBugList = caps(true, true, false, false, Placement::kPmOnly);
+
 constexpr IndexEntry kIndexes[] = {
-    // {name, description, persistent, min_node_size (0: no nodes), factory}
-    {"absl-btree", kAbslBtreeDescription, false, 0, &make_absl_btree},
-    {"fastfair", kFastFairDescription, true, 128, &make_fastfair},
-    {"btree", kBtreeDescription, false, 128, &make_btree},
-    {"lbtree", kLbTreeDescription, true, 256, &make_lbtree},
-    {"fptree", kFpTreeDescription, true, 256, &make_fptree},
-    {"wbtree", kWbTreeDescription, true, 128, &make_wbtree},
-    {"divided-skiplist", kDividedSkiplistDescription, true, 0, &make_divided_skiplist},
-    {"lying-test", kLyingDescription, false, 0, &make_lying_index},  // test-only: lies on purpose
-    {"bug-publish-before-persist-test", kBugPublishBeforePersistDescription, true, 128,
-     &make_bug_publish_before_persist},  // test-only: crash bug on purpose
-    {"bug-split-two-naw-test", kBugSplitTwoNawDescription, true, 128,
-     &make_bug_split_two_naw},  // test-only: crash bug on purpose
+    // {name, description, caps (threads > 1, default options), min_node_size (0: no nodes),
+    //  node sizes, options, factory}
+    {"absl-btree", kAbslBtreeDescription, kVolatile, 0, "", {}, &make_absl_btree},
+    {"fastfair",
+     kFastFairDescription,
+     kPmOnly,
+     128,
+     "128, or a power of two in 256..4096",
+     {},
+     &make_fastfair},
+    {"btree", kBtreeDescription, kVolatile, 128, "a multiple of 64 in 128..4096", {}, &make_btree},
+    {"lbtree",
+     kLbTreeDescription,
+     kSelective,
+     256,
+     "256, 512, 768 or 1024 (leaves)",
+     {},
+     &make_lbtree},
+    {"fptree",
+     kFpTreeDescription,
+     kSelective,
+     256,
+     "256, 512, 768 or 1024 (leaves)",
+     {},
+     &make_fptree},
+    {"wbtree", kWbTreeDescription, caps(true, true, true, true, Placement::kPmOnly), 128,
+     "128, 256, 512 or 1024", kWbTreeOptions, &make_wbtree},
+    {"divided-skiplist",
+     kDividedSkiplistDescription,
+     caps(true, true, true, false, Placement::kSelective),
+     0,
+     "",
+     {},
+     &make_divided_skiplist},
+    // test-only: lies on purpose
+    {"lying-test", kLyingDescription, kVolatile, 0, "", {}, &make_lying_index},
+    // test-only: crash bugs on purpose
+    {"bug-publish-before-persist-test", kBugPublishBeforePersistDescription, kBugList, 128,
+     "a power of two in 128..1024", kBugOptions, &make_bug_publish_before_persist},
+    {"bug-split-two-naw-test", kBugSplitTwoNawDescription, kBugList, 128,
+     "a power of two in 128..1024", kBugOptions, &make_bug_split_two_naw},
 };
+
 }  // namespace
+
+std::string_view placement_name(Placement p) {
+  switch (p) {
+    case Placement::kDram:
+      return "dram";
+    case Placement::kPmOnly:
+      return "pm-only";
+    case Placement::kSelective:
+      return "selective";
+  }
+  return "?";
+}
+
+std::string option_summary(const IndexEntry& entry) {
+  std::string s;
+  for (const OptionSpec& o : entry.options) {
+    if (!s.empty()) s += ' ';
+    s += o.name;
+    s += '=';
+    for (size_t i = 0; i < o.values.size(); ++i) {
+      if (i > 0) s += '|';
+      s += o.values[i];
+    }
+  }
+  return s;
+}
+
+Status check_index_options(const IndexEntry& entry,
+                           const std::map<std::string, std::string>& extra) {
+  const std::string idx(entry.name);
+  for (const auto& [key, value] : extra) {
+    const OptionSpec* spec = nullptr;
+    for (const OptionSpec& o : entry.options) {
+      if (o.name == key) spec = &o;
+    }
+    if (spec == nullptr) {
+      return Status::InvalidArgument(idx + ": unknown option '" + key + "' " +
+                                     (entry.options.empty()
+                                          ? "(it takes no options)"
+                                          : "(options: " + option_summary(entry) + ")"));
+    }
+    bool ok = false;
+    std::string valid;
+    for (std::string_view v : spec->values) {
+      ok = ok || v == value;
+      if (!valid.empty()) valid += ", ";
+      valid += v;
+    }
+    if (!ok) {
+      return Status::InvalidArgument(idx + ": option " + key + "='" + value +
+                                     "' invalid (valid: " + valid + ")");
+    }
+  }
+  return Status::Ok();
+}
 
 std::span<const IndexEntry> registered_indexes() { return kIndexes; }
 
@@ -56,7 +157,10 @@ Status make_index<uint64_t>(std::string_view name, const IndexOptions& options,
                             std::unique_ptr<Index<uint64_t>>* out) {
   std::string known;
   for (const IndexEntry& e : kIndexes) {
-    if (e.name == name) return e.make(options, out);
+    if (e.name == name) {
+      if (Status s = check_index_options(e, options.extra); !s.ok()) return s;
+      return e.make(options, out);
+    }
     if (!known.empty()) known += ", ";
     known += e.name;
   }

@@ -19,6 +19,7 @@
 #include "nvindex/index.h"
 #include "nvindex/pm/persist.h"
 #include "tools/commands.h"
+#include "tools/index_opts.h"
 
 namespace nvindex::tools {
 namespace {
@@ -28,12 +29,7 @@ constexpr std::string_view kDefaultIndexes[] = {"btree",  "fastfair", "lbtree",
                                                 "fptree", "wbtree",   "absl-btree"};
 bool is_test_only(std::string_view name) { return is_test_only_index(name); }
 
-bool is_registered(std::string_view name) {
-  for (const IndexEntry& e : registered_indexes()) {
-    if (e.name == name) return true;
-  }
-  return false;
-}
+bool is_registered(std::string_view name) { return find_index_entry(name) != nullptr; }
 
 std::string registered_list() {
   std::string s;
@@ -42,6 +38,22 @@ std::string registered_list() {
     s += e.name;
     if (is_test_only(e.name)) s += " (test only)";
   }
+  return s;
+}
+
+/// "ordered, thread-safe, bulk-load, placement selective" (what --list-indexes prints).
+std::string caps_summary(const Capabilities& c) {
+  std::string s;
+  auto add = [&](bool on, std::string_view what) {
+    if (!on) return;
+    if (!s.empty()) s += ", ";
+    s += what;
+  };
+  add(c.ordered, "ordered");
+  add(c.thread_safe, "thread-safe");
+  add(c.string_keys, "string keys");
+  add(c.bulk_load, "bulk-load");
+  add(true, "placement " + std::string(placement_name(c.placement)));
   return s;
 }
 
@@ -153,11 +165,13 @@ bool write_file(const std::string& path, const std::string& text) {
 int run_bench(BenchArgs& a, CLI::App* cmd) {
   if (a.list_indexes) {
     for (const IndexEntry& e : registered_indexes()) {
-      std::printf("%.*s\t%s\t%.*s\n", static_cast<int>(e.name.size()), e.name.data(),
+      std::printf("%s\t%s\t%s\t%s\t%s\t%s\n", std::string(e.name).c_str(),
                   is_test_only(e.name) ? "test-only"
-                  : e.persistent       ? "persistent"
+                  : e.caps.persistent  ? "persistent"
                                        : "volatile",
-                  static_cast<int>(e.description.size()), e.description.data());
+                  std::string(e.description).c_str(), caps_summary(e.caps).c_str(),
+                  e.node_sizes.empty() ? "-" : std::string(e.node_sizes).c_str(),
+                  e.options.empty() ? "-" : option_summary(e).c_str());
     }
     return 0;
   }
@@ -260,13 +274,45 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
     }
   }
   opts.pm.media_model = a.media_model;
-  for (const std::string& kv : a.index_opts) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return fail_usage("--index-opt expects name=value, got '" + kv + "'");
-    }
-    opts.index_extra[kv.substr(0, eq)] = kv.substr(eq + 1);
+  // --index-opt k=v applies to each selected index that takes k; a k that
+  // none takes, or a value an index refuses, is a usage error (the
+  // registry's OptionSpec), so a misspelt option never runs the default.
+  std::map<std::string, std::string> global_opts;
+  if (Status st = parse_index_opts(a.index_opts, &global_opts); !st.ok()) {
+    return fail_usage(st.message());
   }
+  for (const auto& [k, v] : global_opts) {
+    bool taken = false;
+    std::string offered;
+    for (const IndexSpec& is : specs) {
+      const IndexEntry& e = *find_index_entry(is.name);
+      for (const OptionSpec& o : e.options) taken = taken || o.name == k;
+      if (!e.options.empty()) {
+        offered += (offered.empty() ? "" : "; ") + is.label + ": " + option_summary(e);
+      }
+    }
+    if (!taken) {
+      return fail_usage(
+          "--index-opt " + k + ": no selected index takes it (" +
+          (offered.empty() ? std::string("none of them takes options") : "options: " + offered) +
+          ")");
+    }
+  }
+  for (IndexSpec& is : specs) {
+    const IndexEntry& e = *find_index_entry(is.name);
+    std::map<std::string, std::string> mine;
+    for (const OptionSpec& o : e.options) {
+      if (auto it = global_opts.find(std::string(o.name)); it != global_opts.end()) {
+        mine[it->first] = it->second;
+      }
+    }
+    for (const auto& [k, v] : is.extra) mine[k] = v;  // the entry's own win
+    if (Status st = check_index_options(e, mine); !st.ok()) {
+      return fail_usage("--index " + is.label + ": " + st.message());
+    }
+    is.extra = std::move(mine);
+  }
+  opts.index_extra = global_opts;
 
   if (!a.quiet) std::fprintf(stderr, "generating workload...\n");
   bench::Workload workload;
@@ -290,8 +336,8 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
     const std::string& name = is.label;
     bench::BenchOptions o = opts;
     o.label = is.label;
-    // This entry's own options override --index-opt ones.
-    for (const auto& [k, v] : is.extra) o.index_extra[k] = v;
+    // --index-opt ones it takes, overridden by the entry's own (checked above).
+    o.index_extra = is.extra;
     if (is.node_size != 0) o.node_size = is.node_size;
     // Several indexes and one --pool PATH: each gets PATH-<label, file-safe>.
     if (!a.pool.empty()) {

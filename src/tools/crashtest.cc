@@ -14,6 +14,7 @@
 
 #include "crash/oracle.h"
 #include "tools/commands.h"
+#include "tools/index_opts.h"
 
 namespace nvindex::tools {
 namespace {
@@ -160,14 +161,9 @@ int run_crashtest(const CrashArgs& a) {
     std::fprintf(stderr, "nvindex crashtest: --profile: %s\n", s.message().c_str());
     return 2;
   }
-  for (const std::string& kv : a.index_opts) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      std::fprintf(stderr, "nvindex crashtest: --index-opt expects name=value, got '%s'\n",
-                   kv.c_str());
-      return 2;
-    }
-    o.index_opts[kv.substr(0, eq)] = kv.substr(eq + 1);
+  if (Status s = parse_index_opts_for(o.index, a.index_opts, &o.index_opts); !s.ok()) {
+    std::fprintf(stderr, "nvindex crashtest: %s\n", s.message().c_str());
+    return 2;
   }
   json out;
   int rc = 0;

@@ -21,6 +21,7 @@
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
 #include "tools/commands.h"
+#include "tools/index_opts.h"
 
 namespace nvindex::tools {
 namespace {
@@ -36,13 +37,12 @@ struct VerifyArgs {
 };
 
 int run_verify(const VerifyArgs& a) {
-  const IndexEntry* entry = nullptr;
+  const IndexEntry* entry = find_index_entry(a.index);
   std::string known;
   for (const IndexEntry& e : registered_indexes()) {
-    if (e.name == a.index) entry = &e;
-    if (e.persistent) known += (known.empty() ? "" : ", ") + std::string(e.name);
+    if (e.caps.persistent) known += (known.empty() ? "" : ", ") + std::string(e.name);
   }
-  if (entry == nullptr || !entry->persistent) {
+  if (entry == nullptr || !entry->caps.persistent) {
     std::fprintf(stderr,
                  "nvindex verify: '%s' is not a registered persistent index%s (persistent: %s)\n",
                  a.index.c_str(), entry ? ": it is volatile and has no pool" : "",
@@ -62,14 +62,9 @@ int run_verify(const VerifyArgs& a) {
   IndexOptions options;
   options.node_size = a.node_size;
   options.threads = a.threads;
-  for (const std::string& kv : a.index_opts) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      std::fprintf(stderr, "nvindex verify: --index-opt expects name=value, got '%s'\n",
-                   kv.c_str());
-      return 2;
-    }
-    options.extra[kv.substr(0, eq)] = kv.substr(eq + 1);
+  if (Status s = parse_index_opts_for(a.index, a.index_opts, &options.extra); !s.ok()) {
+    std::fprintf(stderr, "nvindex verify: %s\n", s.message().c_str());
+    return 2;
   }
 
   const auto t0 = std::chrono::steady_clock::now();

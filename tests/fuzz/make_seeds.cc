@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   int written = 0;
   for (const nvindex::IndexEntry& e : nvindex::registered_indexes()) {
     const std::string name(e.name);
-    if (!e.persistent || nvindex::is_test_only_index(name)) continue;
+    if (!e.caps.persistent || nvindex::is_test_only_index(name)) continue;
     for (uint32_t ns : {128u, 256u}) {
       for (int keys : {0, 8, 40, 150}) {
         for (bool shrink : {false, true}) {

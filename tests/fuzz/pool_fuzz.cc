@@ -51,7 +51,8 @@ std::string claimed_index(const std::vector<uint8_t>& w) {
   const char* p = reinterpret_cast<const char*>(w.data() + 16);
   const std::string layout(p, strnlen(p, 32));
   for (const IndexEntry& e : nvindex::registered_indexes()) {
-    if (e.persistent && !nvindex::is_test_only_index(e.name) && e.name == layout) return layout;
+    if (e.caps.persistent && !nvindex::is_test_only_index(e.name) && e.name == layout)
+      return layout;
   }
   return "fastfair";
 }

@@ -403,7 +403,7 @@ Status open_test_index(std::string_view name, uint32_t node_size, TestIndex* out
   *out = TestIndex{};
   bool persistent = false;
   for (const IndexEntry& e : registered_indexes()) {
-    if (e.name == name) persistent = e.persistent;
+    if (e.name == name) persistent = e.caps.persistent;
   }
   IndexOptions options;
   options.node_size = node_size;

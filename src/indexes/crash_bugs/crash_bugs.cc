@@ -436,11 +436,8 @@ Status BugList::verify(VerifyReport* report) const {
 Status make_bug_list(const IndexOptions& options, std::string_view name, Bug bug,
                      std::unique_ptr<Index<uint64_t>>* out) {
   if (Status s = check_index_pool(options, name); !s.ok()) return s;
-  if (auto it = options.extra.find("bug"); it != options.extra.end()) {
-    if (it->second != "none") {
-      return Status::InvalidArgument(std::string(name) + ": option bug must be 'none', got '" +
-                                     it->second + "'");
-    }
+  // make_index() has checked the value against kBugOptions.
+  if (auto it = options.extra.find("bug"); it != options.extra.end() && it->second == "none") {
     bug = Bug::kNone;
   }
   auto idx = std::make_unique<BugList>(options.pool, std::string(name), bug);

@@ -15,9 +15,9 @@
 //                                    ignore the moved entries, recovery does
 //                                    not drop them).
 // The index-specific knob IndexOptions::extra["bug"] = "none" turns the bug
-// off (the control: the same index then passes the crash test, which shows
-// that what the lab catches is the bug and nothing else).
-// See crash_bugs.cc for the layout and the (correct and broken) protocols.
+// off ("on", the default, keeps it) (the control: the same index then passes the crash test, which
+// shows that what the lab catches is the bug and nothing else). See crash_bugs.cc for the layout
+// and the (correct and broken) protocols.
 #pragma once
 
 #include <memory>
@@ -33,12 +33,18 @@ inline constexpr char kBugSplitTwoNawDescription[] =
     "deliberately broken persistent list: splits with two separate NAWs and no recovery "
     "(crash-lab proof, never benchmark it)";
 
+/// The values of the option "bug" (the default first).
+inline constexpr std::string_view kBugValues[] = {"on", "none"};
+/// The options of both bug indexes (registry entries).
+inline constexpr OptionSpec kBugOptions[] = {
+    {"bug", kBugValues, "on: the deliberate crash bug; none: the correct protocol (the control)"}};
+
 /// Factory for "bug-publish-before-persist-test". options.pool is required
 /// (InvalidArgument otherwise), with layout equal to the index name;
 /// options.node_size 128..1024 bytes, a power of two (InvalidArgument
-/// otherwise). extra["bug"] = "none" disables the bug (any other value of
-/// "bug" is InvalidArgument). A pool with a root is recovered (Corruption on a
-/// damaged list).
+/// otherwise). extra["bug"] = "none" disables the bug ("on", the default,
+/// keeps it; make_index() refuses other values, kBugOptions). A pool with a root is recovered
+/// (Corruption on a damaged list).
 Status make_bug_publish_before_persist(const IndexOptions& options,
                                        std::unique_ptr<Index<uint64_t>>* out);
 

@@ -1333,15 +1333,9 @@ std::vector<std::pair<std::string, std::string>> WbTree::ablation_notes() const 
 
 Status make_wbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
   if (Status s = check_index_pool(options, wbtree::kLayout); !s.ok()) return s;
-  bool inner_dram = false;
-  if (auto it = options.extra.find("inner"); it != options.extra.end()) {
-    if (it->second == "dram") {
-      inner_dram = true;
-    } else if (it->second != "pm") {
-      return Status::InvalidArgument("wbtree: inner='" + it->second +
-                                     "' invalid (valid: inner=pm, inner=dram)");
-    }
-  }
+  // make_index() has checked the value against kWbTreeOptions.
+  const auto inner = options.extra.find("inner");
+  const bool inner_dram = inner != options.extra.end() && inner->second == "dram";
   if (!(options.fill_factor > 0 && options.fill_factor <= 1)) {
     return Status::InvalidArgument("wbtree: fill_factor " + std::to_string(options.fill_factor) +
                                    " outside (0, 1]");

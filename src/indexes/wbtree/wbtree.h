@@ -120,12 +120,20 @@ inline constexpr char kWbTreeDescription[] =
     "version lock per node, optimistic readers, splits serialised on one mutex (Chen and Jin, "
     "VLDB'15)";
 
+/// The values of wbtree's one option, "inner" (the default first).
+inline constexpr std::string_view kWbTreeInnerValues[] = {"pm", "dram"};
+/// wbtree's options (registry entry).
+inline constexpr OptionSpec kWbTreeOptions[] = {
+    {"inner", kWbTreeInnerValues,
+     "where inner nodes live: pm (the paper's) or dram (rebuilt from the leaves on recovery, "
+     "placement selective)"}};
+
 /// Factory for "wbtree". options.pool is required (InvalidArgument otherwise)
 /// and must have layout "wbtree" (InvalidArgument naming it otherwise).
 /// options.extra["inner"]: "pm" (default: inner nodes in PM, as in the paper)
 /// or "dram" (inner nodes in DRAM, rebuilt from the leaf chain on recovery:
-/// the LB+-tree paper's selective-persistence comparison); any other value is
-/// InvalidArgument; other keys are ignored (they belong to other indexes).
+/// the LB+-tree paper's selective-persistence comparison); make_index()
+/// refuses any other key or value (kWbTreeOptions).
 /// On a pool with no root: creates an empty tree with options.node_size
 /// (128, 256, 512 or 1024 bytes; else InvalidArgument). On a pool with a
 /// root: recovers; the stored node size and inner placement win over the

@@ -1,0 +1,39 @@
+// --index-opt name=value, as every subcommand that creates an index reads it
+// (bench, crashtest, verify): one parser, and the registry's check of the
+// names and values an index declares (nvindex/index.h, OptionSpec).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "nvindex/index.h"
+#include "nvindex/status.h"
+
+namespace nvindex::tools {
+
+/// Parses `kvs` ("name=value" each; a later name wins) into *out.
+/// InvalidArgument "--index-opt expects name=value, got '...'" for an entry
+/// without '=' or with an empty name.
+inline Status parse_index_opts(const std::vector<std::string>& kvs,
+                               std::map<std::string, std::string>* out) {
+  for (const std::string& kv : kvs) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::InvalidArgument("--index-opt expects name=value, got '" + kv + "'");
+    }
+    (*out)[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return Status::Ok();
+}
+
+/// parse_index_opts, then check_index_options against the index `name`
+/// (an unregistered name is left to the caller's own check).
+inline Status parse_index_opts_for(std::string_view name, const std::vector<std::string>& kvs,
+                                   std::map<std::string, std::string>* out) {
+  if (Status s = parse_index_opts(kvs, out); !s.ok()) return s;
+  const IndexEntry* e = find_index_entry(name);
+  return e == nullptr ? Status::Ok() : check_index_options(*e, *out);
+}
+
+}  // namespace nvindex::tools

@@ -1,0 +1,127 @@
+// The registry's declarations (nvindex/index.h, IndexEntry) checked against
+// the indexes themselves: every registered index, test-only ones included.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "nvindex/index.h"
+#include "nvindex/pm/pool.h"
+
+namespace nvindex {
+namespace {
+
+/// An index made through make_index() with `threads` and `extra`, in a fresh
+/// anonymous pool (layout = its name) when it is persistent.
+struct Made {
+  std::unique_ptr<pm::Pool> pool;
+  std::unique_ptr<Index<uint64_t>> index;
+  Status status;
+
+  Made(const IndexEntry& e, unsigned threads, std::map<std::string, std::string> extra = {}) {
+    IndexOptions o;
+    o.node_size = smallest_node_size(e.name);
+    o.threads = threads;
+    o.extra = std::move(extra);
+    if (e.caps.persistent) {
+      status = pm::Pool::create_anonymous(16ull << 20, e.name, &pool);
+      if (!status.ok()) return;
+      o.pool = pool.get();
+    }
+    status = make_index<uint64_t>(e.name, o, &index);
+  }
+};
+
+std::string show(const Capabilities& c) {
+  return std::string("ordered=") + (c.ordered ? "1" : "0") +
+         " persistent=" + (c.persistent ? "1" : "0") +
+         " thread_safe=" + (c.thread_safe ? "1" : "0") +
+         " string_keys=" + (c.string_keys ? "1" : "0") + " bulk_load=" + (c.bulk_load ? "1" : "0") +
+         " placement=" + std::string(placement_name(c.placement));
+}
+
+TEST(Registry, CapsOfEveryIndexAreItsEntrys) {
+  for (const IndexEntry& e : registered_indexes()) {
+    SCOPED_TRACE(std::string(e.name));
+    Made two(e, 2);
+    ASSERT_TRUE(two.status.ok()) << two.status.ToString();
+    const Capabilities c2 = two.index->info().caps;
+    EXPECT_EQ(c2, e.caps) << "instance: " << show(c2) << "\nentry:    " << show(e.caps);
+    // One thread: the same, except that thread_safe may be dropped.
+    Made one(e, 1);
+    ASSERT_TRUE(one.status.ok()) << one.status.ToString();
+    Capabilities c1 = one.index->info().caps;
+    EXPECT_TRUE(!c1.thread_safe || e.caps.thread_safe) << show(c1);
+    c1.thread_safe = e.caps.thread_safe;
+    EXPECT_EQ(c1, e.caps) << "instance: " << show(c1) << "\nentry:    " << show(e.caps);
+  }
+}
+
+TEST(Registry, UnknownOptionIsRefusedNamingTheValidOnes) {
+  for (const IndexEntry& e : registered_indexes()) {
+    SCOPED_TRACE(std::string(e.name));
+    Made m(e, 2, {{"innr", "dram"}});
+    EXPECT_EQ(m.status.code(), Code::kInvalidArgument) << m.status.ToString();
+    EXPECT_EQ(m.index, nullptr);
+    const std::string& msg = m.status.message();
+    EXPECT_NE(msg.find(std::string(e.name) + ": unknown option 'innr'"), std::string::npos) << msg;
+    if (e.options.empty()) {
+      EXPECT_NE(msg.find("(it takes no options)"), std::string::npos) << msg;
+    } else {
+      EXPECT_NE(msg.find("(options: " + option_summary(e) + ")"), std::string::npos) << msg;
+    }
+  }
+}
+
+TEST(Registry, EveryDeclaredValueIsTakenAndNoOther) {
+  int options = 0;
+  for (const IndexEntry& e : registered_indexes()) {
+    for (const OptionSpec& o : e.options) {
+      SCOPED_TRACE(std::string(e.name) + " " + std::string(o.name));
+      ++options;
+      ASSERT_FALSE(o.values.empty());
+      EXPECT_FALSE(o.meaning.empty());
+      std::string valid;
+      for (std::string_view v : o.values) {
+        Made m(e, 2, {{std::string(o.name), std::string(v)}});
+        EXPECT_TRUE(m.status.ok()) << v << ": " << m.status.ToString();
+        valid += (valid.empty() ? "" : ", ") + std::string(v);
+      }
+      Made bad(e, 2, {{std::string(o.name), "not-a-value"}});
+      EXPECT_EQ(bad.status.code(), Code::kInvalidArgument);
+      EXPECT_NE(bad.status.message().find(std::string(o.name) +
+                                          "='not-a-value' invalid (valid: " + valid + ")"),
+                std::string::npos)
+          << bad.status.ToString();
+    }
+  }
+  EXPECT_GE(options, 2) << "wbtree's inner and the bug indexes' bug are declared";
+}
+
+TEST(Registry, OptionSummaryListsTheDefaultFirst) {
+  const IndexEntry* w = find_index_entry("wbtree");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(option_summary(*w), "inner=pm|dram");
+  const IndexEntry* b = find_index_entry("btree");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(option_summary(*b), "");
+}
+
+TEST(Registry, WbTreeInnerDramIsSelective) {
+  const IndexEntry* w = find_index_entry("wbtree");
+  ASSERT_NE(w, nullptr);
+  Made m(*w, 2, {{"inner", "dram"}});
+  ASSERT_TRUE(m.status.ok()) << m.status.ToString();
+  EXPECT_EQ(m.index->info().caps.placement, Placement::kSelective);
+}
+
+TEST(Registry, NodeSizesAreDeclaredExactlyForIndexesWithNodes) {
+  for (const IndexEntry& e : registered_indexes()) {
+    SCOPED_TRACE(std::string(e.name));
+    EXPECT_EQ(e.min_node_size == 0, e.node_sizes.empty());
+  }
+}
+
+}  // namespace
+}  // namespace nvindex
