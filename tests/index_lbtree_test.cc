@@ -633,8 +633,8 @@ TEST(LbTreeRecovery, CleanCloseAndReopenAtEverySize) {
       for (int i = 0; i < 30000; ++i) {
         const uint64_t k = rng() % 100000;
         if (rng() % 4 == 0) {
-          idx->remove(k);
-          model.erase(k);
+          const bool present = model.erase(k) == 1;
+          ASSERT_EQ(idx->remove(k).ok(), present) << k;
         } else if (idx->insert(k, i).ok()) {
           model[k] = static_cast<Value>(i);
         }

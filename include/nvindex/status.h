@@ -29,7 +29,10 @@ enum class Code : uint8_t {
 
 /// Result of a fallible call. Costs one byte plus an empty std::string on the
 /// success path (no allocation: the message is empty and fits SSO).
-class Status {
+/// [[nodiscard]]: a dropped Status is a compile error (-Werror), so no
+/// failure can vanish; where one is deliberately not acted on, the code says
+/// why next to it.
+class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(Code code, std::string msg) : code_(code), msg_(std::move(msg)) {}

@@ -21,6 +21,7 @@
 #include "indexes/common/prefetch.h"
 #include "indexes/common/simd_search.h"
 #include "nvindex/pm/persist.h"
+#include "util/dcheck.h"
 
 namespace nvindex {
 namespace fastfair {
@@ -591,7 +592,8 @@ Status FastFair::insert(uint64_t key, Value value) {
     return s;
   }
   uint64_t noff = 0;
-  (void)stash.take(&noff);  // the stash is non-empty
+  const Status took = stash.take(&noff);
+  NVINDEX_DCHECK(took.ok());  // filled with at least two nodes above
   const uint64_t sep = split(off, noff);
   Node* target = key >= sep ? node(noff) : x;
   n = clamp_count(target);
@@ -601,10 +603,14 @@ Status FastFair::insert(uint64_t key, Value value) {
   // N above was exclusive. The child is consistent on its own (B-link), so
   // release it before locking the parent.
   unlock(off);
-  // If the root grew concurrently beyond the stash and the pool is full, the
-  // separator stays missing: correct for every operation (B-link), and
-  // recovery re-inserts it. The key itself is inserted.
-  (void)insert_separator(1, sep, noff, &stash);
+  // If the root grew concurrently beyond the stash and the pool is full
+  // (OutOfSpace), the separator stays missing: correct for every operation
+  // (B-link), and recovery re-inserts it. The key itself is inserted. Any
+  // other error is a damaged tree, reported to the caller.
+  if (Status ss = insert_separator(1, sep, noff, &stash);
+      !ss.ok() && ss.code() != Code::kOutOfSpace) {
+    return ss;
+  }
   return Status::Ok();
 }
 

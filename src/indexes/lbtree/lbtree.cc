@@ -412,13 +412,15 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
   // The insert proper, into the half that covers the key (each has free
   // slots: a split halves a full leaf). A crash before it leaves the split
   // done and the key absent: the insert is wholly absent.
-  const bool ok = leaf_insert(key >= sep ? n : l, key, value);
-  (void)ok;
+  const bool inserted = leaf_insert(key >= sep ? n : l, key, value);
   // Route keys >= sep to N, then let go of N and L (L last: see the
   // Route/validate protocol in inner_tree.h).
   tree_->insert_separator(off, sep, noff);
   unlock_leaf(noff);
   unlock_leaf(off);
+  if (!inserted) {  // a half of a split leaf with no free slot: a damaged leaf
+    return Status::Corruption("lbtree: no free slot in a leaf just split at " + hex(off));
+  }
   return Status::Ok();
 }
 
