@@ -114,10 +114,42 @@ TEST(Pool, CrashedSessionLeavesCleanFlagClear) {
   ASSERT_TRUE(Pool::read_header(tp.path(), &info).ok());
   EXPECT_FALSE(info.clean_shutdown);
   {
+    // Opened and closed with no recovery: still not clean.
     std::unique_ptr<Pool> pool;
     ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());
     EXPECT_FALSE(pool->was_clean_shutdown());
     EXPECT_EQ(*pool->ptr<uint64_t>(pool->root()), 7u);
+  }
+  {
+    // A recovery pass begun and never ended (a failed recovery): still not clean.
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());
+    EXPECT_FALSE(pool->was_clean_shutdown());
+    pool->allocator().begin_recovery();
+  }
+  ASSERT_TRUE(Pool::read_header(tp.path(), &info).ok());
+  EXPECT_FALSE(info.clean_shutdown);
+  {
+    // A completed recovery pass: the close is clean.
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());
+    EXPECT_FALSE(pool->was_clean_shutdown());
+    pool->allocator().begin_recovery();
+    ASSERT_TRUE(pool->allocator().mark_reachable(pool->root()).ok());
+    pool->allocator().end_recovery();
+  }
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());
+  EXPECT_TRUE(pool->was_clean_shutdown());
+}
+
+TEST(Pool, CleanPoolOpenedWithoutRecoveryStaysClean) {
+  TempPool tp;
+  make_pool(tp.path(), 9);
+  {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());
+    EXPECT_TRUE(pool->was_clean_shutdown());
   }
   std::unique_ptr<Pool> pool;
   ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());

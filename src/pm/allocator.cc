@@ -416,6 +416,9 @@ Status Allocator::mark_reachable(uint64_t off) {
   return Status::Ok();
 }
 
+bool Allocator::ready() const { return impl_->ready.load(std::memory_order_acquire); }
+bool Allocator::recovering() const { return impl_->recovering.load(std::memory_order_acquire); }
+
 Allocator::RecoveryStats Allocator::end_recovery() {
   Impl& h = *impl_;
   RecoveryStats st;

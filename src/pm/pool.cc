@@ -378,15 +378,19 @@ Status Pool::read_header(const std::string& path, PoolHeaderInfo* info) {
 }
 
 Pool::~Pool() {
+  // Clean close: the index has persisted its state, so the session is marked
+  // over, unless the pool's state is not known to be whole: a recovery pass
+  // was begun and not ended (the index's recovery failed), or the previous
+  // session crashed and no recovery completed in this one. Such a pool stays
+  // "not clean" and the next open recovers it again.
+  const bool whole =
+      allocator_ != nullptr && (allocator_->ready() || (was_clean_ && !allocator_->recovering()));
   allocator_.reset();
   if (anonymous_) {
     if (base_ != nullptr) munmap(base_, size_);
     return;
   }
-  if (base_ != nullptr) {
-    // Clean close: the index has persisted its state; mark the session over.
-    naw(&header()->clean_shutdown, 1);
-  }
+  if (base_ != nullptr && whole) naw(&header()->clean_shutdown, 1);
   if (map_ != nullptr) pmem2_map_delete(&map_);
   if (fd_ >= 0) ::close(fd_);
 }

@@ -99,6 +99,11 @@ class Allocator {
   /// forever (no chunk is returned to the unassigned pool). Without a pass in
   /// progress it does nothing and returns zero stats.
   RecoveryStats end_recovery();
+  /// True when allocate() works: a freshly formatted pool, or a recovery pass
+  /// ended (end_recovery). False on a just-opened pool and during a pass.
+  bool ready() const;
+  /// True between begin_recovery() and end_recovery().
+  bool recovering() const;
 
   /// Bytes in blocks currently handed out (live), by class size (after
   /// recovery: the marked blocks).
