@@ -116,10 +116,42 @@ TEST(Registry, WbTreeInnerDramIsSelective) {
   EXPECT_EQ(m.index->info().caps.placement, Placement::kSelective);
 }
 
+// The entry's node-size predicate (what the tools check first) and the
+// factory (what make_index refuses) agree on every size tried.
+TEST(Registry, NodeSizePredicateAgreesWithTheFactory) {
+  const uint32_t sizes[] = {0, 64, 100, 128, 192, 256, 384, 512, 768, 1000, 1024, 2048, 4096, 8192};
+  for (const IndexEntry& e : registered_indexes()) {
+    if (e.node_size_ok == nullptr) continue;
+    EXPECT_TRUE(e.node_size_ok(e.min_node_size)) << e.name;
+    for (uint32_t ns : sizes) {
+      SCOPED_TRACE(std::string(e.name) + " node size " + std::to_string(ns));
+      IndexOptions o;
+      o.node_size = ns;
+      o.threads = 2;
+      std::unique_ptr<pm::Pool> pool;
+      if (e.caps.persistent) {
+        ASSERT_TRUE(pm::Pool::create_anonymous(16ull << 20, e.name, &pool).ok());
+        o.pool = pool.get();
+      }
+      std::unique_ptr<Index<uint64_t>> idx;
+      const Status made = make_index<uint64_t>(e.name, o, &idx);
+      EXPECT_EQ(made.ok(), e.node_size_ok(ns)) << made.ToString();
+      const Status checked = check_node_size(e, ns);
+      EXPECT_EQ(checked.ok(), e.node_size_ok(ns));
+      if (!checked.ok()) {
+        EXPECT_NE(checked.message().find("(valid: " + std::string(e.node_sizes) + ")"),
+                  std::string::npos)
+            << checked.ToString();
+      }
+    }
+  }
+}
+
 TEST(Registry, NodeSizesAreDeclaredExactlyForIndexesWithNodes) {
   for (const IndexEntry& e : registered_indexes()) {
     SCOPED_TRACE(std::string(e.name));
     EXPECT_EQ(e.min_node_size == 0, e.node_sizes.empty());
+    EXPECT_EQ(e.min_node_size == 0, e.node_size_ok == nullptr);
   }
 }
 

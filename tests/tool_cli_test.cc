@@ -95,7 +95,7 @@ TEST_F(Cli, ListIndexesGivesCapsNodeSizesAndOptions) {
   const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
   EXPECT_NE(line.find("\tordered, thread-safe, bulk-load, placement pm-only\t"), std::string::npos)
       << line;
-  EXPECT_NE(line.find("\t128, 256, 512 or 1024\tinner=pm|dram"), std::string::npos) << line;
+  EXPECT_NE(line.find("\t128, 256, 512 or 1024 B\tinner=pm|dram"), std::string::npos) << line;
 }
 
 TEST_F(Cli, MisspeltOrRefusedIndexOptionIsUsageError) {
@@ -110,6 +110,67 @@ TEST_F(Cli, MisspeltOrRefusedIndexOptionIsUsageError) {
   Outcome c = nvindex("crashtest --index fastfair --index-opt inner=dram");
   EXPECT_EQ(c.rc, 2);
   EXPECT_NE(c.err.find("fastfair: unknown option 'inner'"), std::string::npos) << c.err;
+}
+
+// Every numeric option of every command: a negative and an absurdly large
+// value (and zero where zero is meaningless) are usage errors (exit 2) whose
+// message names the option, never an abort or a run.
+TEST_F(Cli, EveryNumericOptionRefusesNegativeAndHugeValues) {
+  struct Case {
+    const char* command;  // with the arguments the command requires
+    const char* option;
+    bool zero_bad;
+  };
+  const Case cases[] = {
+      {"bench -q --index btree", "--records", true},
+      {"bench -q --index btree", "--operations", false},
+      {"bench -q --index btree", "--duration", false},
+      {"bench -q --index btree", "--threads", true},
+      {"bench -q --index btree", "--read-ratio", false},
+      {"bench -q --index btree", "--insert-ratio", false},
+      {"bench -q --index btree", "--update-ratio", false},
+      {"bench -q --index btree", "--remove-ratio", false},
+      {"bench -q --index btree", "--scan-ratio", false},
+      {"bench -q --index btree", "--rmw-ratio", false},
+      {"bench -q --index btree", "--scan-size", true},
+      {"bench -q --index btree", "--skew", true},
+      {"bench -q --index btree", "--latency-sample", false},
+      {"bench -q --index btree", "--seed", false},
+      {"bench -q --index btree", "--fill", true},
+      {"bench -q --index btree", "--dense-gap", false},
+      {"bench -q --index btree", "--recovery-threads", false},
+      {"bench -q --index btree", "--node-size", true},
+      {"bench -q --index fastfair", "--pool-size", false},
+      {"crashtest -q --index fastfair", "--ops", true},
+      {"crashtest -q --index fastfair", "--seed", false},
+      {"crashtest -q --index fastfair", "--budget", true},
+      {"crashtest -q --index fastfair", "--node-size", true},
+      {"crashtest -q --index fastfair", "--scenarios", true},
+      {"crashtest -q --index fastfair", "--jobs", true},
+      {"crashtest -q --index fastfair", "--timeout", true},
+      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--seconds", true},
+      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--kills", true},
+      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--seed", false},
+      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--node-size", true},
+      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--threads", true},
+      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--keys", false},
+      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--pool-size", true},
+      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--max-run-ms", true},
+      {"verify --index fastfair --pool /dev/shm/nvindex-never", "--node-size", true},
+      {"verify --index fastfair --pool /dev/shm/nvindex-never", "--threads", true},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> bad = {"-1", "1e30", "100000000000000T"};
+    if (c.zero_bad) bad.push_back("0");
+    for (const std::string& v : bad) {
+      const std::string args = std::string(c.command) + " " + c.option + " " + v;
+      SCOPED_TRACE(args);
+      const Outcome r = nvindex(args);
+      EXPECT_EQ(r.rc, 2) << r.err << r.out;
+      EXPECT_NE(r.err.find(c.option), std::string::npos) << r.err;
+    }
+  }
+  EXPECT_FALSE(fs::exists("/dev/shm/nvindex-never"));
 }
 
 TEST_F(Cli, UnknownIndexIsUsageErrorListingRegistered) {

@@ -214,9 +214,13 @@ struct IndexEntry {
   /// nodes; tests and the crash lab use it to make splits happen within a few
   /// operations.
   uint32_t min_node_size;
-  /// The node sizes it accepts, as a person reads them ("" without nodes);
-  /// the factory checks them (InvalidArgument).
+  /// The node sizes it accepts, as a person reads them, with the unit
+  /// ("128, 256, 512 or 1024 B"; "" without nodes).
   std::string_view node_sizes;
+  /// Whether it accepts IndexOptions::node_size `bytes` for a new index
+  /// (nullptr without nodes); the factory refuses the others
+  /// (InvalidArgument), the tools check first (a usage error).
+  bool (*node_size_ok)(uint32_t bytes);
   std::span<const OptionSpec> options;  ///< the IndexOptions::extra keys it reads
   Status (*make)(const IndexOptions&, std::unique_ptr<Index<uint64_t>>*);
 };
@@ -233,6 +237,10 @@ inline bool is_test_only_index(std::string_view name) { return name.ends_with("-
 /// to report a bad --index-opt as a usage error before any work.
 Status check_index_options(const IndexEntry& entry,
                            const std::map<std::string, std::string>& extra);
+
+/// Ok when entry takes node size `bytes` for a new index (or has no nodes),
+/// else InvalidArgument "<index>: node size N B invalid (valid: <node_sizes>)".
+Status check_node_size(const IndexEntry& entry, uint32_t bytes);
 
 /// entry.options as "k=v1|v2 k2=..." (values[0], the default, first), or ""
 /// when it takes none.

@@ -364,12 +364,15 @@ class PhaseRunner {
   unsigned finished_ = 0;
 };
 
-/// Directory for temporary pool files: /dev/shm, else $TMPDIR, else /tmp.
+}  // namespace
+
 std::string temp_pool_dir() {
   if (access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
   if (const char* d = std::getenv("TMPDIR"); d != nullptr && *d != '\0') return d;
   return "/tmp";
 }
+
+namespace {
 
 /// The automatic pool size: 64 MiB + 256 B per key the run can hold.
 uint64_t auto_pool_size(const Workload& w) {

@@ -242,6 +242,10 @@ std::unique_ptr<ProgressSink> make_stderr_progress(double interval_s = 5.0);
 Status run_benchmark(const BenchOptions& options, const Workload& workload,
                      std::string_view index_name, IndexResult* out, ProgressSink* progress);
 
+/// Directory for temporary pool files (no --pool): /dev/shm, else $TMPDIR,
+/// else /tmp.
+std::string temp_pool_dir();
+
 /// Parses a byte size "4096", "512K", "512M", "4G", "1T" (binary multiples,
 /// optional trailing 'B' or 'iB', case-insensitive) into *out bytes.
 /// InvalidArgument on anything else or on overflow.

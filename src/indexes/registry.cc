@@ -37,48 +37,70 @@ constexpr Capabilities kPmOnly = caps(true, true, true, false, Placement::kPmOnl
 constexpr Capabilities kSelective = caps(true, true, true, true, Placement::kSelective);
 constexpr Capabilities kBugList = caps(true, true, false, false, Placement::kPmOnly);
 
+bool btree_node_size_ok(uint32_t s) {
+  return s >= kBtreeMinNodeSize && s <= kBtreeMaxNodeSize && s % 64 == 0;
+}
+bool fptree_node_size_ok(uint32_t s) {
+  fptree::Layout l;
+  return fptree::Layout::of(s, &l);
+}
+bool lbtree_node_size_ok(uint32_t s) { return lbtree::valid_leaf_size(s); }
+bool bug_list_node_size_ok(uint32_t s) { return s >= 128 && s <= 1024 && (s & (s - 1)) == 0; }
+
 constexpr IndexEntry kIndexes[] = {
     // {name, description, caps (threads > 1, default options), min_node_size (0: no nodes),
-    //  node sizes, options, factory}
-    {"absl-btree", kAbslBtreeDescription, kVolatile, 0, "", {}, &make_absl_btree},
+    //  node sizes, node_size_ok, options, factory}
+    {"absl-btree", kAbslBtreeDescription, kVolatile, 0, "", nullptr, {}, &make_absl_btree},
     {"fastfair",
      kFastFairDescription,
      kPmOnly,
      128,
-     "128, or a power of two in 256..4096",
+     "a power of two in 128..4096 B",
+     &fastfair::valid_node_size,
      {},
      &make_fastfair},
-    {"btree", kBtreeDescription, kVolatile, 128, "a multiple of 64 in 128..4096", {}, &make_btree},
+    {"btree",
+     kBtreeDescription,
+     kVolatile,
+     128,
+     "a multiple of 64 in 128..4096 B",
+     &btree_node_size_ok,
+     {},
+     &make_btree},
     {"lbtree",
      kLbTreeDescription,
      kSelective,
      256,
-     "256, 512, 768 or 1024 (leaves)",
+     "256, 512, 768 or 1024 B (the leaf)",
+     &lbtree_node_size_ok,
      {},
      &make_lbtree},
     {"fptree",
      kFpTreeDescription,
      kSelective,
      256,
-     "256, 512, 768 or 1024 (leaves)",
+     "256, 512, 768 or 1024 B (the leaf)",
+     &fptree_node_size_ok,
      {},
      &make_fptree},
     {"wbtree", kWbTreeDescription, caps(true, true, true, true, Placement::kPmOnly), 128,
-     "128, 256, 512 or 1024", kWbTreeOptions, &make_wbtree},
+     "128, 256, 512 or 1024 B", &wbtree::valid_node_size, kWbTreeOptions, &make_wbtree},
     {"divided-skiplist",
      kDividedSkiplistDescription,
      caps(true, true, true, false, Placement::kSelective),
      0,
      "",
+     nullptr,
      {},
      &make_divided_skiplist},
     // test-only: lies on purpose
-    {"lying-test", kLyingDescription, kVolatile, 0, "", {}, &make_lying_index},
+    {"lying-test", kLyingDescription, kVolatile, 0, "", nullptr, {}, &make_lying_index},
     // test-only: crash bugs on purpose
     {"bug-publish-before-persist-test", kBugPublishBeforePersistDescription, kBugList, 128,
-     "a power of two in 128..1024", kBugOptions, &make_bug_publish_before_persist},
+     "a power of two in 128..1024 B", &bug_list_node_size_ok, kBugOptions,
+     &make_bug_publish_before_persist},
     {"bug-split-two-naw-test", kBugSplitTwoNawDescription, kBugList, 128,
-     "a power of two in 128..1024", kBugOptions, &make_bug_split_two_naw},
+     "a power of two in 128..1024 B", &bug_list_node_size_ok, kBugOptions, &make_bug_split_two_naw},
 };
 
 }  // namespace
@@ -107,6 +129,12 @@ std::string option_summary(const IndexEntry& entry) {
     }
   }
   return s;
+}
+
+Status check_node_size(const IndexEntry& entry, uint32_t bytes) {
+  if (entry.node_size_ok == nullptr || entry.node_size_ok(bytes)) return Status::Ok();
+  return Status::InvalidArgument(std::string(entry.name) + ": node size " + std::to_string(bytes) +
+                                 " B invalid (valid: " + std::string(entry.node_sizes) + ")");
 }
 
 Status check_index_options(const IndexEntry& entry,

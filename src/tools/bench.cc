@@ -5,6 +5,8 @@
 // report (PiBench-like) or JSON (schema nvindex.bench/1, see bench/report.h).
 // Exit codes: 0 success, 1 a verification failure or an index error, 2 bad
 // usage (unknown option or index, bad ratio, bad size, missing file).
+#include <sys/statvfs.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -18,6 +20,7 @@
 #include "bench/workload.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/persist.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 #include "tools/index_opts.h"
 
@@ -265,6 +268,21 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   if (Status st = bench::parse_byte_size(a.pool_size, &opts.pool_size); !st.ok()) {
     return fail_usage("--pool-size: " + st.message());
   }
+  if (opts.pool_size > 0) {
+    // The pool file is allocated whole (posix_fallocate): it must fit where it goes.
+    const std::string dir = a.pool.empty() ? bench::temp_pool_dir()
+                            : a.pool.find('/') == std::string::npos
+                                ? std::string(".")
+                                : a.pool.substr(0, a.pool.rfind('/') + 1);
+    struct statvfs fs {};
+    if (::statvfs(dir.c_str(), &fs) == 0) {
+      const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+      if (opts.pool_size > free_bytes) {
+        return fail_usage("--pool-size " + a.pool_size + ": at most " + with_commas(free_bytes) +
+                          " bytes, the space free in " + dir);
+      }
+    }
+  }
   if (Status st = pm::parse_mode(a.pm_mode, &opts.pm.mode); !st.ok()) {
     return fail_usage("--pm-mode: " + st.message());
   }
@@ -300,6 +318,11 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   }
   for (IndexSpec& is : specs) {
     const IndexEntry& e = *find_index_entry(is.name);
+    const uint32_t ns = is.node_size != 0 ? is.node_size : a.node_size;
+    if (Status st = check_node_size(e, ns); !st.ok()) {
+      return fail_usage(std::string(is.node_size != 0 ? "--index " + is.label : "--node-size") +
+                        ": " + st.message());
+    }
     std::map<std::string, std::string> mine;
     for (const OptionSpec& o : e.options) {
       if (auto it = global_opts.find(std::string(o.name)); it != global_opts.end()) {
@@ -406,35 +429,36 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--list-indexes", a.list_indexes,
                 "Print the registered indexes (name, kind, description) and exit");
   cmd->add_option("-n,--records", a.spec.records, "Keys loaded before the run")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("-p,--operations", a.spec.operations, "Run operations, all threads together");
+      ->check(fits_memory(64, true));
+  cmd->add_option("-p,--operations", a.spec.operations, "Run operations, all threads together")
+      ->check(fits_memory(32, false));
   cmd->add_option("--duration", a.duration,
                   "Stop the run after this many seconds (0 = run every operation)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-t,--threads", a.spec.threads, "Worker threads")->check(CLI::Range(1u, 1024u));
-  cmd->add_option("-r,--read-ratio", a.spec.read_ratio, "Fraction of lookups")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(in_range(0, 604800, "0..604800 s (a week)"));
+  cmd->add_option("-t,--threads", a.spec.threads, "Worker threads")
+      ->check(in_range(1, 1024, "1..1024"));
+  const CLI::Validator ratio = in_range(0, 1, "0..1");
+  cmd->add_option("-r,--read-ratio", a.spec.read_ratio, "Fraction of lookups")->check(ratio);
   cmd->add_option("-i,--insert-ratio", a.spec.insert_ratio, "Fraction of inserts (fresh keys)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("-u,--update-ratio", a.spec.update_ratio, "Fraction of updates")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("-d,--remove-ratio", a.spec.remove_ratio, "Fraction of removes")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("-s,--scan-ratio", a.spec.scan_ratio, "Fraction of range scans")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(ratio);
+  cmd->add_option("-u,--update-ratio", a.spec.update_ratio, "Fraction of updates")->check(ratio);
+  cmd->add_option("-d,--remove-ratio", a.spec.remove_ratio, "Fraction of removes")->check(ratio);
+  cmd->add_option("-s,--scan-ratio", a.spec.scan_ratio, "Fraction of range scans")->check(ratio);
   cmd->add_option("--rmw-ratio", a.spec.rmw_ratio, "Fraction of read-modify-writes (YCSB F)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--scan-size", a.spec.scan_size, "Pairs per scan")->check(CLI::PositiveNumber);
+      ->check(ratio);
+  cmd->add_option("--scan-size", a.spec.scan_size, "Pairs per scan")
+      ->check(in_range(1, 1 << 24, "1..16,777,216"));
   cmd->add_option("--distribution", a.distribution,
                   "Key choice: uniform|zipfian|selfsimilar|latest|sequential (applies on top of "
                   "--workload when given)");
-  cmd->add_option("--skew", a.spec.skew, "Zipfian theta, or self-similar h");
+  cmd->add_option("--skew", a.spec.skew, "Zipfian theta, or self-similar h")
+      ->check(in_range(0, 100, "(0, 100]", true));
   cmd->add_flag("--sequential-keys", a.spec.sequential_keys,
                 "Key i is i+1 (default: FNV-1a hash of i, YCSB's hashed insert order)");
   cmd->add_option("--latency-sample", a.latency_sample,
                   "Fraction of run operations whose latency is measured (0.01 = 1%)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", a.spec.seed, "Seed of every random choice");
+      ->check(ratio);
+  cmd->add_option("--seed", a.spec.seed, "Seed of every random choice")->check(no_sign());
   cmd->add_option("--workload", a.workload,
                   "Preset: sets the ratios and distribution (an error with explicit ratios). "
                   "YCSB ycsb-a..ycsb-f; the LB+-tree paper's (sec. 4.2, uniform): insert = 100% "
@@ -453,10 +477,12 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "own region above the largest loaded key); applies on top of --workload");
   cmd->add_option("--dense-gap", a.spec.dense_gap,
                   "Dense inserts: minimum key distance between threads' regions (0 = the "
-                  "per-thread insert count)");
+                  "per-thread insert count)")
+      ->check(no_sign());
   cmd->add_option("--recovery-threads", a.recovery_threads,
                   "Threads for the recovery after a persistent run (IndexOptions::threads on "
-                  "reopen; 0 = --threads)");
+                  "reopen; 0 = --threads)")
+      ->check(in_range(0, 1024, "0..1024"));
   cmd->add_option("--keys-file", a.spec.keys_file,
                   "Load keys from this file, one decimal key a line");
   cmd->add_option("--trace-load", a.spec.trace_load,
@@ -475,7 +501,10 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "Injected latency, e.g. flush=300,fence=100 (ns per flushed line / fence)");
   cmd->add_flag("--media-model", a.media_model,
                 "Count 256 B XPLine media writes and write amplification");
-  cmd->add_option("--node-size", a.node_size, "Node size in bytes for indexes that take one");
+  cmd->add_option("--node-size", a.node_size,
+                  "Node size in bytes for indexes that take one (each index's sizes: "
+                  "--list-indexes)")
+      ->check(in_range(64, 65536, "64..65536"));
   cmd->add_option("--index-opt", a.index_opts, "Index-specific knob name=value (repeatable)");
   cmd->add_option("--format", a.format, "Report format: text|json")
       ->check(CLI::IsMember({"text", "json"}));

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "crash/oracle.h"
+#include "nvindex/index.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 #include "tools/index_opts.h"
 
@@ -161,6 +163,12 @@ int run_crashtest(const CrashArgs& a) {
     std::fprintf(stderr, "nvindex crashtest: --profile: %s\n", s.message().c_str());
     return 2;
   }
+  if (const IndexEntry* e = find_index_entry(o.index); e != nullptr) {
+    if (Status s = check_node_size(*e, o.node_size); !s.ok()) {
+      std::fprintf(stderr, "nvindex crashtest: --node-size: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
   if (Status s = parse_index_opts_for(o.index, a.index_opts, &o.index_opts); !s.ok()) {
     std::fprintf(stderr, "nvindex crashtest: %s\n", s.message().c_str());
     return 2;
@@ -254,21 +262,27 @@ void add_crashtest_command(CLI::App& app, int* exit_code) {
       "simulator, recover and check every crash image. Exit 0 no failure, 1 failures, 2 usage.");
   cmd->option_defaults()->always_capture_default();
   cmd->add_option("--index", a->index, "Registered persistent index")->required();
-  cmd->add_option("--ops", a->ops, "Operations per scenario")->check(CLI::Range(1, 100000));
-  cmd->add_option("--seed", a->seed, "Seed of the first scenario (scenario s uses seed + s)");
+  cmd->add_option("--ops", a->ops, "Operations per scenario")
+      ->check(in_range(1, 100000, "1..100000"));
+  cmd->add_option("--seed", a->seed, "Seed of the first scenario (scenario s uses seed + s)")
+      ->check(no_sign());
   cmd->add_option("--budget", a->budget, "Images per crash point before sampling")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(in_range(1, 1 << 20, "1..1,048,576"));
   cmd->add_option("--profile", a->profile, "Persistence domain: adr|eadr")
       ->check(CLI::IsMember({"adr", "eadr"}));
   cmd->add_option(
       "--ablate", a->ablate,
       "all: the ablation self-test; SITE: drop that site's flushes and fences; SITE/flush or "
       "SITE/fence: only one kind. A site the run never reaches is a usage error (exit 2)");
-  cmd->add_option("--node-size", a->node_size, "Node size in bytes (small: 128 or 256)");
-  cmd->add_option("--scenarios", a->scenarios, "Scenarios to run")->check(CLI::Range(1, 100000));
+  cmd->add_option("--node-size", a->node_size, "Node size in bytes (small: 128 or 256)")
+      ->check(in_range(64, 65536, "64..65536"));
+  cmd->add_option("--scenarios", a->scenarios, "Scenarios to run")
+      ->check(in_range(1, 100000, "1..100000"));
   cmd->add_option("--output", a->output, "Also write the results as JSON to FILE");
-  cmd->add_option("--jobs", a->jobs, "Image checks in flight at once")->check(CLI::Range(1, 16));
-  cmd->add_option("--timeout", a->timeout, "Seconds before a recovery check counts as hung");
+  cmd->add_option("--jobs", a->jobs, "Image checks in flight at once")
+      ->check(in_range(1, 16, "1..16"));
+  cmd->add_option("--timeout", a->timeout, "Seconds before a recovery check counts as hung")
+      ->check(in_range(0, 3600, "(0, 3600] s", true));
   cmd->add_option("--index-opt", a->index_opts, "Index-specific knob name=value (repeatable)");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress lines on stderr");
   cmd->callback([a, exit_code] { *exit_code = run_crashtest(*a); });

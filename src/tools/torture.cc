@@ -10,7 +10,9 @@
 #include <memory>
 #include <string>
 
+#include "nvindex/index.h"
 #include "nvindex/pm/persist.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 
 namespace nvindex::tools {
@@ -26,6 +28,12 @@ int run_torture_command(TortureArgs& a) {
   config.mode = pm::Mode::kEmulated;
   pm::configure(config);
   a.o.pool_bytes = a.pool_mib << 20;
+  if (const IndexEntry* e = find_index_entry(a.o.index); e != nullptr) {
+    if (Status s = check_node_size(*e, a.o.node_size); !s.ok()) {
+      std::fprintf(stderr, "nvindex torture: --node-size: %s\n", s.message().c_str());
+      return 2;
+    }
+  }
   crash::TortureReport r;
   const Status st = crash::run_torture(a.o, &r);
   if (!st.ok()) {
@@ -78,19 +86,22 @@ void add_torture_command(CLI::App& app, int* exit_code) {
                   "Pool file to create (must not exist), e.g. /dev/shm/t.pool")
       ->required();
   cmd->add_option("--seconds", o.seconds, "Stop after this many seconds")
-      ->check(CLI::PositiveNumber);
+      ->check(in_range(0, 604800, "(0, 604800] s", true));
   cmd->add_option("--kills", o.kills, "Stop after this many kills")
-      ->check(CLI::Range(1u, 1u << 30));
-  cmd->add_option("--seed", o.seed, "Seed of the op streams and kill delays");
-  cmd->add_option("--node-size", o.node_size, "Node size in bytes (small: more splits and merges)");
+      ->check(in_range(1, 1 << 30, "1..1,073,741,824"));
+  cmd->add_option("--seed", o.seed, "Seed of the op streams and kill delays")->check(no_sign());
+  cmd->add_option("--node-size", o.node_size, "Node size in bytes (small: more splits and merges)")
+      ->check(in_range(64, 65536, "64..65536"));
   cmd->add_option("--threads", o.threads,
                   "Worker threads in the child (>1 needs a thread-safe index)")
-      ->check(CLI::Range(1u, 16u));
-  cmd->add_option("--keys", o.keys, "Key space size (0: 64 nodes' worth of entries)");
-  cmd->add_option("--pool-size", args->pool_mib, "Pool size, MiB")->check(CLI::Range(4u, 1u << 20));
+      ->check(in_range(1, 16, "1..16"));
+  cmd->add_option("--keys", o.keys, "Key space size (0: 64 nodes' worth of entries)")
+      ->check(fits_memory(64, false));
+  cmd->add_option("--pool-size", args->pool_mib, "Pool size, MiB")
+      ->check(in_range(4, 1 << 20, "4..1,048,576 MiB"));
   cmd->add_option("--max-run-ms", o.max_run_ms,
                   "A child runs uniform [0, this] ms after it is ready before the kill")
-      ->check(CLI::PositiveNumber);
+      ->check(in_range(0, 3600000, "(0, 3600000] ms", true));
   cmd->add_flag("--keep-pool", o.keep_pool,
                 "Keep the pool file after a clean run (always kept after a failure)");
   cmd->callback([args, exit_code] { *exit_code = run_torture_command(*args); });

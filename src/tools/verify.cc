@@ -20,6 +20,7 @@
 
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
+#include "tools/cli_checks.h"
 #include "tools/commands.h"
 #include "tools/index_opts.h"
 
@@ -136,13 +137,14 @@ void add_verify_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--index", args->index, "Registered persistent index the pool holds")->required();
   cmd->add_option("--pool", args->pool, "Pool file (e.g. from nvindex bench --keep-pool)")
       ->required();
-  cmd->add_option("--node-size", args->node_size, "Node size in bytes, as used to create it");
+  cmd->add_option("--node-size", args->node_size, "Node size in bytes, as used to create it")
+      ->check(in_range(64, 65536, "64..65536"));
   cmd->add_option("--pm-mode", args->pm_mode, "PM mode: emulated|dax")
       ->check(CLI::IsMember({"emulated", "dax"}));
   cmd->add_option("--threads", args->threads,
                   "Recovery threads (IndexOptions::threads: lbtree rebuilds its inner nodes "
                   "with this many)")
-      ->check(CLI::Range(1u, 1024u));
+      ->check(in_range(1, 1024, "1..1024"));
   cmd->add_option("--index-opt", args->index_opts,
                   "Index-specific knob name=value, as used to create it (repeatable)");
   cmd->add_option("--format", args->format, "Output: text|json")

@@ -32,8 +32,6 @@ constexpr auto kRlx = std::memory_order_relaxed;
 
 uintptr_t line_of(const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kLineSize; }
 
-bool valid_node_size(uint32_t s) { return s >= 128 && s <= 4096 && (s & (s - 1)) == 0; }
-
 }  // namespace
 
 // ---------------------------------------------------------------- Stash
@@ -1163,7 +1161,7 @@ Status make_fastfair(const IndexOptions& options, std::unique_ptr<Index<uint64_t
   if (options.pool->root() == 0) {
     if (!fastfair::valid_node_size(options.node_size)) {
       return Status::InvalidArgument("fastfair: node_size " + std::to_string(options.node_size) +
-                                     " invalid (128, or a power of two in 256..4096 bytes)");
+                                     " invalid (a power of two in 128..4096 bytes)");
     }
     s = idx->create(options.node_size);
   } else {

@@ -58,6 +58,12 @@
 
 namespace nvindex {
 
+/// Node sizes fastfair takes (IndexOptions::node_size): a power of two in
+/// 128..4096 bytes.
+namespace fastfair {
+inline bool valid_node_size(uint32_t s) { return s >= 128 && s <= 4096 && (s & (s - 1)) == 0; }
+}  // namespace fastfair
+
 inline constexpr char kFastFairDescription[] =
     "FAST & FAIR persistent B+-tree: failure-atomic shift and in-place rebalance, "
     "no logging (Hwang et al., FAST'18)";

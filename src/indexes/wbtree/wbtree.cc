@@ -39,8 +39,6 @@ namespace {
 constexpr auto kAcq = std::memory_order_acquire;
 constexpr auto kRlx = std::memory_order_relaxed;
 
-bool valid_node_size(uint32_t s) { return s == 128 || s == 256 || s == 512 || s == 1024; }
-
 /// Bitmap bit of entry slot s.
 constexpr uint64_t slot_bit(uint32_t s) { return 2ull << s; }
 

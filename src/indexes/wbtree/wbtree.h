@@ -115,6 +115,12 @@
 
 namespace nvindex {
 
+/// Node sizes wbtree takes (IndexOptions::node_size): 128, 256, 512 or 1024
+/// bytes.
+namespace wbtree {
+inline bool valid_node_size(uint32_t s) { return s == 128 || s == 256 || s == 512 || s == 1024; }
+}  // namespace wbtree
+
 inline constexpr char kWbTreeDescription[] =
     "wB+-tree: unsorted PM nodes with bitmap and slot array, undo-redo logged splits; DRAM "
     "version lock per node, optimistic readers, splits serialised on one mutex (Chen and Jin, "

@@ -1,0 +1,74 @@
+// Range checks for the numeric options of every subcommand: a bad number is
+// a usage error (exit 2) whose message names the option and its limit in
+// words a person reads ("1..1024", "at most 393,216,000 ..."), never an
+// abort later (a wrapped "-1", a vector of 10^11 entries).
+#pragma once
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace nvindex::tools {
+
+/// A CLI11 check: the value is a plain decimal number (no "nan", no "inf",
+/// nothing after it) in [lo, hi], or in (lo, hi] when `lo_open`. A leading
+/// '-' is refused when lo >= 0, so an unsigned option never receives a
+/// wrapped "-1". `range` is how the message names the range ("1..1024",
+/// "(0, 1]", "0..604800 s").
+inline CLI::Validator in_range(long double lo, long double hi, std::string range,
+                               bool lo_open = false) {
+  return CLI::Validator(
+      [lo, hi, range, lo_open](std::string& s) -> std::string {
+        const char* b = s.c_str();
+        char* end = nullptr;
+        errno = 0;
+        const long double v = std::strtold(b, &end);
+        const bool number = end != b && *end == '\0' && std::isfinite(v) && errno == 0;
+        const bool signed_below = lo >= 0 && s.find('-') != std::string::npos;
+        if (!number || signed_below || v > hi || v < lo || (lo_open && v == lo)) {
+          return "must be " + range + ", got '" + s + "'";
+        }
+        return std::string();
+      },
+      range);
+}
+
+/// An unsigned option with no limit of its own (a seed): a number, no sign.
+inline CLI::Validator no_sign() {
+  return in_range(0, static_cast<long double>(UINT64_MAX), "a number >= 0");
+}
+
+/// This machine's memory, bytes (sysconf; 1 GiB when unknown).
+inline uint64_t physical_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)
+                               : (uint64_t{1} << 30);
+}
+
+/// "1,234,567".
+inline std::string with_commas(uint64_t v) {
+  std::string d = std::to_string(v), out;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i > 0 && (d.size() - i) % 3 == 0) out += ',';
+    out += d[i];
+  }
+  return out;
+}
+
+/// A count that costs `bytes_each` of memory: 0 (or 1 when `positive`) up to
+/// physical memory / bytes_each, the message saying why
+/// ("1..393,216,000 (64 B of memory each on this machine)").
+inline CLI::Validator fits_memory(uint64_t bytes_each, bool positive) {
+  const uint64_t most = physical_memory_bytes() / bytes_each;
+  return in_range(positive ? 1 : 0, static_cast<long double>(most),
+                  std::string(positive ? "1" : "0") + ".." + with_commas(most) + " (" +
+                      std::to_string(bytes_each) + " B of memory each on this machine)");
+}
+
+}  // namespace nvindex::tools
