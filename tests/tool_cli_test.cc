@@ -173,6 +173,41 @@ TEST_F(Cli, EveryNumericOptionRefusesNegativeAndHugeValues) {
   EXPECT_FALSE(fs::exists("/dev/shm/nvindex-never"));
 }
 
+// One exit-code rule: a malformed or existing file and an option that
+// cannot apply are usage errors (2), refused before any work.
+TEST_F(Cli, FilesAndOptionsThatCannotApplyAreUsageErrors) {
+  const std::string keys = tmp_path("bad-keys.txt"), pool = tmp_path("exists.pool");
+  const std::string load = tmp_path("load.trace"), run = tmp_path("run.trace");
+  {
+    std::ofstream(keys) << "12\nabc\n";
+    std::ofstream(pool) << "not a pool";
+    std::ofstream(load) << "INSERT 1\nINSERT 2\n";
+    std::ofstream(run) << "READ 1\n";
+  }
+  struct Case {
+    std::string args;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"--index btree --keys-file " + keys, "expected a decimal uint64 key"},
+      {"--index fastfair --pool " + pool, "already exists"},
+      {"--index fastfair --pool " + pool + "-new --pm-mode dram", "--pm-mode dram"},
+      {"--index btree --skew 0.5", "--skew applies to"},
+      {"--index btree --dense-gap 5", "--dense-gap applies to dense inserts"},
+      {"--index btree --trace-load " + load + " --trace-run " + run + " -r 0.5 -u 0.5",
+       "--trace-run gives the operations"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const Outcome r = nvindex(std::string("bench") + kSmall + c.args);
+    EXPECT_EQ(r.rc, 2) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(slurp(pool), "not a pool") << "an existing file is never touched";
+  EXPECT_FALSE(fs::exists(pool + "-new"));
+  for (const std::string& f : {keys, pool, load, run}) fs::remove(f);
+}
+
 TEST_F(Cli, UnknownIndexIsUsageErrorListingRegistered) {
   Outcome r = nvindex(std::string("bench") + kSmall + "--index absl-btree,nope");
   EXPECT_EQ(r.rc, 2);

@@ -6,6 +6,7 @@
 // Exit codes: 0 success, 1 a verification failure or an index error, 2 bad
 // usage (unknown option or index, bad ratio, bad size, missing file).
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -241,6 +242,22 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
     }
   }
   const bool trace = !spec.trace_load.empty() || !spec.trace_run.empty();
+  // Options that cannot apply are refused, not ignored.
+  if (!spec.trace_run.empty() && (explicit_ratio || !a.workload.empty())) {
+    return fail_usage("--trace-run gives the operations; drop --workload and the ratio options");
+  }
+  if (cmd->get_option("--skew")->count() > 0 &&
+      (spec.distribution == bench::Distribution::kUniform ||
+       spec.distribution == bench::Distribution::kSequential)) {
+    return fail_usage("--skew applies to --distribution zipfian, latest or selfsimilar, not " +
+                      std::string(bench::distribution_name(spec.distribution)));
+  }
+  if (cmd->get_option("--dense-gap")->count() > 0 &&
+      spec.insert_pattern != bench::InsertPattern::kDense) {
+    return fail_usage(
+        "--dense-gap applies to dense inserts (--insert-pattern dense or --workload "
+        "dense-insert)");
+  }
   if (!trace) {
     const double sum = spec.read_ratio + spec.insert_ratio + spec.update_ratio + spec.remove_ratio +
                        spec.scan_ratio + spec.rmw_ratio;
@@ -285,6 +302,19 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   }
   if (Status st = pm::parse_mode(a.pm_mode, &opts.pm.mode); !st.ok()) {
     return fail_usage("--pm-mode: " + st.message());
+  }
+  if (!a.pool.empty() && opts.pm.mode == pm::Mode::kDram) {
+    return fail_usage("--pool: --pm-mode dram keeps the index in anonymous memory, no pool file");
+  }
+  if (!a.pool.empty()) {
+    // create never overwrites a file: an existing one is refused before any work.
+    for (const IndexSpec& is : specs) {
+      const std::string path =
+          specs.size() > 1 ? a.pool + "-" + bench::file_safe(is.label) : a.pool;
+      if (find_index_entry(is.name)->caps.persistent && ::access(path.c_str(), F_OK) == 0) {
+        return fail_usage("--pool: " + path + " already exists (a pool is never overwritten)");
+      }
+    }
   }
   if (!a.pm_latency.empty()) {
     if (Status st = pm::parse_latency(a.pm_latency, &opts.pm); !st.ok()) {
@@ -341,7 +371,11 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   bench::Workload workload;
   if (Status st = bench::make_workload(spec, &workload); !st.ok()) {
     std::fprintf(stderr, "nvindex bench: cannot build the workload: %s\n", st.ToString().c_str());
-    return st.code() == Code::kInvalidArgument || st.code() == Code::kNotFound ? 2 : 1;
+    // A bad option, a missing file or a malformed one (Corruption): all usage.
+    return st.code() == Code::kInvalidArgument || st.code() == Code::kNotFound ||
+                   st.code() == Code::kCorruption
+               ? 2
+               : 1;
   }
 
   bench::BenchReport report;
