@@ -23,24 +23,8 @@
 //
 // Persistent layout (pool layout name "divided-skiplist"):
 //
-//   Root object (one 64 B allocator block; Pool::root() -> it), written once:
-//   offset size  field
-//   ------ ----  ---------------------------------------------------------
-//        0    8  magic kRootMagic ("DSKIPv1\0")
-//        8    8  element bytes (64)
-//       16    8  head sentinel offset
-//       24   40  reserved, zero
-//
-//   Element (one 64 B allocator block = one line; the head sentinel has the
-//   same layout with magic kHeadMagic and key/value 0, which are not read):
-//   offset size  field
-//   ------ ----  ---------------------------------------------------------
-//        0    8  key (written before the element is published, immutable)
-//        8    8  value (std::atomic; changed in place by update())
-//       16    8  next element offset, 0 = end of list (std::atomic; changed
-//                only by NAW)
-//       24    8  magic kElementMagic (kHeadMagic for the sentinel)
-//       32   32  reserved, zero
+//   The root object and the element: byte tables directly above their
+//   structs below.
 //
 // Concurrency: one reader-writer lock per index, a BrLock (big-reader lock,
 // src/indexes/common/br_lock.h; Hsieh & Weihl, IPPS'92), whose readers write
@@ -54,6 +38,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -100,17 +85,36 @@ inline constexpr uint32_t kMaxLevels = 20;
 /// same heights for the same key order whatever happened before.
 inline constexpr uint64_t kHeightSeed = 0x9e3779b97f4a7c15ull;
 
-/// The root object (64 B), see the table above.
+/// The root object (one 64 B allocator block; Pool::root() -> it), written once:
+///   offset size  field
+///   ------ ----  ---------------------------------------------------------
+///        0    8  magic kRootMagic ("DSKIPv1\0")
+///        8    8  element bytes (64)
+///       16    8  head sentinel offset
+///       24   40  reserved, zero
 struct RootObject {
   uint64_t magic;
   uint64_t element_bytes;
   uint64_t head;
   uint64_t reserved[5];
 };
+static_assert(offsetof(RootObject, magic) == 0);
+static_assert(offsetof(RootObject, element_bytes) == 8);
+static_assert(offsetof(RootObject, head) == 16);
+static_assert(offsetof(RootObject, reserved) == 24);
 static_assert(sizeof(RootObject) == 64);
 
-/// One bottom-level element (64 B, one line), see the table above. value and
-/// next are atomics: readers load them while update() stores a value.
+/// One bottom-level element (one 64 B allocator block = one line; the head sentinel has the
+///   same layout with magic kHeadMagic and key/value 0, which are not read):
+///   offset size  field
+///   ------ ----  ---------------------------------------------------------
+///        0    8  key (written before the element is published, immutable)
+///        8    8  value (std::atomic; changed in place by update())
+///       16    8  next element offset, 0 = end of list (std::atomic; changed
+///                only by NAW)
+///       24    8  magic kElementMagic (kHeadMagic for the sentinel)
+///       32   32  reserved, zero
+/// value and next are atomics: readers load them while update() stores a value.
 struct Element {
   uint64_t key;
   std::atomic<uint64_t> value;
@@ -118,6 +122,11 @@ struct Element {
   uint64_t magic;
   uint64_t reserved[4];
 };
+static_assert(offsetof(Element, key) == 0);
+static_assert(offsetof(Element, value) == 8);
+static_assert(offsetof(Element, next) == 16);
+static_assert(offsetof(Element, magic) == 24);
+static_assert(offsetof(Element, reserved) == 32);
 static_assert(sizeof(Element) == kElementBytes);
 
 /// A DRAM tower: the upper levels 1..levels of one element (levels >= 1).

@@ -2,33 +2,12 @@
 // and failure-atomic in-place rebalance (FAIR), no logging. Source: Hwang,
 // Kim, Won, Nam, "Endurable Transient Inconsistency in Byte-Addressable
 // Persistent B+-Tree", FAST'18 (§3 FAST, §4 FAIR, §5 lock-free search).
-// docs/architecture-fastfair.md summarises the protocols and our departures
-// from the paper and its code; fastfair.cc holds the crash argument of every
+// docs/architecture.md ("fastfair") summarises the protocols and our
+// departures from the paper and its code; fastfair.cc holds the crash argument of every
 // persistent update where the update is.
 //
-// Persistent layout (pool layout name "fastfair"):
-//
-//   Root object (one 64 B allocator block; Pool::root() -> it):
-//   offset size  field
-//   ------ ----  -----------------------------------------------------------
-//        0    8  magic kRootMagic ("FFAIRv1\0"), written once
-//        8    8  node_size, bytes (128 .. 4096, power of two), written once
-//       16    8  root node offset (std::atomic, changed only by NAW)
-//       24   40  reserved, zero
-//
-//   Node (one allocator block of node_size bytes). Line 0 is the header:
-//   offset size  field
-//   ------ ----  -----------------------------------------------------------
-//        0    8  count: live entries are slots [0, count)
-//        8    8  sibling offset (0 = rightmost node of its level)
-//       16    8  low_key: smallest key the node may hold (immutable); its
-//                upper bound is sibling ? sibling->low_key : +infinity
-//       24    8  leftmost child (inner nodes; 0 in leaves)
-//       32    4  level (0 = leaf)
-//       36    4  node magic kNodeMagic
-//       40   24  reserved, zero
-//       64  16*  entries {key, value-or-child}; capacity = (node_size-64)/16
-//                slots (128 B -> 4, 256 B -> 12, 512 B -> 28, 4096 B -> 252)
+// Persistent layout (pool layout name "fastfair"): the root object and the
+// node, byte tables directly above their structs below.
 //
 // Reader rule (transient duplicates, paper §3.2 mended): entries are sorted;
 // a slot i < count-1 with key[i] == key[i+1] is a hole and is skipped (the
@@ -43,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -90,13 +70,23 @@ inline constexpr uint32_t kHeaderBytes = 64;
 /// Bytes per entry {key, value}.
 inline constexpr uint32_t kEntryBytes = 16;
 
-/// The root object (64 B), see the table above.
+/// The root object: one 64 B allocator block; Pool::root() -> it.
+///   offset size  field
+///   ------ ----  -----------------------------------------------------------
+///        0    8  magic kRootMagic ("FFAIRv1\0"), written once
+///        8    8  node_size, bytes (128 .. 4096, power of two), written once
+///       16    8  root node offset (std::atomic, changed only by NAW)
+///       24   40  reserved, zero
 struct RootObject {
   uint64_t magic;
   uint64_t node_size;
   std::atomic<uint64_t> root_node;
   uint64_t reserved[5];
 };
+static_assert(offsetof(RootObject, magic) == 0);
+static_assert(offsetof(RootObject, node_size) == 8);
+static_assert(offsetof(RootObject, root_node) == 16);
+static_assert(offsetof(RootObject, reserved) == 24);
 static_assert(sizeof(RootObject) == 64);
 
 /// One entry slot (16 B; never straddles a line). Words are atomics because
@@ -107,7 +97,19 @@ struct Entry {
 };
 static_assert(sizeof(Entry) == kEntryBytes);
 
-/// Node header (line 0); entries follow at byte 64. See the table above.
+/// A node: one allocator block of node_size bytes; line 0 is this header.
+///   offset size  field
+///   ------ ----  -----------------------------------------------------------
+///        0    8  count: live entries are slots [0, count)
+///        8    8  sibling offset (0 = rightmost node of its level)
+///       16    8  low_key: smallest key the node may hold (immutable); its
+///                upper bound is sibling ? sibling->low_key : +infinity
+///       24    8  leftmost child (inner nodes; 0 in leaves)
+///       32    4  level (0 = leaf)
+///       36    4  node magic kNodeMagic
+///       40   24  reserved, zero
+///       64  16*  entries {key, value-or-child}; capacity = (node_size-64)/16
+///                slots (128 B -> 4, 256 B -> 12, 512 B -> 28, 4096 B -> 252)
 struct Node {
   std::atomic<uint64_t> count;
   std::atomic<uint64_t> sibling;
@@ -126,7 +128,14 @@ struct Node {
     return static_cast<uint32_t>(level_magic.load(std::memory_order_acquire) >> 32);
   }
 };
+static_assert(offsetof(Node, count) == 0);
+static_assert(offsetof(Node, sibling) == 8);
+static_assert(offsetof(Node, low_key) == 16);
+static_assert(offsetof(Node, leftmost) == 24);
+static_assert(offsetof(Node, level_magic) == 32);  // level: bytes 32..35, magic: 36..39 (LE)
+static_assert(offsetof(Node, reserved) == 40);
 static_assert(sizeof(Node) == kHeaderBytes);
+static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
 
 /// The FAST & FAIR tree. Created by make_fastfair().
 class FastFair final : public Index<uint64_t> {

@@ -13,43 +13,8 @@
 //
 // Persistent layout (pool layout name "fptree"):
 //
-//   Root object (one 256 B allocator block; Pool::root() -> it):
-//   offset size  field
-//   ------ ----  -----------------------------------------------------------
-//        0    8  magic kRootMagic ("FPTREEv1"), written once
-//        8    8  leaf node_size, bytes (256, 512, 768 or 1024), written once
-//       16    8  head: offset of the first leaf (std::atomic; changed only by
-//                NAW, by bulk_load)
-//       24    8  number of split micro-logs (kSplitLogs), written once
-//       32   32  reserved, zero
-//       64  192  kSplitLogs = 12 split micro-logs of 16 B (4 per line):
-//                {current leaf, new leaf}; a log is active iff its current
-//                leaf word is non-zero (the commit word, stored last)
-//
-//   Leaf (one allocator block of node_size bytes; 768 B leaves take a
-//   1 KiB block). Line 0 is the header; entries never straddle a line:
-//   offset size  field
-//   ------ ----  -----------------------------------------------------------
-//        0    8  bitmap: bit i set = slot i holds a live entry (the commit
-//                word of every insert and delete: one aligned 8 B store)
-//        8    8  next: offset of the next leaf in key order (0 = last)
-//       16    1  lock byte: the paper's writer lock; always written 0
-//                (writers lock a DRAM version, see Concurrency); recovery
-//                clears a 1 left by an earlier version's crash
-//       17    C  fingerprints: fp[i] = low byte of XXH3_64bits(key of slot i)
-//   E = round_up(17 + C, 16)
-//        E  16*C entries {key, value}, slot i at E + 16 i
-//
-//   node_size  slots C  E    entries in line 0   unused tail
-//   ---------  -------  ---  -----------------   -----------
-//      256        14    32           2              0 B
-//      512        29    48           1              0 B
-//      768        44    64           0              0 B
-//     1024        47    64           0            208 B
-//   C is the largest slot count whose fingerprints fit in line 0 next to the
-//   bitmap, next pointer and lock byte (so an insert commits with one persist
-//   of line 0, and a split with one more); at 1024 B that limit (47), not the
-//   block, bounds the slots.
+//   The root object and the leaf: byte tables directly above their structs
+//   below.
 //
 // Concurrency (no TSX: version locks, like lbtree): a writer takes the leaf's
 // DRAM version lock (LockTable) by CAS and holds it while it modifies and
@@ -124,7 +89,18 @@ struct SplitLog {
 };
 static_assert(sizeof(SplitLog) == 16);
 
-/// The root object (256 B), see the table in the file comment.
+/// The root object (one 256 B allocator block; Pool::root() -> it):
+///   offset size  field
+///   ------ ----  -----------------------------------------------------------
+///        0    8  magic kRootMagic ("FPTREEv1"), written once
+///        8    8  leaf node_size, bytes (256, 512, 768 or 1024), written once
+///       16    8  head: offset of the first leaf (std::atomic; changed only by
+///                NAW, by bulk_load)
+///       24    8  number of split micro-logs (kSplitLogs), written once
+///       32   32  reserved, zero
+///       64  192  kSplitLogs = 12 split micro-logs of 16 B (4 per line):
+///                {current leaf, new leaf}; a log is active iff its current
+///                leaf word is non-zero (the commit word, stored last)
 struct RootObject {
   uint64_t magic;
   uint64_t node_size;
@@ -133,6 +109,12 @@ struct RootObject {
   uint64_t reserved[4];
   SplitLog logs[kSplitLogs];
 };
+static_assert(offsetof(RootObject, magic) == 0);
+static_assert(offsetof(RootObject, node_size) == 8);
+static_assert(offsetof(RootObject, head) == 16);
+static_assert(offsetof(RootObject, nlogs) == 24);
+static_assert(offsetof(RootObject, reserved) == 32);
+static_assert(offsetof(RootObject, logs) == 64);
 static_assert(sizeof(RootObject) == kRootBytes);
 
 /// One entry slot (16 B, never straddles a line). Atomics because optimistic
@@ -143,8 +125,31 @@ struct Entry {
 };
 static_assert(sizeof(Entry) == kEntryBytes);
 
-/// Leaf header (line 0, the first 17 + C bytes); see the file comment.
-/// Entries follow at Layout::entries_offset.
+/// A leaf (one allocator block of node_size bytes; 768 B leaves take a
+///   1 KiB block). Line 0 is the header; entries never straddle a line:
+///   offset size  field
+///   ------ ----  -----------------------------------------------------------
+///        0    8  bitmap: bit i set = slot i holds a live entry (the commit
+///                word of every insert and delete: one aligned 8 B store)
+///        8    8  next: offset of the next leaf in key order (0 = last)
+///       16    1  lock byte: the paper's writer lock; always written 0
+///                (writers lock a DRAM version, see Concurrency); recovery
+///                clears a 1 left by an earlier version's crash
+///       17    C  fingerprints: fp[i] = low byte of XXH3_64bits(key of slot i)
+///   E = round_up(17 + C, 16)
+///        E  16*C entries {key, value}, slot i at E + 16 i
+///   node_size  slots C  E    entries in line 0   unused tail
+///   ---------  -------  ---  -----------------   -----------
+///      256        14    32           2              0 B
+///      512        29    48           1              0 B
+///      768        44    64           0              0 B
+///     1024        47    64           0            208 B
+///   C is the largest slot count whose fingerprints fit in line 0 next to the
+///   bitmap, next pointer and lock byte (so an insert commits with one persist
+///   of line 0, and a split with one more); at 1024 B that limit (47), not the
+///   block, bounds the slots.
+/// This struct is line 0, the header (the first 17 + C bytes); entries
+/// follow at Layout::entries_offset.
 struct Leaf {
   std::atomic<uint64_t> bitmap;
   std::atomic<uint64_t> next;
@@ -152,9 +157,14 @@ struct Leaf {
   std::atomic<uint8_t> fp[kMaxSlots];
 };
 static_assert(sizeof(Leaf) == 64);
+static_assert(offsetof(Leaf, bitmap) == 0);
+static_assert(offsetof(Leaf, next) == 8);
+static_assert(offsetof(Leaf, lock) == 16);
 static_assert(offsetof(Leaf, fp) == kFpOffset);
+static_assert(offsetof(SplitLog, cur) == 0 && offsetof(SplitLog, new_leaf) == 8);
+static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
 
-/// Shape of a leaf of a given node size (see the table in the file comment).
+/// Shape of a leaf of a given node size (see the table above Leaf).
 struct Layout {
   uint32_t node_size = 0;       ///< leaf bytes (256, 512, 768, 1024)
   uint32_t block = 0;           ///< allocator block bytes (768 -> 1024)

@@ -11,20 +11,7 @@
 //
 // Persistent layout (pool layout name "lbtree"):
 //
-//   Root object (one 1024 B allocator block; Pool::root() -> it):
-//   offset size  field
-//   ------ ----  -----------------------------------------------------------
-//        0    8  magic kRootMagic ("LBTREEv1"), written once
-//        8    8  leaf size, bytes (256, 512, 768 or 1024), written once
-//       16    8  head leaf offset: the leftmost leaf; written once (splits
-//                add leaves to the right of an existing leaf, bulk load
-//                fills the head leaf in place, there is no merge)
-//       24    8  anchor selector (0 or 1): which anchor array is live;
-//                changed only by NAW
-//       32   32  reserved, zero
-//       64  480  anchor array 0: word 0 = count n (1..59), words 1..n = leaf
-//                offsets in chain order, the first = the head leaf
-//      544  480  anchor array 1 (same format)
+//   The root object: byte table directly above its struct below.
 //
 // Anchors (§3.5, parallel rebuild): up to 59 leaves spread evenly over the
 // leaf chain. Recomputed after a bulk load, after recovery and at a clean
@@ -53,6 +40,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -104,9 +92,23 @@ struct AnchorArray {
   uint64_t count;               ///< anchors in use, 1..kAnchorSlots
   uint64_t leaf[kAnchorSlots];  ///< leaf offsets in chain order
 };
+static_assert(offsetof(AnchorArray, count) == 0 && offsetof(AnchorArray, leaf) == 8);
 static_assert(sizeof(AnchorArray) == 480);
 
-/// The root object (1024 B), see the table above.
+/// The root object (one 1024 B allocator block; Pool::root() -> it):
+///   offset size  field
+///   ------ ----  -----------------------------------------------------------
+///        0    8  magic kRootMagic ("LBTREEv1"), written once
+///        8    8  leaf size, bytes (256, 512, 768 or 1024), written once
+///       16    8  head leaf offset: the leftmost leaf; written once (splits
+///                add leaves to the right of an existing leaf, bulk load
+///                fills the head leaf in place, there is no merge)
+///       24    8  anchor selector (0 or 1): which anchor array is live;
+///                changed only by NAW
+///       32   32  reserved, zero
+///       64  480  anchor array 0: word 0 = count n (1..59), words 1..n = leaf
+///                offsets in chain order, the first = the head leaf
+///      544  480  anchor array 1 (same format)
 struct RootObject {
   uint64_t magic;
   uint64_t leaf_size;
@@ -115,6 +117,13 @@ struct RootObject {
   uint64_t reserved[4];
   AnchorArray anchors[2];
 };
+static_assert(offsetof(RootObject, magic) == 0);
+static_assert(offsetof(RootObject, leaf_size) == 8);
+static_assert(offsetof(RootObject, head) == 16);
+static_assert(offsetof(RootObject, selector) == 24);
+static_assert(offsetof(RootObject, reserved) == 32);
+static_assert(offsetof(RootObject, anchors) == 64);
+static_assert(offsetof(RootObject, anchors) + sizeof(AnchorArray) == 544);
 static_assert(sizeof(RootObject) == kRootBytes);
 
 /// True for the leaf sizes lbtree accepts (256, 512, 768, 1024 bytes).

@@ -52,6 +52,7 @@
 #include <emmintrin.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 
 #include "indexes/common/fingerprint.h"
@@ -84,6 +85,7 @@ struct Entry {
   std::atomic<uint64_t> key;
   std::atomic<uint64_t> value;
 };
+static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
 static_assert(sizeof(Entry) == 16);
 
 /// One 256 B block (see the table above).
@@ -93,6 +95,9 @@ struct alignas(kBlockBytes) Block {
   std::atomic<uint64_t> tail[2];  ///< unit 15: block 0: next[0], next[1];
                                   ///< blocks >= 1: the alternate header
 };
+static_assert(offsetof(Block, hdr) == 0);     // unit 0
+static_assert(offsetof(Block, ent) == 16);    // units 1..14
+static_assert(offsetof(Block, tail) == 240);  // unit 15
 static_assert(sizeof(Block) == kBlockBytes);
 
 /// A DRAM copy of a 16-byte header (word 0, word 1), with accessors.

@@ -7,44 +7,8 @@
 // docs/architecture-wbtree.md summarises the protocols and our departures.
 //
 // Persistent layout (pool layout name "wbtree"):
-//
-//   Root object (one 64 B allocator block; Pool::root() -> it):
-//   offset size  field
-//   ------ ----  -----------------------------------------------------------
-//        0    8  magic kRootMagic ("WBTREEv1"), written once
-//        8    8  node_size, bytes (128, 256, 512 or 1024), written once
-//       16    8  root word (std::atomic; changed only through the split log
-//                or by one NAW): inner=pm: the root node; inner=dram: the
-//                first leaf of the leaf chain
-//       24    8  offset of the split log (one 4096 B block), written once
-//       32    8  inner placement: 0 = inner nodes in PM, 1 = in DRAM; once
-//       40   24  reserved, zero
-//
-//   Split log (one 4096 B allocator block, reachable from the root object):
-//   offset size  field
-//   ------ ----  -----------------------------------------------------------
-//        0    8  state (std::atomic, written only by NAW): 0 = empty, or
-//                kLogCommitted | n = n committed records follow
-//        8   56  reserved, zero
-//       64  24*  records {word offset in the pool, old value, new value};
-//                at most kLogRecords = (4096 - 64) / 24 = 168
-//
-//   Node (one allocator block of node_size bytes):
-//   offset size  field
-//   ------ ----  -----------------------------------------------------------
-//        0    8  bitmap (std::atomic): bit 0 = slot array valid, bit i+1 =
-//                entry slot i in use; written only by NAW (or the split log)
-//        8    8  level (low 32 bits, 0 = leaf) | kNodeMagic << 32; once
-//       16    8  leaf: next leaf (0 = last); inner node: leftmost child
-//       24  1+c  slot array: byte 24 = count n, bytes 25..24+n = entry slot
-//                indices in ascending key order; meaningful only while the
-//                bitmap's bit 0 is set; read and written only as the 8-byte
-//                words of bytes 24..E-1 (atomic: optimistic readers)
-//        E  16*c entries {key, value-or-child}, E = 24+1+c rounded up to 16,
-//                so no entry straddles a 64 B line
-//   capacity c (slots) and E (bytes) per node size:
-//     128 B -> c = 6, E = 32;   256 B -> c = 13, E = 48;
-//     512 B -> c = 28, E = 64;  1024 B -> c = 58, E = 96   (c <= 63)
+//   The root object, the split log and the node: byte tables directly
+//   above their structs below.
 //   Inner node entry i: child covers [key_i, next key in sorted order); the
 //   leftmost child covers [the node's lower bound, smallest key).
 //
@@ -97,6 +61,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -168,7 +133,17 @@ inline constexpr uint32_t kLogBytes = 4096;
 /// the records.
 inline constexpr uint64_t kLogCommitted = 0x434f474cull << 32;
 
-/// The root object (64 B), see the table above.
+/// The root object (one 64 B allocator block; Pool::root() -> it):
+///   offset size  field
+///   ------ ----  -----------------------------------------------------------
+///        0    8  magic kRootMagic ("WBTREEv1"), written once
+///        8    8  node_size, bytes (128, 256, 512 or 1024), written once
+///       16    8  root word (std::atomic; changed only through the split log
+///                or by one NAW): inner=pm: the root node; inner=dram: the
+///                first leaf of the leaf chain
+///       24    8  offset of the split log (one 4096 B block), written once
+///       32    8  inner placement: 0 = inner nodes in PM, 1 = in DRAM; once
+///       40   24  reserved, zero
 struct RootObject {
   uint64_t magic;
   uint64_t node_size;
@@ -177,6 +152,12 @@ struct RootObject {
   uint64_t inner_dram;
   uint64_t reserved[3];
 };
+static_assert(offsetof(RootObject, magic) == 0);
+static_assert(offsetof(RootObject, node_size) == 8);
+static_assert(offsetof(RootObject, root) == 16);
+static_assert(offsetof(RootObject, log) == 24);
+static_assert(offsetof(RootObject, inner_dram) == 32);
+static_assert(offsetof(RootObject, reserved) == 40);
 static_assert(sizeof(RootObject) == 64);
 
 /// One undo-redo log record (24 B): the 8-byte word at pool offset `off`
@@ -188,12 +169,22 @@ struct LogRecord {
 };
 static_assert(sizeof(LogRecord) == 24);
 
-/// The split log (4096 B), see the table above.
+/// The split log (one 4096 B allocator block, reachable from the root object):
+///   offset size  field
+///   ------ ----  -----------------------------------------------------------
+///        0    8  state (std::atomic, written only by NAW): 0 = empty, or
+///                kLogCommitted | n = n committed records follow
+///        8   56  reserved, zero
+///       64  24*  records {word offset in the pool, old value, new value};
+///                at most kLogRecords = (4096 - 64) / 24 = 168
 struct Log {
   std::atomic<uint64_t> state;
   uint64_t reserved[7];
   LogRecord records[(kLogBytes - 64) / sizeof(LogRecord)];
 };
+static_assert(offsetof(Log, state) == 0);
+static_assert(offsetof(Log, reserved) == 8);
+static_assert(offsetof(Log, records) == 64);
 static_assert(sizeof(Log) <= kLogBytes);
 /// Records the log holds.
 inline constexpr uint32_t kLogRecords = (kLogBytes - 64) / sizeof(LogRecord);
@@ -206,7 +197,23 @@ struct Entry {
 };
 static_assert(sizeof(Entry) == kEntryBytes);
 
-/// Node header (24 B); the slot array and the entries follow (see the table).
+/// A node (one allocator block of node_size bytes):
+///   offset size  field
+///   ------ ----  -----------------------------------------------------------
+///        0    8  bitmap (std::atomic): bit 0 = slot array valid, bit i+1 =
+///                entry slot i in use; written only by NAW (or the split log)
+///        8    8  level (low 32 bits, 0 = leaf) | kNodeMagic << 32; once
+///       16    8  leaf: next leaf (0 = last); inner node: leftmost child
+///       24  1+c  slot array: byte 24 = count n, bytes 25..24+n = entry slot
+///                indices in ascending key order; meaningful only while the
+///                bitmap's bit 0 is set; read and written only as the 8-byte
+///                words of bytes 24..E-1 (atomic: optimistic readers)
+///        E  16*c entries {key, value-or-child}, E = 24+1+c rounded up to 16,
+///                so no entry straddles a 64 B line
+///   capacity c (slots) and E (bytes) per node size:
+///     128 B -> c = 6, E = 32;   256 B -> c = 13, E = 48;
+///     512 B -> c = 28, E = 64;  1024 B -> c = 58, E = 96   (c <= 63)
+/// This struct is the 24 B header; the slot array and the entries follow.
 /// Atomic words: optimistic readers load them while a writer may store them
 /// (level_magic is written once, before the node is published).
 struct Node {
@@ -222,7 +229,13 @@ struct Node {
     return static_cast<uint32_t>(level_magic.load(std::memory_order_acquire) >> 32);
   }
 };
+static_assert(offsetof(Node, bitmap) == 0);
+static_assert(offsetof(Node, level_magic) == 8);
+static_assert(offsetof(Node, link) == 16);
 static_assert(sizeof(Node) == kSlotArrayOffset);
+static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
+static_assert(offsetof(LogRecord, off) == 0 && offsetof(LogRecord, old_value) == 8 &&
+              offsetof(LogRecord, new_value) == 16);
 
 /// Entry slots of a node of `node_size` bytes (0 for a size that is not
 /// 128, 256, 512 or 1024), and in *entries_offset the byte offset of slot 0.
