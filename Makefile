@@ -3,7 +3,7 @@
 #   make bench   the main job: compare btree, fastfair, lbtree, fptree, wbtree and absl-btree on YCSB
 #   make bench-lbtree  the LB+-tree paper's sec. 4.2 workloads over lbtree,
 #                fptree and wbtree (scripts/bench-lbtree; BENCH_LBTREE_ARGS)
-#   make test    every test: release build, then an ASan+UBSan build, then
+#   make test    every test: the doc-link check, a release build, then an ASan+UBSan build, then
 #                the concurrent index tests under ThreadSanitizer, then
 #                FUZZ_RUNS inputs of fuzzing pool files (clang/libFuzzer;
 #                reproducible: seed 1, fresh corpus; FUZZ_SECONDS at most)
@@ -23,7 +23,7 @@ space := $(empty) $(empty)
 FUZZ_RUNS ?= 150000
 FUZZ_SECONDS ?= 120
 
-.PHONY: all deps build bench bench-lbtree test test-release test-asan test-tsan test-fuzz format format-check clean
+.PHONY: all deps build bench bench-lbtree test test-release test-asan test-tsan test-fuzz doc-links format format-check clean
 
 all: build
 
@@ -40,7 +40,11 @@ bench: build
 bench-lbtree: build
 	@scripts/bench-lbtree $(BENCH_LBTREE_ARGS)
 
-test: deps format-check test-release test-asan test-tsan test-fuzz
+test: deps format-check doc-links test-release test-asan test-tsan test-fuzz
+
+# A documentation reference to a missing file fails the tests.
+doc-links:
+	@scripts/check-doc-links
 
 test-release:
 	@cmake --preset release >/dev/null
