@@ -23,6 +23,11 @@
 
 #include "crash/oracle.h"
 #include "nvindex/index.h"
+#include "testing/test_indexes.h"
+
+// The test doubles this file uses (src/testing/test_indexes.h).
+[[maybe_unused]] const bool kTestIndexesRegistered =
+    (nvindex::test_indexes::register_test_indexes(), true);
 
 namespace nvindex::crash {
 namespace {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "indexes/btree/btree.h"
+#include "indexes/btree/btree_testing.h"
 #include "nvindex/index.h"
 #include "support/model_check.h"
 
@@ -213,6 +214,15 @@ TEST(BtreeTest, VerifyReportsCorruption) {
   auto small = open_btree(128);
   EXPECT_EQ(btree_damage_for_test(small.get(), BtreeDamage::kUnsortedLeaf).code(),
             Code::kInvalidArgument);
+}
+
+// This file does not register the test doubles (src/testing/): the
+// production registry has none of them.
+TEST(ProductionRegistry, HasNoTestDoubles) {
+  for (const IndexEntry& e : registered_indexes()) {
+    EXPECT_FALSE(is_test_only_index(e.name)) << e.name;
+  }
+  EXPECT_EQ(find_index_entry("lying-test"), nullptr);
 }
 
 }  // namespace

@@ -12,6 +12,11 @@
 
 #include "nvindex/index.h"
 #include "support/model_check.h"
+#include "testing/test_indexes.h"
+
+// The test doubles this file uses (src/testing/test_indexes.h).
+[[maybe_unused]] const bool kTestIndexesRegistered =
+    (nvindex::test_indexes::register_test_indexes(), true);
 
 namespace nvindex {
 namespace {

@@ -8,6 +8,11 @@
 
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
+#include "testing/test_indexes.h"
+
+// The test doubles this file uses (src/testing/test_indexes.h).
+[[maybe_unused]] const bool kTestIndexesRegistered =
+    (nvindex::test_indexes::register_test_indexes(), true);
 
 namespace nvindex {
 namespace {
@@ -97,6 +102,25 @@ TEST(Registry, EveryDeclaredValueIsTakenAndNoOther) {
     }
   }
   EXPECT_GE(options, 2) << "wbtree's inner and the bug indexes' bug are declared";
+}
+
+TEST(Registry, RegisterIndexRefusesATakenNameOrAnEmptyEntry) {
+  const IndexEntry* b = find_index_entry("btree");
+  ASSERT_NE(b, nullptr);
+  const size_t before = registered_indexes().size();
+  const Status taken = register_index(*b);
+  EXPECT_EQ(taken.code(), Code::kInvalidArgument);
+  EXPECT_NE(taken.message().find("'btree' is registered already"), std::string::npos);
+  IndexEntry empty = *b;
+  empty.name = "";
+  EXPECT_EQ(register_index(empty).code(), Code::kInvalidArgument);
+  EXPECT_EQ(registered_indexes().size(), before);
+  // The test doubles registered above are all test-only.
+  for (const char* n :
+       {"lying-test", "bug-publish-before-persist-test", "bug-split-two-naw-test"}) {
+    EXPECT_NE(find_index_entry(n), nullptr) << n;
+    EXPECT_TRUE(is_test_only_index(n));
+  }
 }
 
 TEST(Registry, OptionSummaryListsTheDefaultFirst) {

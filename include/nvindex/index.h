@@ -246,6 +246,14 @@ Status check_node_size(const IndexEntry& entry, uint32_t bytes);
 /// when it takes none.
 std::string option_summary(const IndexEntry& entry);
 
+/// Adds `entry` to the registry (after the built-in indexes of
+/// src/indexes/registry.cc), e.g. the test doubles of
+/// src/testing/test_indexes.h. Call it at start-up, before other threads use
+/// the registry (it is not thread-safe against the other registry calls).
+/// InvalidArgument when the name is taken or the entry has no name or
+/// factory.
+Status register_index(const IndexEntry& entry);
+
 /// Every registered index for uint64_t keys, in registration order.
 std::span<const IndexEntry> registered_indexes();
 

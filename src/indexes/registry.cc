@@ -1,17 +1,17 @@
 // The index registry: one line per index design (DESIGN.md §4, "adding an
 // index = one folder + one registration line"). Each index folder exposes one
 // factory function, declared here.
+#include <iterator>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "indexes/absl_btree/absl_btree.h"
 #include "indexes/btree/btree.h"
-#include "indexes/crash_bugs/crash_bugs.h"
 #include "indexes/divided_skiplist/divided_skiplist.h"
 #include "indexes/fastfair/fastfair.h"
 #include "indexes/fptree/fptree.h"
 #include "indexes/lbtree/lbtree.h"
-#include "indexes/lying/lying.h"
 #include "indexes/wbtree/wbtree.h"
 #include "nvindex/index.h"
 
@@ -35,7 +35,6 @@ constexpr Capabilities caps(bool ordered, bool persistent, bool thread_safe, boo
 constexpr Capabilities kVolatile = caps(true, false, true, false, Placement::kDram);
 constexpr Capabilities kPmOnly = caps(true, true, true, false, Placement::kPmOnly);
 constexpr Capabilities kSelective = caps(true, true, true, true, Placement::kSelective);
-constexpr Capabilities kBugList = caps(true, true, false, false, Placement::kPmOnly);
 
 bool btree_node_size_ok(uint32_t s) {
   return s >= kBtreeMinNodeSize && s <= kBtreeMaxNodeSize && s % 64 == 0;
@@ -45,7 +44,6 @@ bool fptree_node_size_ok(uint32_t s) {
   return fptree::Layout::of(s, &l);
 }
 bool lbtree_node_size_ok(uint32_t s) { return lbtree::valid_leaf_size(s); }
-bool bug_list_node_size_ok(uint32_t s) { return s >= 128 && s <= 1024 && (s & (s - 1)) == 0; }
 
 constexpr IndexEntry kIndexes[] = {
     // {name, description, caps (threads > 1, default options), min_node_size (0: no nodes),
@@ -93,14 +91,6 @@ constexpr IndexEntry kIndexes[] = {
      nullptr,
      {},
      &make_divided_skiplist},
-    // test-only: lies on purpose
-    {"lying-test", kLyingDescription, kVolatile, 0, "", nullptr, {}, &make_lying_index},
-    // test-only: crash bugs on purpose
-    {"bug-publish-before-persist-test", kBugPublishBeforePersistDescription, kBugList, 128,
-     "a power of two in 128..1024 B", &bug_list_node_size_ok, kBugOptions,
-     &make_bug_publish_before_persist},
-    {"bug-split-two-naw-test", kBugSplitTwoNawDescription, kBugList, 128,
-     "a power of two in 128..1024 B", &bug_list_node_size_ok, kBugOptions, &make_bug_split_two_naw},
 };
 
 }  // namespace
@@ -166,10 +156,32 @@ Status check_index_options(const IndexEntry& entry,
   return Status::Ok();
 }
 
-std::span<const IndexEntry> registered_indexes() { return kIndexes; }
+namespace {
+
+/// The registry: kIndexes, then what register_index() added.
+std::vector<IndexEntry>& entries() {
+  static std::vector<IndexEntry> all(std::begin(kIndexes), std::end(kIndexes));
+  return all;
+}
+
+}  // namespace
+
+Status register_index(const IndexEntry& entry) {
+  if (entry.name.empty() || entry.make == nullptr) {
+    return Status::InvalidArgument("register_index: an entry needs a name and a factory");
+  }
+  if (find_index_entry(entry.name) != nullptr) {
+    return Status::InvalidArgument("register_index: '" + std::string(entry.name) +
+                                   "' is registered already");
+  }
+  entries().push_back(entry);
+  return Status::Ok();
+}
+
+std::span<const IndexEntry> registered_indexes() { return entries(); }
 
 const IndexEntry* find_index_entry(std::string_view name) {
-  for (const IndexEntry& e : kIndexes) {
+  for (const IndexEntry& e : entries()) {
     if (e.name == name) return &e;
   }
   return nullptr;
@@ -184,7 +196,7 @@ template <>
 Status make_index<uint64_t>(std::string_view name, const IndexOptions& options,
                             std::unique_ptr<Index<uint64_t>>* out) {
   std::string known;
-  for (const IndexEntry& e : kIndexes) {
+  for (const IndexEntry& e : entries()) {
     if (e.name == name) {
       if (Status s = check_index_options(e, options.extra); !s.ok()) return s;
       return e.make(options, out);

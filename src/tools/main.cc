@@ -1,6 +1,7 @@
 // nvindex: the command line. One subcommand per file in src/tools/.
 #include <cstdio>
 
+#include "testing/test_indexes.h"
 #include "tools/commands.h"
 
 int main(int argc, char** argv) {
@@ -9,6 +10,9 @@ int main(int argc, char** argv) {
       "Run `nvindex <command> --help` for a command's options."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "nvindex 0.1.0");
+  // The test doubles (lying-test, bug-*-test) are part of the command line,
+  // not of the library: the crash lab's and the harness's self-tests use them.
+  nvindex::test_indexes::register_test_indexes();
   int exit_code = 0;
   nvindex::tools::add_bench_command(app, &exit_code);
   nvindex::tools::add_verify_command(app, &exit_code);

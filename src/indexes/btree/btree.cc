@@ -51,6 +51,8 @@
 #include <thread>
 #include <vector>
 
+#include "indexes/btree/btree_testing.h"
+
 namespace nvindex {
 namespace {
 

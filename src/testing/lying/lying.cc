@@ -9,7 +9,7 @@
 // Updates, removes, scans and verify() are honest. Not persistent.
 //
 // Thread-safety: every method takes the mutex; thread-safe (and claims it).
-#include "indexes/lying/lying.h"
+#include "testing/lying/lying.h"
 
 #include <map>
 #include <mutex>

@@ -42,7 +42,7 @@
 //
 // Not thread-safe (callers serialise every call). Lookups walk the node
 // chain: O(nodes), fine for the few dozen keys of a crash test.
-#include "indexes/crash_bugs/crash_bugs.h"
+#include "testing/crash_bugs/crash_bugs.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,0 +1,57 @@
+#include "testing/test_indexes.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "nvindex/index.h"
+#include "testing/crash_bugs/crash_bugs.h"
+#include "testing/lying/lying.h"
+
+namespace nvindex::test_indexes {
+
+namespace {
+
+constexpr Capabilities caps(bool persistent, bool thread_safe, Placement placement) {
+  Capabilities c;
+  c.ordered = true;
+  c.persistent = persistent;
+  c.thread_safe = thread_safe;
+  c.placement = placement;
+  return c;
+}
+
+bool bug_list_node_size_ok(uint32_t s) { return s >= 128 && s <= 1024 && (s & (s - 1)) == 0; }
+
+constexpr IndexEntry kTestIndexes[] = {
+    {"lying-test",
+     kLyingDescription,
+     caps(false, true, Placement::kDram),
+     0,
+     "",
+     nullptr,
+     {},
+     &make_lying_index},
+    {"bug-publish-before-persist-test", kBugPublishBeforePersistDescription,
+     caps(true, false, Placement::kPmOnly), 128, "a power of two in 128..1024 B",
+     &bug_list_node_size_ok, kBugOptions, &make_bug_publish_before_persist},
+    {"bug-split-two-naw-test", kBugSplitTwoNawDescription, caps(true, false, Placement::kPmOnly),
+     128, "a power of two in 128..1024 B", &bug_list_node_size_ok, kBugOptions,
+     &make_bug_split_two_naw},
+};
+
+}  // namespace
+
+void register_test_indexes() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const IndexEntry& e : kTestIndexes) {
+      if (Status s = register_index(e); !s.ok()) {
+        std::fprintf(stderr, "nvindex: cannot register %s\n", s.ToString().c_str());
+        std::abort();  // a name clash between two registrations: a program bug
+      }
+    }
+  });
+}
+
+}  // namespace nvindex::test_indexes
