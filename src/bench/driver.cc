@@ -75,12 +75,6 @@ void pin_current_thread(const std::vector<int>& cpus, unsigned t) {
   (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
-std::string hex(uint64_t key) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%" PRIu64, key);
-  return buf;
-}
-
 std::string_view expect_name(Expect e) {
   switch (e) {
     case Expect::kFound:
@@ -96,7 +90,7 @@ std::string_view expect_name(Expect e) {
 std::string where(std::string_view phase, unsigned t, uint64_t i, std::string_view op,
                   uint64_t key) {
   return std::string(phase) + " thread " + std::to_string(t) + " op " + std::to_string(i) + ": " +
-         std::string(op) + " key " + hex(key);
+         std::string(op) + " key " + std::to_string(key);
 }
 
 /// Checks a write's Status against its expectation: Ok is the kFound outcome
@@ -173,12 +167,12 @@ bool check_scan(const std::vector<std::pair<uint64_t, Value>>& out, size_t n, Ex
   if (n > op.scan_length) return bad("returned " + std::to_string(n) + " pairs");
   for (size_t j = 0; j < n; ++j) {
     const uint64_t k = out[j].first;
-    if (j == 0 && k < op.key) return bad("first key " + hex(k) + " below start");
+    if (j == 0 && k < op.key) return bad("first key " + std::to_string(k) + " below start");
     if (j > 0 && k <= out[j - 1].first) {
-      return bad("keys not ascending at pair " + std::to_string(j) + " (" + hex(out[j - 1].first) +
-                 " then " + hex(k) + ")");
+      return bad("keys not ascending at pair " + std::to_string(j) + " (" +
+                 std::to_string(out[j - 1].first) + " then " + std::to_string(k) + ")");
     }
-    if (!value_matches(k, out[j].second)) return bad("wrong value for key " + hex(k));
+    if (!value_matches(k, out[j].second)) return bad("wrong value for key " + std::to_string(k));
   }
   if (expect == Expect::kAny) return n > 0;
   if ((n > 0) != (expect == Expect::kFound)) {
@@ -425,7 +419,7 @@ void check_bulk_loaded(Index<uint64_t>& index, bool ordered,
     for (uint64_t i = 0; i < n; ++i) {
       const std::optional<Value> v = index.lookup(sorted[i].first);
       if (!v || *v != sorted[i].second) {
-        ts.fail("after bulk load: key " + hex(sorted[i].first) +
+        ts.fail("after bulk load: key " + std::to_string(sorted[i].first) +
                 (v ? " has a wrong value" : " is missing"));
         return;
       }
@@ -437,26 +431,27 @@ void check_bulk_loaded(Index<uint64_t>& index, bool ordered,
   while (i < n) {
     const size_t got = index.scan(sorted[i].first, 4096, &buf);
     if (got == 0 || buf.size() != got) {
-      ts.fail("after bulk load: scan from key " + hex(sorted[i].first) + " returned " +
+      ts.fail("after bulk load: scan from key " + std::to_string(sorted[i].first) + " returned " +
               std::to_string(got) + " pairs, " + std::to_string(n - i) + " keys expected");
       return;
     }
     for (const auto& [k, v] : buf) {
       if (i >= n || k != sorted[i].first) {
-        ts.fail("after bulk load: scan returned key " + hex(k) + " where " +
-                (i < n ? "key " + hex(sorted[i].first) : std::string("no more keys")) +
+        ts.fail("after bulk load: scan returned key " + std::to_string(k) + " where " +
+                (i < n ? "key " + std::to_string(sorted[i].first) : std::string("no more keys")) +
                 " was loaded");
         return;
       }
       if (v != sorted[i].second) {
-        ts.fail("after bulk load: key " + hex(k) + " has a wrong value");
+        ts.fail("after bulk load: key " + std::to_string(k) + " has a wrong value");
         return;
       }
       ++i;
     }
   }
   if (sorted.back().first != UINT64_MAX && index.scan(sorted.back().first + 1, 1, &buf) != 0) {
-    ts.fail("after bulk load: key " + hex(buf.front().first) + " above the largest loaded key");
+    ts.fail("after bulk load: key " + std::to_string(buf.front().first) +
+            " above the largest loaded key");
   }
 }
 

@@ -34,6 +34,7 @@
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
+#include "util/hex.h"
 
 namespace nvindex::crash {
 
@@ -49,12 +50,6 @@ uint64_t block_bytes(uint32_t node_size) {
 
 using Clock = std::chrono::steady_clock;
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
-
-std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string key_text(uint64_t k) { return k == kMax ? "UINT64_MAX" : std::to_string(k); }
 

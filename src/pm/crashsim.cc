@@ -23,6 +23,7 @@
 
 #include "nvindex/pm/counters.h"
 #include "nvindex/pm/pool.h"
+#include "util/hex.h"
 
 namespace nvindex::pm {
 
@@ -208,12 +209,6 @@ struct SimState {
         record_chunk(w, 8, "(uninstrumented)", 0);
       }
     }
-  }
-
-  static std::string hex(uint64_t v) {
-    char buf[24];
-    std::snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
-    return buf;
   }
 
   /// Visits one image: `choice[i]` stores of dirty line `lines_[i]`.

@@ -11,15 +11,9 @@
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/pool.h"
 #include "nvindex/status.h"
+#include "util/hex.h"
 
 namespace nvindex {
-
-/// A pool offset (or any word) as "0x..." for error messages.
-inline std::string hex(uint64_t v) {
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 /// Checks that a persistent index named `name` was given a pool
 /// (IndexOptions::pool) whose layout name is `name`. Errors: InvalidArgument
