@@ -24,8 +24,8 @@
 #include "nvindex/index.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/counters.h"
-#include "nvindex/pm/crashsim.h"
 #include "nvindex/pm/pool.h"
+#include "pm/crashsim.h"
 #include "support/model_check.h"
 
 namespace nvindex {

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "nvindex/pm/allocator.h"
-#include "nvindex/pm/crashsim.h"
 #include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
+#include "pm/crashsim.h"
 #include "pm_test_util.h"
 
 namespace nvindex::pm::crashsim {

@@ -1,6 +1,6 @@
 // The crash-lab oracle (issue 3 §2, §4, §7; DESIGN.md §6): runs crash
 // scenarios on a persistent index under the crash simulator
-// (nvindex/pm/crashsim.h), recovers every crash image in a child process and
+// (pm/crashsim.h), recovers every crash image in a child process and
 // checks it; and the ablation self-test built on it.
 //
 // A scenario: a kCrashSim file pool (4 MiB by default, in /dev/shm), the
@@ -49,8 +49,8 @@
 #include <vector>
 
 #include "nvindex/index.h"
-#include "nvindex/pm/crashsim.h"
 #include "nvindex/status.h"
+#include "pm/crashsim.h"
 
 namespace nvindex::crash {
 

@@ -10,7 +10,7 @@
 // O(S) memcmp when the uninstrumented-write check is on, plus O(64 B x dirty
 // lines) per image (apply the chosen prefixes to the image buffer, undo from
 // the durable copy).
-#include "nvindex/pm/crashsim.h"
+#include "pm/crashsim.h"
 
 #include <algorithm>
 #include <cinttypes>
