@@ -1,12 +1,14 @@
 // The registry's declarations (nvindex/index.h, IndexEntry) checked against
 // the indexes themselves: every registered index, test-only ones included.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 #include <memory>
 #include <string>
 
 #include "nvindex/index.h"
+#include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
 #include "testing/test_indexes.h"
 
@@ -120,6 +122,45 @@ TEST(Registry, RegisterIndexRefusesATakenNameOrAnEmptyEntry) {
        {"lying-test", "bug-publish-before-persist-test", "bug-split-two-naw-test"}) {
     EXPECT_NE(find_index_entry(n), nullptr) << n;
     EXPECT_TRUE(is_test_only_index(n));
+  }
+}
+
+// A pool whose index fails to open (here: a damaged root object) is closed
+// "not clean", so the next open recovers it again (make_index, pool.h).
+TEST(Registry, AFailedRecoveryLeavesThePoolNotClean) {
+  for (const IndexEntry& e : registered_indexes()) {
+    if (!e.caps.persistent || is_test_only_index(e.name)) continue;
+    SCOPED_TRACE(std::string(e.name));
+    const std::string path = "/dev/shm/nvindex-registry-" + std::to_string(::getpid()) + "-" +
+                             std::string(e.name) + ".pool";
+    ::unlink(path.c_str());
+    IndexOptions o;
+    o.node_size = smallest_node_size(e.name);
+    {
+      std::unique_ptr<pm::Pool> pool;
+      ASSERT_TRUE(pm::Pool::create(path, 16ull << 20, e.name, pm::Mode::kEmulated, &pool).ok());
+      o.pool = pool.get();
+      std::unique_ptr<Index<uint64_t>> idx;
+      ASSERT_TRUE(make_index<uint64_t>(e.name, o, &idx).ok());
+      for (uint64_t k = 1; k <= 200; ++k) ASSERT_TRUE(idx->insert(k, k).ok());
+      idx.reset();
+      // Damage the root object's first word (its magic) before the clean close.
+      pm::store(pool->ptr<uint64_t>(pool->root()), uint64_t{0x0bad0bad0bad0badull});
+      pm::persist(pool->ptr<uint64_t>(pool->root()), 8);
+    }
+    {
+      std::unique_ptr<pm::Pool> pool;
+      ASSERT_TRUE(pm::Pool::open(path, e.name, pm::Mode::kEmulated, &pool).ok());
+      EXPECT_TRUE(pool->was_clean_shutdown());
+      o.pool = pool.get();
+      std::unique_ptr<Index<uint64_t>> idx;
+      const Status s = make_index<uint64_t>(e.name, o, &idx);
+      EXPECT_FALSE(s.ok()) << "a damaged root object must not open";
+    }
+    pm::PoolHeaderInfo info;
+    ASSERT_TRUE(pm::Pool::read_header(path, &info).ok());
+    EXPECT_FALSE(info.clean_shutdown);
+    ::unlink(path.c_str());
   }
 }
 

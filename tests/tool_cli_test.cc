@@ -208,6 +208,34 @@ TEST_F(Cli, FilesAndOptionsThatCannotApplyAreUsageErrors) {
   for (const std::string& f : {keys, pool, load, run}) fs::remove(f);
 }
 
+TEST_F(Cli, NumbersAreReadAsTheCheckReadsThem) {
+  // An exponent with a minus sign is not a negative number.
+  EXPECT_EQ(nvindex(std::string("bench") + kSmall + "--index btree --latency-sample 1e-3").rc, 0);
+  // "010" would reach the option as octal 8, "0x10" as 16: refused.
+  for (const char* v : {"010", "0x10", "1.5"}) {
+    const Outcome r = nvindex(std::string("bench") + kSmall + "--index btree --threads " + v);
+    EXPECT_EQ(r.rc, 2) << v;
+    EXPECT_NE(r.err.find("--threads"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(Cli, GlobalNodeSizeNeedsOneIndexThatTakesIt) {
+  // Only lbtree selected, and it does not take 128 B: a usage error.
+  Outcome r = nvindex(std::string("bench") + kSmall + "--index lbtree --node-size 128");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("lbtree: node size 128 B invalid"), std::string::npos) << r.err;
+  // btree takes it: the run goes on and reports lbtree's refusal as its error.
+  r = nvindex(std::string("bench") + kSmall + "--index btree,lbtree --node-size 128");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_NE(r.err.find("lbtree"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("btree"), std::string::npos) << r.out;
+  // A size an entry names is checked against its own index.
+  r = nvindex(std::string("bench") + kSmall + "--index 'btree,lbtree:node_size=128'");
+  EXPECT_EQ(r.rc, 2);
+  // --pool-size is checked against free space only when a pool file is made.
+  EXPECT_EQ(nvindex(std::string("bench") + kSmall + "--index btree --pool-size 1000T").rc, 0);
+}
+
 TEST_F(Cli, UnknownIndexIsUsageErrorListingRegistered) {
   Outcome r = nvindex(std::string("bench") + kSmall + "--index absl-btree,nope");
   EXPECT_EQ(r.rc, 2);

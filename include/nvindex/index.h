@@ -250,6 +250,8 @@ std::string option_summary(const IndexEntry& entry);
 /// src/indexes/registry.cc), e.g. the test doubles of
 /// src/testing/test_indexes.h. Call it at start-up, before other threads use
 /// the registry (it is not thread-safe against the other registry calls).
+/// It may move the entries: spans from registered_indexes() and pointers
+/// from find_index_entry() taken before it are invalid after it.
 /// InvalidArgument when the name is taken or the entry has no name or
 /// factory.
 Status register_index(const IndexEntry& entry);

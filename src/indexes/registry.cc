@@ -14,6 +14,7 @@
 #include "indexes/lbtree/lbtree.h"
 #include "indexes/wbtree/wbtree.h"
 #include "nvindex/index.h"
+#include "nvindex/pm/pool.h"
 
 namespace nvindex {
 
@@ -199,7 +200,13 @@ Status make_index<uint64_t>(std::string_view name, const IndexOptions& options,
   for (const IndexEntry& e : entries()) {
     if (e.name == name) {
       if (Status s = check_index_options(e, options.extra); !s.ok()) return s;
-      return e.make(options, out);
+      Status s = e.make(options, out);
+      // An index that failed to open (recover) a pool that holds one leaves
+      // the pool "not clean", whatever its recovery got to (pool.h).
+      if (!s.ok() && options.pool != nullptr && options.pool->root() != 0) {
+        options.pool->keep_unclean();
+      }
+      return s;
     }
     if (!known.empty()) known += ", ";
     known += e.name;

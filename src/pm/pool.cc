@@ -379,12 +379,13 @@ Status Pool::read_header(const std::string& path, PoolHeaderInfo* info) {
 
 Pool::~Pool() {
   // Clean close: the index has persisted its state, so the session is marked
-  // over, unless the pool's state is not known to be whole: a recovery pass
-  // was begun and not ended (the index's recovery failed), or the previous
-  // session crashed and no recovery completed in this one. Such a pool stays
-  // "not clean" and the next open recovers it again.
-  const bool whole =
-      allocator_ != nullptr && (allocator_->ready() || (was_clean_ && !allocator_->recovering()));
+  // over, unless the pool's state is not known to be whole: an index failed
+  // to open on it (keep_unclean, set by make_index), a recovery pass was
+  // begun and not ended, or the previous session crashed and no recovery
+  // completed in this one. Such a pool stays "not clean" and the next open
+  // recovers it again.
+  const bool whole = allocator_ != nullptr && !keep_unclean_ &&
+                     (allocator_->ready() || (was_clean_ && !allocator_->recovering()));
   allocator_.reset();
   if (anonymous_) {
     if (base_ != nullptr) munmap(base_, size_);

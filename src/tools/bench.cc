@@ -285,7 +285,12 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   if (Status st = bench::parse_byte_size(a.pool_size, &opts.pool_size); !st.ok()) {
     return fail_usage("--pool-size: " + st.message());
   }
-  if (opts.pool_size > 0) {
+  if (Status st = pm::parse_mode(a.pm_mode, &opts.pm.mode); !st.ok()) {
+    return fail_usage("--pm-mode: " + st.message());
+  }
+  bool any_persistent = false;
+  for (const IndexSpec& is : specs) any_persistent |= find_index_entry(is.name)->caps.persistent;
+  if (opts.pool_size > 0 && any_persistent && opts.pm.mode != pm::Mode::kDram) {
     // The pool file is allocated whole (posix_fallocate): it must fit where it goes.
     const std::string dir = a.pool.empty() ? bench::temp_pool_dir()
                             : a.pool.find('/') == std::string::npos
@@ -299,9 +304,6 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
                           " bytes, the space free in " + dir);
       }
     }
-  }
-  if (Status st = pm::parse_mode(a.pm_mode, &opts.pm.mode); !st.ok()) {
-    return fail_usage("--pm-mode: " + st.message());
   }
   if (!a.pool.empty() && opts.pm.mode == pm::Mode::kDram) {
     return fail_usage("--pool: --pm-mode dram keeps the index in anonymous memory, no pool file");
@@ -346,12 +348,28 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
           ")");
     }
   }
+  {
+    std::string refusals;
+    bool taken = false, any_nodes = false;
+    for (const IndexSpec& is : specs) {
+      const IndexEntry& e = *find_index_entry(is.name);
+      if (is.node_size != 0 || e.node_size_ok == nullptr) continue;
+      any_nodes = true;
+      const Status st = check_node_size(e, a.node_size);
+      taken = taken || st.ok();
+      if (!st.ok()) refusals += (refusals.empty() ? "" : "; ") + st.message();
+    }
+    if (any_nodes && !taken) return fail_usage("--node-size: " + refusals);
+  }
   for (IndexSpec& is : specs) {
     const IndexEntry& e = *find_index_entry(is.name);
-    const uint32_t ns = is.node_size != 0 ? is.node_size : a.node_size;
-    if (Status st = check_node_size(e, ns); !st.ok()) {
-      return fail_usage(std::string(is.node_size != 0 ? "--index " + is.label : "--node-size") +
-                        ": " + st.message());
+    // A size an entry names itself must be one its index takes; a global
+    // --node-size must suit at least one selected index with nodes (the
+    // others report the refusal in the results, as any run error).
+    if (is.node_size != 0) {
+      if (Status st = check_node_size(e, is.node_size); !st.ok()) {
+        return fail_usage("--index " + is.label + ": " + st.message());
+      }
     }
     std::map<std::string, std::string> mine;
     for (const OptionSpec& o : e.options) {
@@ -470,7 +488,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "Stop the run after this many seconds (0 = run every operation)")
       ->check(in_range(0, 604800, "0..604800 s (a week)"));
   cmd->add_option("-t,--threads", a.spec.threads, "Worker threads")
-      ->check(in_range(1, 1024, "1..1024"));
+      ->check(count_in(1, 1024, "1..1024"));
   const CLI::Validator ratio = in_range(0, 1, "0..1");
   cmd->add_option("-r,--read-ratio", a.spec.read_ratio, "Fraction of lookups")->check(ratio);
   cmd->add_option("-i,--insert-ratio", a.spec.insert_ratio, "Fraction of inserts (fresh keys)")
@@ -481,7 +499,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--rmw-ratio", a.spec.rmw_ratio, "Fraction of read-modify-writes (YCSB F)")
       ->check(ratio);
   cmd->add_option("--scan-size", a.spec.scan_size, "Pairs per scan")
-      ->check(in_range(1, 1 << 24, "1..16,777,216"));
+      ->check(count_in(1, 1 << 24, "1..16,777,216"));
   cmd->add_option("--distribution", a.distribution,
                   "Key choice: uniform|zipfian|selfsimilar|latest|sequential (applies on top of "
                   "--workload when given)");
@@ -516,7 +534,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--recovery-threads", a.recovery_threads,
                   "Threads for the recovery after a persistent run (IndexOptions::threads on "
                   "reopen; 0 = --threads)")
-      ->check(in_range(0, 1024, "0..1024"));
+      ->check(count_in(0, 1024, "0..1024"));
   cmd->add_option("--keys-file", a.spec.keys_file,
                   "Load keys from this file, one decimal key a line");
   cmd->add_option("--trace-load", a.spec.trace_load,
@@ -538,7 +556,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--node-size", a.node_size,
                   "Node size in bytes for indexes that take one (each index's sizes: "
                   "--list-indexes)")
-      ->check(in_range(64, 65536, "64..65536"));
+      ->check(count_in(64, 65536, "64..65536"));
   cmd->add_option("--index-opt", a.index_opts, "Index-specific knob name=value (repeatable)");
   cmd->add_option("--format", a.format, "Report format: text|json")
       ->check(CLI::IsMember({"text", "json"}));

@@ -15,21 +15,29 @@
 
 namespace nvindex::tools {
 
-/// A CLI11 check: the value is a plain decimal number (no "nan", no "inf",
-/// nothing after it) in [lo, hi], or in (lo, hi] when `lo_open`. A leading
-/// '-' is refused when lo >= 0, so an unsigned option never receives a
-/// wrapped "-1". `range` is how the message names the range ("1..1024",
-/// "(0, 1]", "0..604800 s").
+/// A CLI11 check: the value is a number in [lo, hi], or in (lo, hi] when
+/// `lo_open`, with nothing after it (no "nan", no "inf"). With `integer`
+/// (the options CLI11 stores in an unsigned integer) only decimal digits,
+/// without a sign or a leading zero, are taken: CLI11 would read "-1" as
+/// 2^64 - 1, "010" as octal 8 and "0x10" as 16, none of them what the check
+/// saw. Otherwise a decimal or exponent form ("0.001", "1e-3"); a leading
+/// '-' is refused when lo >= 0. `range` is how the message names the range
+/// ("1..1024", "(0, 1]", "0..604800 s").
 inline CLI::Validator in_range(long double lo, long double hi, std::string range,
-                               bool lo_open = false) {
+                               bool lo_open = false, bool integer = false) {
   return CLI::Validator(
-      [lo, hi, range, lo_open](std::string& s) -> std::string {
+      [lo, hi, range, lo_open, integer](std::string& s) -> std::string {
         const char* b = s.c_str();
         char* end = nullptr;
         errno = 0;
         const long double v = std::strtold(b, &end);
-        const bool number = end != b && *end == '\0' && std::isfinite(v) && errno == 0;
-        const bool signed_below = lo >= 0 && s.find('-') != std::string::npos;
+        bool number = end != b && *end == '\0' && std::isfinite(v) && errno == 0;
+        if (integer) {
+          number = number && s.find_first_not_of("0123456789") == std::string::npos &&
+                   (s.size() == 1 || s[0] != '0');
+        }
+        const size_t first = s.find_first_not_of(" \t");
+        const bool signed_below = lo >= 0 && first != std::string::npos && s[first] == '-';
         if (!number || signed_below || v > hi || v < lo || (lo_open && v == lo)) {
           return "must be " + range + ", got '" + s + "'";
         }
@@ -38,9 +46,15 @@ inline CLI::Validator in_range(long double lo, long double hi, std::string range
       range);
 }
 
-/// An unsigned option with no limit of its own (a seed): a number, no sign.
+/// An unsigned integer option with no limit of its own (a seed).
 inline CLI::Validator no_sign() {
-  return in_range(0, static_cast<long double>(UINT64_MAX), "a number >= 0");
+  return in_range(0, static_cast<long double>(UINT64_MAX), "a whole number >= 0", false, true);
+}
+
+/// An unsigned integer option in lo..hi ("1..1024").
+inline CLI::Validator count_in(uint64_t lo, uint64_t hi, std::string range) {
+  return in_range(static_cast<long double>(lo), static_cast<long double>(hi), std::move(range),
+                  false, true);
 }
 
 /// This machine's memory, bytes (sysconf; 1 GiB when unknown).
@@ -66,7 +80,7 @@ inline std::string with_commas(uint64_t v) {
 /// ("1..393,216,000 (64 B of memory each on this machine)").
 inline CLI::Validator fits_memory(uint64_t bytes_each, bool positive) {
   const uint64_t most = physical_memory_bytes() / bytes_each;
-  return in_range(positive ? 1 : 0, static_cast<long double>(most),
+  return count_in(positive ? 1 : 0, most,
                   std::string(positive ? "1" : "0") + ".." + with_commas(most) + " (" +
                       std::to_string(bytes_each) + " B of memory each on this machine)");
 }

@@ -263,11 +263,11 @@ void add_crashtest_command(CLI::App& app, int* exit_code) {
   cmd->option_defaults()->always_capture_default();
   cmd->add_option("--index", a->index, "Registered persistent index")->required();
   cmd->add_option("--ops", a->ops, "Operations per scenario")
-      ->check(in_range(1, 100000, "1..100000"));
+      ->check(count_in(1, 100000, "1..100000"));
   cmd->add_option("--seed", a->seed, "Seed of the first scenario (scenario s uses seed + s)")
       ->check(no_sign());
   cmd->add_option("--budget", a->budget, "Images per crash point before sampling")
-      ->check(in_range(1, 1 << 20, "1..1,048,576"));
+      ->check(count_in(1, 1 << 20, "1..1,048,576"));
   cmd->add_option("--profile", a->profile, "Persistence domain: adr|eadr")
       ->check(CLI::IsMember({"adr", "eadr"}));
   cmd->add_option(
@@ -275,12 +275,12 @@ void add_crashtest_command(CLI::App& app, int* exit_code) {
       "all: the ablation self-test; SITE: drop that site's flushes and fences; SITE/flush or "
       "SITE/fence: only one kind. A site the run never reaches is a usage error (exit 2)");
   cmd->add_option("--node-size", a->node_size, "Node size in bytes (small: 128 or 256)")
-      ->check(in_range(64, 65536, "64..65536"));
+      ->check(count_in(64, 65536, "64..65536"));
   cmd->add_option("--scenarios", a->scenarios, "Scenarios to run")
-      ->check(in_range(1, 100000, "1..100000"));
+      ->check(count_in(1, 100000, "1..100000"));
   cmd->add_option("--output", a->output, "Also write the results as JSON to FILE");
   cmd->add_option("--jobs", a->jobs, "Image checks in flight at once")
-      ->check(in_range(1, 16, "1..16"));
+      ->check(count_in(1, 16, "1..16"));
   cmd->add_option("--timeout", a->timeout, "Seconds before a recovery check counts as hung")
       ->check(in_range(0, 3600, "(0, 3600] s", true));
   cmd->add_option("--index-opt", a->index_opts, "Index-specific knob name=value (repeatable)");

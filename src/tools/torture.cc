@@ -88,17 +88,17 @@ void add_torture_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--seconds", o.seconds, "Stop after this many seconds")
       ->check(in_range(0, 604800, "(0, 604800] s", true));
   cmd->add_option("--kills", o.kills, "Stop after this many kills")
-      ->check(in_range(1, 1 << 30, "1..1,073,741,824"));
+      ->check(count_in(1, 1 << 30, "1..1,073,741,824"));
   cmd->add_option("--seed", o.seed, "Seed of the op streams and kill delays")->check(no_sign());
   cmd->add_option("--node-size", o.node_size, "Node size in bytes (small: more splits and merges)")
-      ->check(in_range(64, 65536, "64..65536"));
+      ->check(count_in(64, 65536, "64..65536"));
   cmd->add_option("--threads", o.threads,
                   "Worker threads in the child (>1 needs a thread-safe index)")
-      ->check(in_range(1, 16, "1..16"));
+      ->check(count_in(1, 16, "1..16"));
   cmd->add_option("--keys", o.keys, "Key space size (0: 64 nodes' worth of entries)")
       ->check(fits_memory(64, false));
   cmd->add_option("--pool-size", args->pool_mib, "Pool size, MiB")
-      ->check(in_range(4, 1 << 20, "4..1,048,576 MiB"));
+      ->check(count_in(4, 1 << 20, "4..1,048,576 MiB"));
   cmd->add_option("--max-run-ms", o.max_run_ms,
                   "A child runs uniform [0, this] ms after it is ready before the kill")
       ->check(in_range(0, 3600000, "(0, 3600000] ms", true));

@@ -138,13 +138,13 @@ void add_verify_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--pool", args->pool, "Pool file (e.g. from nvindex bench --keep-pool)")
       ->required();
   cmd->add_option("--node-size", args->node_size, "Node size in bytes, as used to create it")
-      ->check(in_range(64, 65536, "64..65536"));
+      ->check(count_in(64, 65536, "64..65536"));
   cmd->add_option("--pm-mode", args->pm_mode, "PM mode: emulated|dax")
       ->check(CLI::IsMember({"emulated", "dax"}));
   cmd->add_option("--threads", args->threads,
                   "Recovery threads (IndexOptions::threads: lbtree rebuilds its inner nodes "
                   "with this many)")
-      ->check(in_range(1, 1024, "1..1024"));
+      ->check(count_in(1, 1024, "1..1024"));
   cmd->add_option("--index-opt", args->index_opts,
                   "Index-specific knob name=value, as used to create it (repeatable)");
   cmd->add_option("--format", args->format, "Output: text|json")

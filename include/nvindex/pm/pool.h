@@ -161,6 +161,10 @@ class Pool {
   /// Whether the previous session closed the pool cleanly (false after a crash
   /// and for a newly created pool).
   bool was_clean_shutdown() const { return was_clean_; }
+  /// Marks this session's state as not known whole: the close will leave
+  /// the pool "not clean", so the next open recovers it again. make_index()
+  /// calls it when an index fails to open (recover) on this pool.
+  void keep_unclean() { keep_unclean_ = true; }
 
   /// The pool's block allocator (lives as long as the pool).
   Allocator& allocator() { return *allocator_; }
@@ -175,6 +179,7 @@ class Pool {
   Mode mode_ = Mode::kEmulated;
   std::string path_;
   bool was_clean_ = false;
+  bool keep_unclean_ = false;
   bool anonymous_ = false;
   ::pmem2_map* map_ = nullptr;
   int fd_ = -1;
