@@ -23,23 +23,15 @@ namespace nvindex {
 
 namespace {
 
-constexpr Capabilities caps(bool ordered, bool persistent, bool thread_safe, bool bulk_load,
-                            Placement placement) {
-  Capabilities c;
-  c.ordered = ordered;
-  c.persistent = persistent;
-  c.thread_safe = thread_safe;
-  c.bulk_load = bulk_load;
-  c.placement = placement;
-  return c;
-}
-constexpr Capabilities kVolatile = caps(true, false, true, false, Placement::kDram);
-constexpr Capabilities kPmOnly = caps(true, true, true, false, Placement::kPmOnly);
-constexpr Capabilities kSelective = caps(true, true, true, true, Placement::kSelective);
+constexpr Capabilities kVolatile{.ordered = true, .thread_safe = true};
+constexpr Capabilities kPmOnly{
+    .ordered = true, .persistent = true, .thread_safe = true, .placement = Placement::kPmOnly};
+constexpr Capabilities kSelective{.ordered = true,
+                                  .persistent = true,
+                                  .thread_safe = true,
+                                  .bulk_load = true,
+                                  .placement = Placement::kSelective};
 
-bool btree_node_size_ok(uint32_t s) {
-  return s >= kBtreeMinNodeSize && s <= kBtreeMaxNodeSize && s % 64 == 0;
-}
 bool fptree_node_size_ok(uint32_t s) {
   fptree::Layout l;
   return fptree::Layout::of(s, &l);
@@ -63,7 +55,7 @@ constexpr IndexEntry kIndexes[] = {
      kVolatile,
      128,
      "a multiple of 64 in 128..4096 B",
-     &btree_node_size_ok,
+     &btree_valid_node_size,
      {},
      &make_btree},
     {"lbtree",
@@ -82,11 +74,19 @@ constexpr IndexEntry kIndexes[] = {
      &fptree_node_size_ok,
      {},
      &make_fptree},
-    {"wbtree", kWbTreeDescription, caps(true, true, true, true, Placement::kPmOnly), 128,
-     "128, 256, 512 or 1024 B", &wbtree::valid_node_size, kWbTreeOptions, &make_wbtree},
+    {"wbtree", kWbTreeDescription,
+     Capabilities{.ordered = true,
+                  .persistent = true,
+                  .thread_safe = true,
+                  .bulk_load = true,
+                  .placement = Placement::kPmOnly},
+     128, "128, 256, 512 or 1024 B", &wbtree::valid_node_size, kWbTreeOptions, &make_wbtree},
     {"divided-skiplist",
      kDividedSkiplistDescription,
-     caps(true, true, true, false, Placement::kSelective),
+     Capabilities{.ordered = true,
+                  .persistent = true,
+                  .thread_safe = true,
+                  .placement = Placement::kSelective},
      0,
      "",
      nullptr,

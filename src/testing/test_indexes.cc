@@ -12,31 +12,23 @@ namespace nvindex::test_indexes {
 
 namespace {
 
-constexpr Capabilities caps(bool persistent, bool thread_safe, Placement placement) {
-  Capabilities c;
-  c.ordered = true;
-  c.persistent = persistent;
-  c.thread_safe = thread_safe;
-  c.placement = placement;
-  return c;
-}
-
-bool bug_list_node_size_ok(uint32_t s) { return s >= 128 && s <= 1024 && (s & (s - 1)) == 0; }
+constexpr Capabilities kBugList{
+    .ordered = true, .persistent = true, .placement = Placement::kPmOnly};
 
 constexpr IndexEntry kTestIndexes[] = {
     {"lying-test",
      kLyingDescription,
-     caps(false, true, Placement::kDram),
+     Capabilities{.ordered = true, .thread_safe = true},
      0,
      "",
      nullptr,
      {},
      &make_lying_index},
-    {"bug-publish-before-persist-test", kBugPublishBeforePersistDescription,
-     caps(true, false, Placement::kPmOnly), 128, "a power of two in 128..1024 B",
-     &bug_list_node_size_ok, kBugOptions, &make_bug_publish_before_persist},
-    {"bug-split-two-naw-test", kBugSplitTwoNawDescription, caps(true, false, Placement::kPmOnly),
-     128, "a power of two in 128..1024 B", &bug_list_node_size_ok, kBugOptions,
+    {"bug-publish-before-persist-test", kBugPublishBeforePersistDescription, kBugList, 128,
+     "a power of two in 128..1024 B", &bug_list_valid_node_size, kBugOptions,
+     &make_bug_publish_before_persist},
+    {"bug-split-two-naw-test", kBugSplitTwoNawDescription, kBugList, 128,
+     "a power of two in 128..1024 B", &bug_list_valid_node_size, kBugOptions,
      &make_bug_split_two_naw},
 };
 

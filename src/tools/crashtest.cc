@@ -163,11 +163,9 @@ int run_crashtest(const CrashArgs& a) {
     std::fprintf(stderr, "nvindex crashtest: --profile: %s\n", s.message().c_str());
     return 2;
   }
-  if (const IndexEntry* e = find_index_entry(o.index); e != nullptr) {
-    if (Status s = check_node_size(*e, o.node_size); !s.ok()) {
-      std::fprintf(stderr, "nvindex crashtest: --node-size: %s\n", s.message().c_str());
-      return 2;
-    }
+  if (Status s = check_node_size_for(o.index, o.node_size); !s.ok()) {
+    std::fprintf(stderr, "nvindex crashtest: --node-size: %s\n", s.message().c_str());
+    return 2;
   }
   if (Status s = parse_index_opts_for(o.index, a.index_opts, &o.index_opts); !s.ok()) {
     std::fprintf(stderr, "nvindex crashtest: %s\n", s.message().c_str());

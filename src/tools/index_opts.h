@@ -36,4 +36,11 @@ inline Status parse_index_opts_for(std::string_view name, const std::vector<std:
   return e == nullptr ? Status::Ok() : check_index_options(*e, *out);
 }
 
+/// check_node_size against the index `name` (Ok for an unregistered name:
+/// the caller's own check reports that).
+inline Status check_node_size_for(std::string_view name, uint32_t bytes) {
+  const IndexEntry* e = find_index_entry(name);
+  return e == nullptr ? Status::Ok() : check_node_size(*e, bytes);
+}
+
 }  // namespace nvindex::tools

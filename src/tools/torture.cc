@@ -14,6 +14,7 @@
 #include "nvindex/pm/persist.h"
 #include "tools/cli_checks.h"
 #include "tools/commands.h"
+#include "tools/index_opts.h"
 
 namespace nvindex::tools {
 namespace {
@@ -28,11 +29,9 @@ int run_torture_command(TortureArgs& a) {
   config.mode = pm::Mode::kEmulated;
   pm::configure(config);
   a.o.pool_bytes = a.pool_mib << 20;
-  if (const IndexEntry* e = find_index_entry(a.o.index); e != nullptr) {
-    if (Status s = check_node_size(*e, a.o.node_size); !s.ok()) {
-      std::fprintf(stderr, "nvindex torture: --node-size: %s\n", s.message().c_str());
-      return 2;
-    }
+  if (Status s = check_node_size_for(a.o.index, a.o.node_size); !s.ok()) {
+    std::fprintf(stderr, "nvindex torture: --node-size: %s\n", s.message().c_str());
+    return 2;
   }
   crash::TortureReport r;
   const Status st = crash::run_torture(a.o, &r);

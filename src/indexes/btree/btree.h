@@ -16,6 +16,10 @@ inline constexpr char kBtreeDescription[] =
 /// Smallest and largest node size "btree" accepts, bytes (IndexOptions::node_size).
 inline constexpr uint32_t kBtreeMinNodeSize = 128;
 inline constexpr uint32_t kBtreeMaxNodeSize = 4096;
+/// Node sizes "btree" takes: a multiple of 64 in kBtreeMinNodeSize..kBtreeMaxNodeSize.
+inline bool btree_valid_node_size(uint32_t s) {
+  return s >= kBtreeMinNodeSize && s <= kBtreeMaxNodeSize && s % 64 == 0;
+}
 
 /// Factory for "btree": a volatile (Placement::kDram), ordered, thread-safe
 /// B+-tree over uint64_t keys and 8-byte values (every value, 0 included, is

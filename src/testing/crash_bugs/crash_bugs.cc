@@ -444,7 +444,7 @@ Status make_bug_list(const IndexOptions& options, std::string_view name, Bug bug
   Status s;
   if (options.pool->root() == 0) {
     const uint32_t ns = options.node_size;
-    if (ns < 128 || ns > 1024 || (ns & (ns - 1)) != 0) {
+    if (!bug_list_valid_node_size(ns)) {
       return Status::InvalidArgument(std::string(name) + ": node_size " + std::to_string(ns) +
                                      " invalid (a power of two in 128..1024 bytes)");
     }

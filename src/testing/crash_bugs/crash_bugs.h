@@ -33,6 +33,11 @@ inline constexpr char kBugSplitTwoNawDescription[] =
     "deliberately broken persistent list: splits with two separate NAWs and no recovery "
     "(crash-lab proof, never benchmark it)";
 
+/// Node sizes of both bug indexes: a power of two in 128..1024 bytes.
+inline bool bug_list_valid_node_size(uint32_t s) {
+  return s >= 128 && s <= 1024 && (s & (s - 1)) == 0;
+}
+
 /// The values of the option "bug" (the default first).
 inline constexpr std::string_view kBugValues[] = {"on", "none"};
 /// The options of both bug indexes (registry entries).
