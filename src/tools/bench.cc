@@ -165,6 +165,71 @@ bool write_file(const std::string& path, const std::string& text) {
   return static_cast<bool>(f.flush());
 }
 
+/// The pool file of one --index entry: --pool PATH itself, or PATH-<label,
+/// file-safe> when several indexes run ("" without --pool: a temporary file).
+std::string pool_path_for(const std::string& pool, size_t entries, const std::string& label) {
+  if (pool.empty()) return pool;
+  return entries > 1 ? pool + "-" + bench::file_safe(label) : pool;
+}
+
+/// Resolves each entry's index options: --index-opt k=v (global) goes to each
+/// selected index that takes k, an entry's own options win; every option and
+/// every node size an entry names is checked against its index's registry
+/// entry, and a global --node-size must suit at least one selected index
+/// with nodes (the others report the refusal in the results, as any run
+/// error). InvalidArgument with the message to print as a usage error.
+Status resolve_index_options(const std::map<std::string, std::string>& global_opts,
+                             uint32_t node_size, std::vector<IndexSpec>* specs) {
+  for (const auto& [k, v] : global_opts) {
+    bool taken = false;
+    std::string offered;
+    for (const IndexSpec& is : *specs) {
+      const IndexEntry& e = *find_index_entry(is.name);
+      for (const OptionSpec& o : e.options) taken = taken || o.name == k;
+      if (!e.options.empty()) {
+        offered += (offered.empty() ? "" : "; ") + is.label + ": " + option_summary(e);
+      }
+    }
+    if (!taken) {
+      return Status::InvalidArgument(
+          "--index-opt " + k + ": no selected index takes it (" +
+          (offered.empty() ? std::string("none of them takes options") : "options: " + offered) +
+          ")");
+    }
+  }
+  std::string refusals;
+  bool taken = false, any_nodes = false;
+  for (const IndexSpec& is : *specs) {
+    const IndexEntry& e = *find_index_entry(is.name);
+    if (is.node_size != 0 || e.node_size_ok == nullptr) continue;
+    any_nodes = true;
+    const Status st = check_node_size(e, node_size);
+    taken = taken || st.ok();
+    if (!st.ok()) refusals += (refusals.empty() ? "" : "; ") + st.message();
+  }
+  if (any_nodes && !taken) return Status::InvalidArgument("--node-size: " + refusals);
+  for (IndexSpec& is : *specs) {
+    const IndexEntry& e = *find_index_entry(is.name);
+    if (is.node_size != 0) {
+      if (Status st = check_node_size(e, is.node_size); !st.ok()) {
+        return Status::InvalidArgument("--index " + is.label + ": " + st.message());
+      }
+    }
+    std::map<std::string, std::string> mine;
+    for (const OptionSpec& o : e.options) {
+      if (auto it = global_opts.find(std::string(o.name)); it != global_opts.end()) {
+        mine[it->first] = it->second;
+      }
+    }
+    for (const auto& [k, v] : is.extra) mine[k] = v;  // the entry's own win
+    if (Status st = check_index_options(e, mine); !st.ok()) {
+      return Status::InvalidArgument("--index " + is.label + ": " + st.message());
+    }
+    is.extra = std::move(mine);
+  }
+  return Status::Ok();
+}
+
 /// Runs the command; returns the exit code.
 int run_bench(BenchArgs& a, CLI::App* cmd) {
   if (a.list_indexes) {
@@ -311,8 +376,7 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   if (!a.pool.empty()) {
     // create never overwrites a file: an existing one is refused before any work.
     for (const IndexSpec& is : specs) {
-      const std::string path =
-          specs.size() > 1 ? a.pool + "-" + bench::file_safe(is.label) : a.pool;
+      const std::string path = pool_path_for(a.pool, specs.size(), is.label);
       if (find_index_entry(is.name)->caps.persistent && ::access(path.c_str(), F_OK) == 0) {
         return fail_usage("--pool: " + path + " already exists (a pool is never overwritten)");
       }
@@ -331,57 +395,8 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   if (Status st = parse_index_opts(a.index_opts, &global_opts); !st.ok()) {
     return fail_usage(st.message());
   }
-  for (const auto& [k, v] : global_opts) {
-    bool taken = false;
-    std::string offered;
-    for (const IndexSpec& is : specs) {
-      const IndexEntry& e = *find_index_entry(is.name);
-      for (const OptionSpec& o : e.options) taken = taken || o.name == k;
-      if (!e.options.empty()) {
-        offered += (offered.empty() ? "" : "; ") + is.label + ": " + option_summary(e);
-      }
-    }
-    if (!taken) {
-      return fail_usage(
-          "--index-opt " + k + ": no selected index takes it (" +
-          (offered.empty() ? std::string("none of them takes options") : "options: " + offered) +
-          ")");
-    }
-  }
-  {
-    std::string refusals;
-    bool taken = false, any_nodes = false;
-    for (const IndexSpec& is : specs) {
-      const IndexEntry& e = *find_index_entry(is.name);
-      if (is.node_size != 0 || e.node_size_ok == nullptr) continue;
-      any_nodes = true;
-      const Status st = check_node_size(e, a.node_size);
-      taken = taken || st.ok();
-      if (!st.ok()) refusals += (refusals.empty() ? "" : "; ") + st.message();
-    }
-    if (any_nodes && !taken) return fail_usage("--node-size: " + refusals);
-  }
-  for (IndexSpec& is : specs) {
-    const IndexEntry& e = *find_index_entry(is.name);
-    // A size an entry names itself must be one its index takes; a global
-    // --node-size must suit at least one selected index with nodes (the
-    // others report the refusal in the results, as any run error).
-    if (is.node_size != 0) {
-      if (Status st = check_node_size(e, is.node_size); !st.ok()) {
-        return fail_usage("--index " + is.label + ": " + st.message());
-      }
-    }
-    std::map<std::string, std::string> mine;
-    for (const OptionSpec& o : e.options) {
-      if (auto it = global_opts.find(std::string(o.name)); it != global_opts.end()) {
-        mine[it->first] = it->second;
-      }
-    }
-    for (const auto& [k, v] : is.extra) mine[k] = v;  // the entry's own win
-    if (Status st = check_index_options(e, mine); !st.ok()) {
-      return fail_usage("--index " + is.label + ": " + st.message());
-    }
-    is.extra = std::move(mine);
+  if (Status st = resolve_index_options(global_opts, a.node_size, &specs); !st.ok()) {
+    return fail_usage(st.message());
   }
   opts.index_extra = global_opts;
 
@@ -414,10 +429,7 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
     // --index-opt ones it takes, overridden by the entry's own (checked above).
     o.index_extra = is.extra;
     if (is.node_size != 0) o.node_size = is.node_size;
-    // Several indexes and one --pool PATH: each gets PATH-<label, file-safe>.
-    if (!a.pool.empty()) {
-      o.pool_path = specs.size() > 1 ? a.pool + "-" + bench::file_safe(is.label) : a.pool;
-    }
+    o.pool_path = pool_path_for(a.pool, specs.size(), is.label);
     bench::IndexResult result;
     Status st = bench::run_benchmark(o, workload, is.name, &result, progress.get());
     if (!st.ok()) {
