@@ -1,5 +1,6 @@
-// The shared model test on "absl-btree", the volatile yardstick, with and
-// without its lock; the concurrent test runs in index_concurrent_test.
+// "absl-btree", the volatile yardstick: what is specific to it (the
+// conformance suite, tests/index_conformance_test.cc and
+// index_concurrent_test.cc, holds what every index must do).
 #include <gtest/gtest.h>
 
 #include "nvindex/index.h"
@@ -7,18 +8,6 @@
 
 namespace nvindex {
 namespace {
-
-TEST(AbslBtreeTest, MatchesStdMap) {
-  for (unsigned threads : {1u, 2u}) {
-    for (uint64_t seed : {1u, 2u, 3u}) {
-      testing::TestIndex t;
-      Status s = testing::open_test_index("absl-btree", 512, &t, testing::kTestPoolBytes, threads);
-      ASSERT_TRUE(s.ok()) << s.ToString();
-      testing::run_model_test(*t.index, seed, 20000, seed == 3 ? uint64_t{1} << 40 : 1 << 13);
-      if (HasFatalFailure()) return;
-    }
-  }
-}
 
 // A single-threaded instance takes no lock and must not claim thread_safe;
 // one made for several threads does.

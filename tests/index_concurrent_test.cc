@@ -1,7 +1,9 @@
-// The shared concurrent test on every registered index that claims
-// thread_safe (so absl-btree, btree and every later one are covered without
-// editing this file), with 2 and 4 threads at node sizes 256 and 512 B; and a
-// self-test that the shared helpers catch an index that lies.
+// The concurrent half of the conformance suite (tests/index_conformance_test.cc):
+// the shared concurrent map-model test on every registered configuration
+// that claims thread_safe (so every later index is covered without editing
+// this file), with 2 threads at each node size and option value, and 4
+// threads at the default size; and a self-test that the shared helpers
+// catch an index that lies. Runs again under ThreadSanitizer (make test).
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -21,38 +23,34 @@
 namespace nvindex {
 namespace {
 
-std::vector<std::string> index_names() {
-  std::vector<std::string> names;
-  for (const IndexEntry& e : registered_indexes()) {
-    if (!is_test_only_index(e.name)) names.emplace_back(e.name);
-  }
-  return names;
-}
+// Every registered configuration (tests/support/model_check.h) at 2 threads,
+// and those at the default node size (or without nodes) at 4 threads too.
+using Param = std::tuple<testing::IndexCase, unsigned>;  // case, threads
 
-using Param = std::tuple<std::string, unsigned, uint32_t>;  // name, threads, node size
+std::vector<Param> params() {
+  std::vector<Param> out;
+  for (const testing::IndexCase& c : testing::registered_index_cases()) {
+    out.emplace_back(c, 2u);
+    if (c.extra.empty() && (c.node_size == 0 || c.node_size == 512)) out.emplace_back(c, 4u);
+  }
+  return out;
+}
 
 class ConcurrentTest : public ::testing::TestWithParam<Param> {};
 
 TEST_P(ConcurrentTest, DisjointWritersAndReadersMatchTheModel) {
-  const auto& [name, threads, node_size] = GetParam();
+  const auto& [c, threads] = GetParam();
   testing::TestIndex t;
-  Status s = testing::open_test_index(name, node_size, &t, testing::kTestPoolBytes, threads);
+  Status s = testing::open_test_index(c.name, testing::options_for(c, threads), &t);
   ASSERT_TRUE(s.ok()) << s.ToString();
-  if (!t.index->info().caps.thread_safe) GTEST_SKIP() << name << " does not claim thread_safe";
-  testing::run_concurrent_test(*t.index, threads, threads * 7919 + node_size);
+  if (!t.index->info().caps.thread_safe) GTEST_SKIP() << c.name << " does not claim thread_safe";
+  testing::run_concurrent_test(*t.index, threads, threads * 7919 + c.node_size);
 }
 
-INSTANTIATE_TEST_SUITE_P(Registered, ConcurrentTest,
-                         ::testing::Combine(::testing::ValuesIn(index_names()),
-                                            ::testing::Values(2u, 4u),
-                                            ::testing::Values(256u, 512u)),
+INSTANTIATE_TEST_SUITE_P(Registered, ConcurrentTest, ::testing::ValuesIn(params()),
                          [](const auto& info) {
-                           std::string n = std::get<0>(info.param);
-                           for (char& c : n) {
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           }
-                           return n + "_" + std::to_string(std::get<1>(info.param)) + "threads_" +
-                                  std::to_string(std::get<2>(info.param)) + "B";
+                           return std::get<0>(info.param).label + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "threads";
                          });
 
 // Counts the failures the helpers report against "lying-test" (which drops

@@ -1,6 +1,8 @@
-// divided-skiplist: std::map model tests, edge keys and values, capability
-// claims, PM cost per operation, OutOfSpace, recovery (clean close, a
-// crash-left unreachable element, damaged pools) and the DRAM towers.
+// divided-skiplist, what is specific to its design (the conformance suite,
+// tests/index_conformance_test.cc, holds what every index must do): node
+// size ignored, footprint, PM cost per operation, the DRAM towers' height
+// distribution, recovery (towers rebuilt, a crash-left unreachable element,
+// a pool without a root, damaged pools).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -24,85 +26,12 @@ namespace {
 using divided_skiplist::DividedSkiplist;
 using divided_skiplist::Element;
 using divided_skiplist::RootObject;
+using testing::expect_equals_model;
 using testing::open_test_index;
-using testing::run_model_test;
 using testing::TestIndex;
 
 constexpr char kName[] = "divided-skiplist";
 constexpr uint64_t kPoolBytes = 32ull << 20;
-
-struct ModelCase {
-  uint64_t seed;
-  size_t ops;
-  uint64_t key_space;
-};
-
-class SkiplistModel : public ::testing::TestWithParam<ModelCase> {};
-
-TEST_P(SkiplistModel, MatchesStdMap) {
-  const ModelCase c = GetParam();
-  TestIndex t;
-  ASSERT_TRUE(open_test_index(kName, 128, &t, 64ull << 20).ok());
-  run_model_test(*t.index, c.seed, c.ops, c.key_space);
-}
-
-INSTANTIATE_TEST_SUITE_P(Seeds, SkiplistModel,
-                         ::testing::Values(ModelCase{1, 20000, 4000}, ModelCase{2, 20000, 100000},
-                                           ModelCase{3, 20000, 500},
-                                           ModelCase{4, 10000, 1ull << 62},
-                                           ModelCase{5, 30000, 20000}),
-                         [](const auto& info) { return "s" + std::to_string(info.param.seed); });
-
-TEST(DividedSkiplist, EdgeKeysValueZeroAndRepeatedValues) {
-  TestIndex t;
-  ASSERT_TRUE(open_test_index(kName, 128, &t, 16ull << 20).ok());
-  Index<uint64_t>& idx = *t.index;
-  EXPECT_FALSE(idx.find_last_less_than(0).has_value());
-  EXPECT_FALSE(idx.find_last_less_than(UINT64_MAX).has_value());
-  for (uint64_t k = 1; k <= 500; ++k) ASSERT_TRUE(idx.insert(k * 3, k % 2 ? 0 : 7).ok());
-  ASSERT_TRUE(idx.insert(0, UINT64_MAX).ok());
-  ASSERT_TRUE(idx.insert(UINT64_MAX, 0).ok());
-  EXPECT_EQ(idx.lookup(0), UINT64_MAX);
-  EXPECT_EQ(idx.lookup(UINT64_MAX), 0u);
-  for (uint64_t k = 1; k <= 500; ++k) {
-    ASSERT_EQ(idx.lookup(k * 3), k % 2 ? 0u : 7u) << k;
-    EXPECT_FALSE(idx.lookup(k * 3 + 1).has_value());
-  }
-  std::vector<std::pair<uint64_t, Value>> out;
-  EXPECT_EQ(idx.scan(0, 1000, &out), 502u);
-  EXPECT_EQ(out.front().first, 0u);
-  EXPECT_EQ(out.back().first, UINT64_MAX);
-  for (size_t i = 1; i + 1 < out.size(); ++i) EXPECT_EQ(out[i].first, i * 3);
-  EXPECT_EQ(idx.scan(4, 2, &out), 2u);
-  EXPECT_EQ(out[0].first, 6u);
-  EXPECT_EQ(out[1].first, 9u);
-  EXPECT_EQ(idx.scan(1501, 10, &out), 1u);  // only UINT64_MAX is >= 1501
-  EXPECT_EQ(idx.scan(0, 0, &out), 0u);
-  EXPECT_TRUE(out.empty());
-  auto fl = idx.find_last_less_than(7);
-  ASSERT_TRUE(fl.has_value());
-  EXPECT_EQ(fl->first, 6u);
-  EXPECT_EQ(fl->second, 7u);
-  fl = idx.find_last_less_than(1);
-  ASSERT_TRUE(fl.has_value());
-  EXPECT_EQ(fl->first, 0u);
-  fl = idx.find_last_less_than(UINT64_MAX);
-  ASSERT_TRUE(fl.has_value());
-  EXPECT_EQ(fl->first, 1500u);
-  EXPECT_TRUE(idx.insert(3, 1).IsAlreadyExists());
-  EXPECT_EQ(idx.lookup(3), 0u);  // unchanged
-  EXPECT_TRUE(idx.update(4, 1).IsNotFound());
-  EXPECT_TRUE(idx.update(3, 42).ok());
-  EXPECT_EQ(idx.lookup(3), 42u);
-  for (uint64_t k = 1; k <= 500; k += 2) ASSERT_TRUE(idx.remove(k * 3).ok());
-  EXPECT_TRUE(idx.remove(3).IsNotFound());
-  ASSERT_TRUE(idx.remove(0).ok());
-  ASSERT_TRUE(idx.remove(UINT64_MAX).ok());
-  VerifyReport r;
-  ASSERT_TRUE(idx.verify(&r).ok());
-  EXPECT_EQ(r.keys, 250u);
-  EXPECT_EQ(r.leaves, 251u);  // the head sentinel is a bottom block too
-}
 
 TEST(DividedSkiplist, NodeSizeIsIgnored) {
   for (uint32_t ns : {0u, 64u, 100u, 512u, 8192u}) {
@@ -113,34 +42,14 @@ TEST(DividedSkiplist, NodeSizeIsIgnored) {
   }
 }
 
-TEST(DividedSkiplist, NeedsPoolWithItsLayout) {
-  IndexOptions o;
-  std::unique_ptr<Index<uint64_t>> idx;
-  EXPECT_EQ(make_index<uint64_t>(kName, o, &idx).code(), Code::kInvalidArgument);
-  std::unique_ptr<pm::Pool> pool;
-  ASSERT_TRUE(pm::Pool::create_anonymous(8ull << 20, "fastfair", &pool).ok());
-  o.pool = pool.get();
-  Status s = make_index<uint64_t>(kName, o, &idx);
-  EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("layout"), std::string::npos) << s.ToString();
-  EXPECT_EQ(idx, nullptr);
-}
-
 TEST(DividedSkiplist, InfoClaims) {
   TestIndex t;
   ASSERT_TRUE(open_test_index(kName, 512, &t, 8ull << 20).ok());
   IndexInfo i = t.index->info();
-  EXPECT_EQ(i.name, kName);
-  EXPECT_TRUE(i.caps.ordered);
-  EXPECT_TRUE(i.caps.persistent);
-  EXPECT_TRUE(i.caps.thread_safe);
-  EXPECT_FALSE(i.caps.string_keys);
-  EXPECT_FALSE(i.caps.bulk_load);
   EXPECT_EQ(i.caps.placement, Placement::kSelective);
   EXPECT_EQ(i.node_size, 64u);
   EXPECT_EQ(i.pm_bytes, 128u);  // root object + head sentinel
   EXPECT_GT(i.dram_bytes, 0u);
-  EXPECT_FALSE(i.recovered);
   EXPECT_NE(i.description.find("VLDB'20"), std::string::npos);
 }
 
@@ -215,84 +124,14 @@ TEST(DividedSkiplist, TowersFollowTheHeightDistribution) {
   EXPECT_EQ(idx.info().dram_bytes, dram0);
 }
 
-TEST(DividedSkiplist, OutOfSpaceChangesNothing) {
-  TestIndex t;
-  ASSERT_TRUE(open_test_index(kName, 128, &t, pm::kMinPoolSize).ok());
-  Index<uint64_t>& idx = *t.index;
-  uint64_t k = 0;
-  Status s;
-  for (; k < 10'000'000; ++k) {
-    s = idx.insert(k * 3, k);
-    if (!s.ok()) break;
-  }
-  ASSERT_EQ(s.code(), Code::kOutOfSpace) << s.ToString();
-  EXPECT_FALSE(idx.lookup(k * 3).has_value());
-  for (uint64_t j = 0; j < k; j += 97) ASSERT_EQ(idx.lookup(j * 3), j);
-  VerifyReport r;
-  ASSERT_TRUE(idx.verify(&r).ok());
-  EXPECT_EQ(r.keys, k);
-  EXPECT_EQ(idx.update(3, 9).code(), Code::kOk);  // updates need no space
-  ASSERT_TRUE(idx.remove(6).ok());                // a freed element is reused
-  EXPECT_TRUE(idx.insert(7, 7).ok());
-  EXPECT_EQ(idx.insert(8, 8).code(), Code::kOutOfSpace);
-}
-
 // ---------------------------------------------------------------- recovery
 
-/// A pool file in /dev/shm, removed at the end of the test.
-class FilePool {
- public:
-  explicit FilePool(const std::string& tag)
-      : path_("/dev/shm/nvindex_dsl_" + tag + "_" + std::to_string(getpid()) + ".pool") {
-    std::remove(path_.c_str());
-  }
-  ~FilePool() {
-    close();
-    std::remove(path_.c_str());
-  }
-  void create() {
-    ASSERT_TRUE(pm::Pool::create(path_, kPoolBytes, kName, pm::Mode::kEmulated, &pool).ok());
-    IndexOptions o;
-    o.pool = pool.get();
-    ASSERT_TRUE(make_index<uint64_t>(kName, o, &index).ok());
-  }
-  void close() {
-    index.reset();
-    pool.reset();
-  }
-  Status reopen() {
-    close();
-    Status s = pm::Pool::open(path_, kName, pm::Mode::kEmulated, &pool);
-    if (!s.ok()) return s;
-    IndexOptions o;
-    o.pool = pool.get();
-    return make_index<uint64_t>(kName, o, &index);
-  }
-  const std::string& path() const { return path_; }
+/// A divided-skiplist in a pool file (tests/support/model_check.h).
+struct FilePool : testing::FileIndex {
+  explicit FilePool(const std::string& tag) : FileIndex(kName, tag) {}
+  void create() { ASSERT_TRUE(FileIndex::create({}, kPoolBytes).ok()); }
   const RootObject* root() const { return pool->ptr<RootObject>(pool->root()); }
-
-  std::unique_ptr<pm::Pool> pool;
-  std::unique_ptr<Index<uint64_t>> index;
-
- private:
-  std::string path_;
 };
-
-void expect_equals_model(Index<uint64_t>& idx, const std::map<uint64_t, Value>& model) {
-  std::vector<std::pair<uint64_t, Value>> out;
-  idx.scan(0, model.size() + 10, &out);
-  ASSERT_EQ(out.size(), model.size());
-  size_t i = 0;
-  for (const auto& [k, v] : model) {
-    ASSERT_EQ(out[i].first, k) << i;
-    ASSERT_EQ(out[i].second, v) << i;
-    ++i;
-  }
-  VerifyReport r;
-  Status s = idx.verify(&r);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(r.keys, model.size());
-}
 
 TEST(DividedSkiplistRecovery, ReopenKeepsEveryKeyAndRebuildsTheTowers) {
   FilePool fp("reopen");
@@ -342,6 +181,7 @@ TEST(DividedSkiplistRecovery, UnlinkedElementIsReclaimed) {
   e->next.store(0);
   e->magic = divided_skiplist::kElementMagic;
   EXPECT_EQ(fp.pool->allocator().bytes_in_use(), 13u * 64);
+  fp.crash();  // a crash: on a cleanly closed pool the block would be damage
   ASSERT_TRUE(fp.reopen().ok());
   EXPECT_EQ(fp.pool->allocator().bytes_in_use(), 12u * 64);
   EXPECT_EQ(fp.index->lookup(5), 5u);

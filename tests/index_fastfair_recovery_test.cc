@@ -1,7 +1,7 @@
-// fastfair recovery: reopen after a clean close, after SIGKILL of a writer
-// process, reclamation of unpublished blocks, errors on foreign or damaged
-// pools, and normalisation of transient states built directly in nodes
-// (equal-pair holes, entries beyond the upper bound, a missing separator).
+// fastfair recovery (a clean close and reopen is in the conformance suite,
+// tests/index_conformance_test.cc): reopen after SIGKILL of a writer process, reclamation of
+// unpublished blocks, errors on foreign or damaged pools, and normalisation of transient states
+// built directly in nodes (equal-pair holes, entries beyond the upper bound, a missing separator).
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -19,124 +19,29 @@
 #include "nvindex/index.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/pool.h"
+#include "support/model_check.h"
 
 namespace nvindex {
 namespace {
 
 using fastfair::FastFair;
+using testing::expect_equals_model;
 
 constexpr uint64_t kPoolBytes = 32ull << 20;
 
-/// A pool file in /dev/shm, removed at the end of the test.
-class FilePool {
- public:
-  explicit FilePool(const std::string& tag)
-      : path_("/dev/shm/nvindex_ff_" + tag + "_" + std::to_string(getpid()) + ".pool") {
-    std::remove(path_.c_str());
-  }
-  ~FilePool() {
-    index.reset();
-    pool.reset();
-    std::remove(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-
+/// A fastfair index in a pool file (tests/support/model_check.h).
+struct FilePool : testing::FileIndex {
+  explicit FilePool(const std::string& tag) : FileIndex("fastfair", tag) {}
   /// Creates the pool file and an empty index with `node_size`.
   void create(uint32_t node_size) {
-    ASSERT_TRUE(pm::Pool::create(path_, kPoolBytes, "fastfair", pm::Mode::kEmulated, &pool).ok());
-    open_index(node_size);
-  }
-  /// Destroys the index, then the pool (a clean close).
-  void close() {
-    index.reset();
-    pool.reset();
-  }
-  /// Opens the pool file and recovers the index; returns the factory status.
-  Status reopen() {
-    close();
-    Status s = pm::Pool::open(path_, "fastfair", pm::Mode::kEmulated, &pool);
-    if (!s.ok()) return s;
     IndexOptions o;
-    o.pool = pool.get();
-    return make_index<uint64_t>("fastfair", o, &index);
+    o.node_size = node_size;
+    ASSERT_TRUE(FileIndex::create(o, kPoolBytes).ok());
   }
   FastFair* ff() const { return dynamic_cast<FastFair*>(index.get()); }
-
-  std::unique_ptr<pm::Pool> pool;
-  std::unique_ptr<Index<uint64_t>> index;
-
- private:
-  void open_index(uint32_t node_size) {
-    IndexOptions o;
-    o.pool = pool.get();
-    o.node_size = node_size;
-    ASSERT_TRUE(make_index<uint64_t>("fastfair", o, &index).ok());
-  }
-  std::string path_;
 };
 
 uint64_t key_of(uint64_t i) { return (i * 0x9E3779B97F4A7C15ull) ^ (i >> 3); }
-
-void expect_equals_model(Index<uint64_t>& idx, const std::map<uint64_t, Value>& model) {
-  std::vector<std::pair<uint64_t, Value>> out;
-  idx.scan(0, model.size() + 10, &out);
-  ASSERT_EQ(out.size(), model.size());
-  size_t i = 0;
-  for (const auto& [k, v] : model) {
-    ASSERT_EQ(out[i].first, k) << i;
-    ASSERT_EQ(out[i].second, v) << i;
-    ++i;
-  }
-  VerifyReport r;
-  Status s = idx.verify(&r);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(r.keys, model.size());
-}
-
-// (a) clean close, reopen: every key, verify, recovered flag.
-TEST(FastFairRecovery, ReopenAfterCleanClose) {
-  FilePool fp("a");
-  ASSERT_NO_FATAL_FAILURE(fp.create(256));
-  std::map<uint64_t, Value> model;
-  for (uint64_t i = 0; i < 20000; ++i) {
-    ASSERT_TRUE(fp.index->insert(key_of(i), i).ok());
-    model[key_of(i)] = i;
-  }
-  ASSERT_TRUE(fp.reopen().ok());
-  IndexInfo info = fp.index->info();
-  EXPECT_TRUE(info.recovered);
-  EXPECT_GT(info.recovery_seconds, 0.0);
-  EXPECT_EQ(info.node_size, 256u);
-  for (const auto& [k, v] : model) ASSERT_EQ(fp.index->lookup(k), v);
-  expect_equals_model(*fp.index, model);
-}
-
-// (b) reopen, delete half (merges), insert more (splits), close, reopen.
-TEST(FastFairRecovery, ShrinkGrowReopen) {
-  FilePool fp("b");
-  ASSERT_NO_FATAL_FAILURE(fp.create(128));
-  std::map<uint64_t, Value> model;
-  for (uint64_t i = 0; i < 6000; ++i) {
-    ASSERT_TRUE(fp.index->insert(i * 2, i).ok());
-    model[i * 2] = i;
-  }
-  ASSERT_TRUE(fp.reopen().ok());
-  VerifyReport before;
-  ASSERT_TRUE(fp.index->verify(&before).ok());
-  for (uint64_t i = 0; i < 6000; i += 2) {
-    ASSERT_TRUE(fp.index->remove(i * 2).ok());
-    model.erase(i * 2);
-  }
-  for (uint64_t i = 0; i < 3000; ++i) {
-    ASSERT_TRUE(fp.index->insert(i * 4 + 1, ~i).ok());
-    model[i * 4 + 1] = ~i;
-  }
-  ASSERT_TRUE(fp.index->update(6, 0).ok());
-  model[6] = 0;
-  ASSERT_NO_FATAL_FAILURE(expect_equals_model(*fp.index, model));
-  ASSERT_TRUE(fp.reopen().ok());
-  ASSERT_NO_FATAL_FAILURE(expect_equals_model(*fp.index, model));
-}
 
 // (c) SIGKILL a writer process at random moments; every acknowledged key is
 // present, at most the one in flight beyond them.
@@ -228,6 +133,7 @@ TEST(FastFairRecovery, ReclaimsUnpublishedBlocks) {
   ASSERT_TRUE(fp.pool->allocator().allocate(512, &leaked).ok());
   ASSERT_TRUE(fp.pool->allocator().allocate(512, &leaked).ok());
   EXPECT_EQ(fp.pool->allocator().bytes_in_use(), tree_bytes(*fp.ff()) + 1024);
+  fp.crash();  // a crash: on a cleanly closed pool the two blocks would be damage
   ASSERT_TRUE(fp.reopen().ok());
   // The spares of the closed tree were freed by its destructor, the two
   // blocks allocated above by recovery.
@@ -430,6 +336,7 @@ TEST(FastFairRecovery, GrowsMissingRoot) {
   ASSERT_EQ(newroot->level(), 1u);
   pm::naw(&fp.pool->ptr<fastfair::RootObject>(fp.pool->root())->root_node, xoff);
   for (const auto& [k, v] : model) ASSERT_EQ(fp.index->lookup(k), v) << k;
+  fp.crash();  // the state of a crash before the root NAW
   ASSERT_TRUE(fp.reopen().ok());
   VerifyReport r;
   ASSERT_TRUE(fp.index->verify(&r).ok());

@@ -1,9 +1,11 @@
-// lbtree (LB+-tree, Liu et al. VLDB'20): model tests at every leaf size, entry
-// moving (PM line writes per insert, header line freed), the logless split
-// under the crash simulator (every image holds the old or the new pair of
-// leaves; the commit's flush is needed when the key goes to the new leaf), bulk load at a fill
-// factor, recovery (clean close, stale anchors, parallel rebuild equal to the serial one, rebuild
-// times), errors (leaf size, foreign and damaged pools, a full pool), concurrency.
+// lbtree (LB+-tree, Liu et al. VLDB'20), what is specific to its design (the
+// conformance suite, tests/index_conformance_test.cc, holds what every index
+// must do): PM footprint, entry moving (PM line writes per insert, header
+// line freed), the logless split under the crash simulator (every image holds
+// the old or the new pair of leaves; the commit's flush is needed when the key
+// goes to the new leaf), bulk load at a fill factor, recovery (empty leaves
+// without separators, stale anchors, parallel rebuild equal to the serial
+// one, rebuild times, damaged pools), concurrency at every leaf size.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -47,117 +49,13 @@ uint64_t bitmap(const Leaf& l, uint32_t j) {
   return lbtree::load_header(l.live_hdr(j, l.alt())).bitmap();
 }
 
-// ------------------------------------------------------------ model tests
-
-struct ModelCase {
-  uint32_t leaf_size;
-  uint64_t seed;
-  size_t ops;
-  uint64_t key_space;
-};
-
-class LbTreeModel : public ::testing::TestWithParam<ModelCase> {};
-
-TEST_P(LbTreeModel, MatchesStdMap) {
-  const ModelCase c = GetParam();
-  TestIndex t;
-  ASSERT_TRUE(open_test_index("lbtree", c.leaf_size, &t, 64ull << 20).ok());
-  EXPECT_EQ(t.index->info().node_size, c.leaf_size);
-  run_model_test(*t.index, c.seed, c.ops, c.key_space);
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    LeafSizes, LbTreeModel,
-    ::testing::Values(ModelCase{256, 1, 20000, 4000}, ModelCase{256, 2, 20000, 1ull << 62},
-                      ModelCase{512, 3, 20000, 8000}, ModelCase{768, 4, 20000, 10000},
-                      ModelCase{1024, 5, 20000, 12000}, ModelCase{1024, 6, 10000, 1ull << 40}),
-    [](const auto& info) {
-      return "n" + std::to_string(info.param.leaf_size) + "_s" + std::to_string(info.param.seed);
-    });
-
 TEST(LbTree, InfoClaims) {
   TestIndex t;
   ASSERT_TRUE(open_test_index("lbtree", 768, &t, 16ull << 20).ok());
   const IndexInfo i = t.index->info();
-  EXPECT_EQ(i.name, "lbtree");
-  EXPECT_TRUE(i.caps.ordered);
-  EXPECT_TRUE(i.caps.persistent);
-  EXPECT_TRUE(i.caps.thread_safe);
-  EXPECT_TRUE(i.caps.bulk_load);
   EXPECT_EQ(i.caps.placement, Placement::kSelective);
-  EXPECT_EQ(i.node_size, 768u);
   // 768 B leaves occupy 1 KiB allocator blocks: root object (1 KiB) + head.
   EXPECT_EQ(t.pool->allocator().bytes_in_use(), 2048u);
-}
-
-TEST(LbTree, LeafSizeAndOptionErrors) {
-  for (uint32_t bad : {0u, 128u, 200u, 384u, 640u, 2048u, 4096u}) {
-    std::unique_ptr<pm::Pool> pool;
-    ASSERT_TRUE(pm::Pool::create_anonymous(8ull << 20, "lbtree", &pool).ok());
-    IndexOptions o;
-    o.pool = pool.get();
-    o.node_size = bad;
-    std::unique_ptr<Index<uint64_t>> idx;
-    Status s = make_index<uint64_t>("lbtree", o, &idx);
-    EXPECT_TRUE(s.code() == Code::kInvalidArgument) << bad;
-    EXPECT_NE(s.ToString().find("256, 512, 768 or 1024"), std::string::npos) << s.ToString();
-  }
-  std::unique_ptr<pm::Pool> pool;
-  ASSERT_TRUE(pm::Pool::create_anonymous(8ull << 20, "lbtree", &pool).ok());
-  IndexOptions o;
-  o.pool = pool.get();
-  o.node_size = 256;
-  std::unique_ptr<Index<uint64_t>> idx;
-  o.fill_factor = 0;
-  EXPECT_TRUE(make_index<uint64_t>("lbtree", o, &idx).code() == Code::kInvalidArgument);
-  o.fill_factor = 1.5;
-  EXPECT_TRUE(make_index<uint64_t>("lbtree", o, &idx).code() == Code::kInvalidArgument);
-  o.fill_factor = 1;
-  o.threads = 0;
-  EXPECT_TRUE(make_index<uint64_t>("lbtree", o, &idx).code() == Code::kInvalidArgument);
-  o.threads = 1;
-  o.pool = nullptr;
-  EXPECT_TRUE(make_index<uint64_t>("lbtree", o, &idx).code() == Code::kInvalidArgument);
-  // A pool of another index is refused.
-  std::unique_ptr<pm::Pool> other;
-  ASSERT_TRUE(pm::Pool::create_anonymous(8ull << 20, "fastfair", &other).ok());
-  o.pool = other.get();
-  Status s = make_index<uint64_t>("lbtree", o, &idx);
-  EXPECT_TRUE(s.code() == Code::kInvalidArgument);
-  EXPECT_NE(s.ToString().find("fastfair"), std::string::npos);
-}
-
-TEST(LbTree, ValueZeroAndEdgeKeys) {
-  TestIndex t;
-  ASSERT_TRUE(open_test_index("lbtree", 256, &t, 16ull << 20).ok());
-  Index<uint64_t>& idx = *t.index;
-  for (uint64_t k = 1; k <= 500; ++k) ASSERT_TRUE(idx.insert(k * 3, k % 2 ? 0 : 7).ok());
-  ASSERT_TRUE(idx.insert(0, 0).ok());
-  ASSERT_TRUE(idx.insert(UINT64_MAX, UINT64_MAX).ok());
-  for (uint64_t k = 1; k <= 500; ++k) {
-    auto v = idx.lookup(k * 3);
-    ASSERT_TRUE(v.has_value()) << k;
-    EXPECT_EQ(*v, k % 2 ? 0u : 7u);
-    EXPECT_FALSE(idx.lookup(k * 3 + 1).has_value());
-  }
-  std::vector<std::pair<uint64_t, Value>> out;
-  EXPECT_EQ(idx.scan(1, 1000, &out), 501u);
-  EXPECT_EQ(out.back().first, UINT64_MAX);
-  auto fl = idx.find_last_less_than(UINT64_MAX);
-  ASSERT_TRUE(fl.has_value());
-  EXPECT_EQ(fl->first, 1500u);
-  fl = idx.find_last_less_than(1);
-  ASSERT_TRUE(fl.has_value());
-  EXPECT_EQ(fl->first, 0u);
-  EXPECT_FALSE(idx.find_last_less_than(0).has_value());
-  EXPECT_TRUE(idx.insert(3, 1).IsAlreadyExists());
-  EXPECT_TRUE(idx.update(4, 1).IsNotFound());
-  EXPECT_TRUE(idx.remove(4).IsNotFound());
-  VerifyReport r;
-  ASSERT_TRUE(idx.verify(&r).ok());
-  EXPECT_EQ(r.keys, 502u);
-  EXPECT_GT(r.leaves, 500u / 14);
-  EXPECT_GT(r.inner_nodes, 0u);
 }
 
 // ------------------------------------------------------------ entry moving
@@ -559,42 +457,6 @@ TEST(LbTreeBulkLoad, ErrorsLeaveTheTreeEmpty) {
 }
 
 // ------------------------------------------------------------ full pool
-
-TEST(LbTree, FullPoolLosesNothing) {
-  std::unique_ptr<pm::Pool> pool;
-  ASSERT_TRUE(pm::Pool::create_anonymous(4ull << 20, "lbtree", &pool).ok());
-  IndexOptions o;
-  o.pool = pool.get();
-  o.node_size = 256;
-  std::unique_ptr<Index<uint64_t>> idx;
-  ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
-  std::mt19937_64 rng(7);
-  std::map<uint64_t, Value> model;
-  Status s;
-  uint64_t failed = 0;
-  for (int i = 0; i < 2000000; ++i) {
-    const uint64_t k = rng();
-    s = idx->insert(k, k ^ 1);
-    if (s.code() == Code::kOutOfSpace) {
-      failed = k;
-      break;
-    }
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    model[k] = k ^ 1;
-  }
-  ASSERT_TRUE(s.code() == Code::kOutOfSpace) << "the pool never filled up";
-  EXPECT_FALSE(idx->lookup(failed).has_value());
-  VerifyReport r;
-  ASSERT_TRUE(idx->verify(&r).ok());
-  EXPECT_EQ(r.keys, model.size());
-  for (const auto& [k, v] : model) ASSERT_EQ(idx->lookup(k), v);
-  // Removes and updates still work; inserts into leaves with room too.
-  auto it = model.begin();
-  ASSERT_TRUE(idx->remove(it->first).ok());
-  ASSERT_TRUE(idx->insert(it->first, 5).ok());
-  ASSERT_TRUE(idx->update(it->first, 6).ok());
-  EXPECT_EQ(idx->lookup(it->first), 6u);
-}
 
 // ------------------------------------------------------------ recovery
 

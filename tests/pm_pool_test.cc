@@ -156,6 +156,70 @@ TEST(Pool, CleanPoolOpenedWithoutRecoveryStaysClean) {
   EXPECT_TRUE(pool->was_clean_shutdown());
 }
 
+// The close record (pool.h): written at a clean close of a session whose
+// allocator worked, read at open, kept until recovery consumes it, put back
+// by restore_close_record, left alone by a session that never recovered.
+TEST(Pool, CloseRecordRoundTrip) {
+  TempPool tp;
+  PoolHeaderInfo info;
+  {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::create(tp.path(), 8ull << 20, "test", Mode::kEmulated, &pool).ok());
+    uint64_t off = 0;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(pool->allocator().allocate(256, &off).ok());
+    pool->set_root(off);
+    pool->set_close_keys(7);
+  }
+  ASSERT_TRUE(Pool::read_header(tp.path(), &info).ok());
+  EXPECT_TRUE(info.clean_shutdown);
+  EXPECT_EQ(info.close_bytes, 3u * 256);
+  ASSERT_TRUE(info.close_keys.has_value());
+  EXPECT_EQ(*info.close_keys, 7u);
+  {
+    // Opened, never recovered: the record stays as it was.
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());
+    EXPECT_EQ(pool->close_record().bytes, 3u * 256);
+  }
+  ASSERT_TRUE(Pool::read_header(tp.path(), &info).ok());
+  EXPECT_EQ(info.close_bytes, 3u * 256);
+  {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());
+    pool->consume_close_record();
+    PoolHeaderInfo during;
+    ASSERT_TRUE(Pool::read_header(tp.path(), &during).ok());
+    EXPECT_EQ(during.close_bytes, 0u);
+    EXPECT_FALSE(during.close_keys.has_value());
+    EXPECT_EQ(pool->close_record().bytes, 3u * 256) << "the values read at open stay";
+    pool->restore_close_record();
+    ASSERT_TRUE(Pool::read_header(tp.path(), &during).ok());
+    EXPECT_EQ(during.close_bytes, 3u * 256);
+    EXPECT_EQ(during.close_keys, std::optional<uint64_t>(7));
+    // A failed recovery: the pass never ends, the pool stays unclean and
+    // keeps its record.
+    pool->allocator().begin_recovery();
+  }
+  ASSERT_TRUE(Pool::read_header(tp.path(), &info).ok());
+  EXPECT_FALSE(info.clean_shutdown);
+  EXPECT_EQ(info.close_bytes, 3u * 256);
+  {
+    // A recovery that reaches two of the three blocks, then a clean close
+    // without a key count: the new record says 512 bytes, keys unrecorded.
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());
+    pool->allocator().begin_recovery();
+    ASSERT_TRUE(pool->allocator().mark_reachable(pool->root()).ok());
+    ASSERT_TRUE(pool->allocator().mark_reachable(pool->root() - 256).ok());
+    pool->consume_close_record();
+    pool->allocator().end_recovery();
+  }
+  ASSERT_TRUE(Pool::read_header(tp.path(), &info).ok());
+  EXPECT_TRUE(info.clean_shutdown);
+  EXPECT_EQ(info.close_bytes, 2u * 256);
+  EXPECT_FALSE(info.close_keys.has_value());
+}
+
 TEST(Pool, OpenMissingFile) {
   TempPool tp;
   std::unique_ptr<Pool> pool;

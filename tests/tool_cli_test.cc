@@ -446,6 +446,43 @@ TEST_F(Cli, PersistentIndexKeepPoolThenVerifyAndInfo) {
   fs::remove(pool);
 }
 
+// verify prints what was allocated at the last clean close and what the
+// structure reaches; a pool whose close record disagrees with its structure
+// (here: the recorded key count, as a lost leaf would leave it) fails
+// recovery, stays "not clean" and keeps the record, so every later verify
+// reports it again.
+TEST_F(Cli, VerifyComparesWithTheCloseRecordAndKeepsReportingDamage) {
+  const std::string pool = tmp_path("rec.pool");
+  Outcome r = nvindex(std::string("bench") + kSmall + "--index lbtree --keep-pool --pool " + pool);
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  Outcome v = nvindex("verify --format json --index lbtree --pool " + pool);
+  ASSERT_EQ(v.rc, 0) << v.err;
+  const nlohmann::json j = nlohmann::json::parse(v.out);
+  EXPECT_EQ(j["allocated_bytes_at_close"], j["reachable_bytes"]) << v.out;
+  EXPECT_EQ(j["keys_at_close"], 2000) << v.out;
+  v = nvindex("verify --index lbtree --pool " + pool);
+  EXPECT_NE(v.out.find("allocated:       "), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("reachable:       "), std::string::npos) << v.out;
+  // The header's close record: keys + 1 at offset 88 (pool.h).
+  const uint64_t wrong_keys = 1500 + 1;
+  {
+    std::fstream f(pool, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(88);
+    f.write(reinterpret_cast<const char*>(&wrong_keys), sizeof(wrong_keys));
+  }
+  for (int i = 0; i < 2; ++i) {
+    v = nvindex("verify --index lbtree --pool " + pool);
+    EXPECT_EQ(v.rc, 1) << v.out;
+    EXPECT_NE(v.err.find("closed cleanly with 1500 keys"), std::string::npos) << v.err;
+    Outcome info = nvindex("info --format json --pool " + pool);
+    ASSERT_EQ(info.rc, 0) << info.err;
+    const nlohmann::json h = nlohmann::json::parse(info.out);
+    EXPECT_FALSE(h["clean_shutdown"].get<bool>());
+    EXPECT_EQ(h["close_keys"], 1500);
+  }
+  fs::remove(pool);
+}
+
 TEST_F(Cli, RecoveryThreadsAndVerifyRebuildTime) {
   Outcome list = nvindex("bench --list-indexes");
   if (list.out.find("fastfair\tpersistent") == std::string::npos) {

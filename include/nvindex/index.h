@@ -147,18 +147,25 @@ class Index {
   /// filled to IndexOptions::fill_factor of its slots (at least one entry per
   /// node), persisting every node before publishing the whole structure with
   /// one NAW, so a crash during a bulk load leaves the empty index. The
-  /// default inserts each pair with insert() (fill factor ignored).
+  /// default inserts each pair with insert() (fill factor ignored); it finds
+  /// a non-empty index with scan(), so an unordered index that keeps the
+  /// default cannot refuse one (it gets AlreadyExists on a common key).
   /// Errors: InvalidArgument (the index is not empty, or keys not strictly
   /// ascending; nothing changed), OutOfSpace (pool full; the index stays
   /// empty for a bottom-up load, holds a prefix of `sorted` for the default).
   virtual Status bulk_load(std::span<const std::pair<K, Value>> sorted) {
-    for (size_t i = 0; i < sorted.size(); ++i) {
-      if (i > 0 && !(sorted[i - 1].first < sorted[i].first)) {
+    std::vector<std::pair<OwnedKey<K>, Value>> first;
+    if (info().caps.ordered && scan(K{}, 1, &first) > 0) {
+      return Status::InvalidArgument("bulk_load: the index is not empty");
+    }
+    for (size_t i = 1; i < sorted.size(); ++i) {
+      if (!(sorted[i - 1].first < sorted[i].first)) {
         return Status::InvalidArgument("bulk_load: keys not strictly ascending at pair " +
                                        std::to_string(i));
       }
-      Status s = insert(sorted[i].first, sorted[i].second);
-      if (!s.ok()) return s;
+    }
+    for (const auto& [key, value] : sorted) {
+      if (Status s = insert(key, value); !s.ok()) return s;
     }
     return Status::Ok();
   }

@@ -200,6 +200,20 @@ Status make_index<uint64_t>(std::string_view name, const IndexOptions& options,
   for (const IndexEntry& e : entries()) {
     if (e.name == name) {
       if (Status s = check_index_options(e, options.extra); !s.ok()) return s;
+      if (!(options.fill_factor > 0 && options.fill_factor <= 1)) {
+        return Status::InvalidArgument(std::string(name) + ": fill_factor " +
+                                       std::to_string(options.fill_factor) + " outside (0, 1]");
+      }
+      if (options.threads == 0) {
+        return Status::InvalidArgument(std::string(name) + ": threads must be >= 1");
+      }
+      // A new index takes the node size given; a recovered one keeps the
+      // size stored in its pool.
+      const bool creates =
+          !e.caps.persistent || options.pool == nullptr || options.pool->root() == 0;
+      if (creates) {
+        if (Status s = check_node_size(e, options.node_size); !s.ok()) return s;
+      }
       Status s = e.make(options, out);
       // An index that failed to open (recover) a pool that holds one leaves
       // the pool "not clean", whatever its recovery got to (pool.h).

@@ -27,6 +27,9 @@ static_assert(offsetof(PoolHeader, size) == 48);
 static_assert(offsetof(PoolHeader, checksum) == 56);
 static_assert(offsetof(PoolHeader, root) == 64);
 static_assert(offsetof(PoolHeader, clean_shutdown) == 72);
+static_assert(offsetof(PoolHeader, close_bytes) == 80);
+static_assert(offsetof(PoolHeader, close_keys_plus_one) == 88);
+static_assert(offsetof(PoolHeader, reserved) == 96);
 
 /// Bytes covered by the header checksum: [0, 56).
 constexpr size_t kChecksummed = offsetof(PoolHeader, checksum);
@@ -54,6 +57,10 @@ struct RawHeader {
   uint64_t checksum() const { return field<uint64_t>(offsetof(PoolHeader, checksum)); }
   uint64_t root() const { return field<uint64_t>(offsetof(PoolHeader, root)); }
   uint64_t clean() const { return field<uint64_t>(offsetof(PoolHeader, clean_shutdown)); }
+  uint64_t close_bytes() const { return field<uint64_t>(offsetof(PoolHeader, close_bytes)); }
+  uint64_t close_keys_plus_one() const {
+    return field<uint64_t>(offsetof(PoolHeader, close_keys_plus_one));
+  }
   bool layout(std::string* out) const {
     const char* p = reinterpret_cast<const char*>(bytes + offsetof(PoolHeader, layout));
     const size_t n = strnlen(p, sizeof(PoolHeader::layout));
@@ -322,6 +329,9 @@ Status Pool::open(const std::string& path, std::string_view layout, Mode mode,
   // The pool is valid: from here on it is open. Clearing the clean flag by
   // NAW marks the session; a crash before ~Pool leaves it 0 ("crashed").
   pool->was_clean_ = pool->header()->clean_shutdown.load(std::memory_order_acquire) == 1;
+  pool->close_record_.bytes = pool->header()->close_bytes.load(std::memory_order_acquire);
+  const uint64_t keys = pool->header()->close_keys_plus_one.load(std::memory_order_acquire);
+  if (pool->close_record_.bytes != 0 && keys != 0) pool->close_record_.keys = keys - 1;
   naw(&pool->header()->clean_shutdown, 0);
   *out = std::move(pool);
   return Status::Ok();
@@ -372,6 +382,11 @@ Status Pool::read_header(const std::string& path, PoolHeaderInfo* info) {
   info->size = hdr.size();
   info->root = hdr.root();
   info->clean_shutdown = hdr.clean() == 1;
+  info->close_bytes = hdr.close_bytes();
+  info->close_keys.reset();
+  if (hdr.close_bytes() != 0 && hdr.close_keys_plus_one() != 0) {
+    info->close_keys = hdr.close_keys_plus_one() - 1;
+  }
   info->checksum = hdr.checksum();
   info->checksum_ok = hdr.checksum_ok();
   return Status::Ok();
@@ -386,14 +401,40 @@ Pool::~Pool() {
   // recovers it again.
   const bool whole = allocator_ != nullptr && !keep_unclean_ &&
                      (allocator_->ready() || (was_clean_ && !allocator_->recovering()));
+  // The close record (file comment) describes this session's end state: it
+  // is written when the allocator worked in this session (a pool opened and
+  // never recovered keeps the record it had). It shares the header's line 1
+  // with the clean flag and is persisted before the flag's NAW; a crash
+  // between them leaves a record of the state on media, with the flag 0.
+  const bool record = whole && allocator_->ready();
+  const uint64_t bytes = record ? allocator_->bytes_in_use() : 0;
   allocator_.reset();
   if (anonymous_) {
     if (base_ != nullptr) munmap(base_, size_);
     return;
   }
+  if (base_ != nullptr && record) {
+    store(&header()->close_bytes, bytes);
+    store(&header()->close_keys_plus_one, close_keys_ ? *close_keys_ + 1 : 0);
+    persist(&header()->close_bytes, 2 * sizeof(uint64_t));
+  }
   if (base_ != nullptr && whole) naw(&header()->clean_shutdown, 1);
   if (map_ != nullptr) pmem2_map_delete(&map_);
   if (fd_ >= 0) ::close(fd_);
+}
+
+void Pool::consume_close_record() {
+  if (close_record_.bytes == 0 || anonymous_) return;
+  store(&header()->close_bytes, uint64_t{0});
+  store(&header()->close_keys_plus_one, uint64_t{0});
+  persist(&header()->close_bytes, 2 * sizeof(uint64_t));
+}
+
+void Pool::restore_close_record() {
+  if (close_record_.bytes == 0 || anonymous_) return;
+  store(&header()->close_bytes, close_record_.bytes);
+  store(&header()->close_keys_plus_one, close_record_.keys ? *close_record_.keys + 1 : 0);
+  persist(&header()->close_bytes, 2 * sizeof(uint64_t));
 }
 
 std::string_view Pool::layout() const {

@@ -29,6 +29,8 @@ int run_info(const InfoArgs& a) {
                      {"version", h.version},   {"size", h.size},
                      {"root_offset", h.root},  {"clean_shutdown", h.clean_shutdown},
                      {"checksum", h.checksum}, {"checksum_ok", h.checksum_ok}};
+    j["close_bytes"] = h.close_bytes != 0 ? nlohmann::json(h.close_bytes) : nlohmann::json(nullptr);
+    j["close_keys"] = h.close_keys ? nlohmann::json(*h.close_keys) : nlohmann::json(nullptr);
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("pool:            %s\n", a.pool.c_str());
@@ -39,6 +41,13 @@ int run_info(const InfoArgs& a) {
     std::printf("root offset:     0x%llx%s\n", static_cast<unsigned long long>(h.root),
                 h.root == 0 ? " (no root yet)" : "");
     std::printf("clean shutdown:  %s\n", h.clean_shutdown ? "yes" : "no (open, or crashed)");
+    if (h.close_bytes != 0) {
+      std::printf("close record:    %llu bytes in blocks, %s keys\n",
+                  static_cast<unsigned long long>(h.close_bytes),
+                  h.close_keys ? std::to_string(*h.close_keys).c_str() : "unrecorded");
+    } else {
+      std::printf("close record:    none (no clean close since the last recovery)\n");
+    }
     std::printf("checksum:        0x%016llx (%s)\n", static_cast<unsigned long long>(h.checksum),
                 h.checksum_ok ? "ok" : "BAD");
   }

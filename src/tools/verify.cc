@@ -7,7 +7,11 @@
 // one JSON object with --format json (schema "nvindex.verify/1": "pool",
 // "index", "threads", "clean_shutdown", "recovery_seconds",
 // "rebuild_seconds", "structure_ok", "error", "keys", "leaves",
-// "inner_nodes", "height", "pm_bytes", "dram_bytes").
+// "inner_nodes", "height", "pm_bytes", "dram_bytes", "reachable_bytes",
+// "allocated_bytes_at_close" and "keys_at_close": the pool's close record,
+// null when the last session did not close cleanly). A cleanly closed pool
+// whose structure reaches fewer or other blocks, or holds another number of
+// keys, than its close record fails recovery with Corruption (exit 1).
 // Exit codes: 0 the structure is sound, 1 corruption (of the pool or the
 // index) or a failed recovery, 2 bad usage (unknown or volatile index, missing
 // file, pool of another index).
@@ -84,6 +88,10 @@ int run_verify(const VerifyArgs& a) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const IndexInfo info = index->info();
+  // Right after recovery the allocator holds exactly the blocks the
+  // structure reaches; the close record (pool.h) says what was allocated at
+  // the last clean close, which recovery has checked against it.
+  const pm::Pool::CloseRecord& record = pool->close_record();
   VerifyReport report;
   Status st = index->verify(&report);
   if (a.format == "json") {
@@ -101,7 +109,11 @@ int run_verify(const VerifyArgs& a) {
                      {"inner_nodes", report.inner_nodes},
                      {"height", report.height},
                      {"pm_bytes", info.pm_bytes},
-                     {"dram_bytes", info.dram_bytes}};
+                     {"dram_bytes", info.dram_bytes},
+                     {"reachable_bytes", info.pm_bytes}};
+    j["allocated_bytes_at_close"] =
+        record.bytes != 0 ? nlohmann::json(record.bytes) : nlohmann::json(nullptr);
+    j["keys_at_close"] = record.keys ? nlohmann::json(*record.keys) : nlohmann::json(nullptr);
     std::printf("%s\n", j.dump(2).c_str());
     return st.ok() ? 0 : 1;
   }
@@ -111,6 +123,14 @@ int run_verify(const VerifyArgs& a) {
   std::printf("recovery:        %.6f s (open + recover, %u thread%s)\n", seconds, a.threads,
               a.threads == 1 ? "" : "s");
   std::printf("rebuild:         %.6f s (the index's own recovery time)\n", info.recovery_seconds);
+  if (record.bytes != 0) {
+    std::printf("allocated:       %llu bytes in blocks at the last clean close\n",
+                static_cast<unsigned long long>(record.bytes));
+  } else {
+    std::printf("allocated:       not recorded (the last session did not close cleanly)\n");
+  }
+  std::printf("reachable:       %llu bytes in blocks\n",
+              static_cast<unsigned long long>(info.pm_bytes));
   if (!st.ok()) {
     std::printf("structure:       CORRUPT: %s\n", st.ToString().c_str());
     return 1;

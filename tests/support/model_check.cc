@@ -2,10 +2,13 @@
 #include "support/model_check.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <latch>
 #include <limits>
 #include <map>
@@ -400,20 +403,135 @@ void concurrent_worker(ThreadCtx* c, std::latch* start) {
 
 Status open_test_index(std::string_view name, uint32_t node_size, TestIndex* out,
                        uint64_t pool_bytes, unsigned threads) {
-  *out = TestIndex{};
-  bool persistent = false;
-  for (const IndexEntry& e : registered_indexes()) {
-    if (e.name == name) persistent = e.caps.persistent;
-  }
   IndexOptions options;
   options.node_size = node_size;
   options.threads = threads;
-  if (persistent) {
+  return open_test_index(name, std::move(options), out, pool_bytes);
+}
+
+Status open_test_index(std::string_view name, IndexOptions options, TestIndex* out,
+                       uint64_t pool_bytes) {
+  *out = TestIndex{};
+  const IndexEntry* e = find_index_entry(name);
+  if (e != nullptr && e->caps.persistent) {
     Status s = pm::Pool::create_anonymous(pool_bytes, name, &out->pool);
     if (!s.ok()) return s;
     options.pool = out->pool.get();
   }
   return make_index<uint64_t>(name, options, &out->index);
+}
+
+FileIndex::FileIndex(std::string index, std::string tag) : name_(std::move(index)) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = info == nullptr ? std::string("none")
+                                     : std::string(info->test_suite_name()) + "." + info->name();
+  for (char& c : test) {
+    if (c == '/') c = '_';
+  }
+  path_ = "/dev/shm/nvindex-test-" + std::to_string(::getpid()) + "-" + test + "-" + tag + ".pool";
+  std::remove(path_.c_str());
+}
+
+FileIndex::~FileIndex() {
+  close();
+  std::remove(path_.c_str());
+}
+
+Status FileIndex::create(IndexOptions options, uint64_t pool_bytes) {
+  close();
+  Status s = pm::Pool::create(path_, pool_bytes, name_, pm::Mode::kEmulated, &pool);
+  if (!s.ok()) return s;
+  options.pool = pool.get();
+  return make_index<uint64_t>(name_, options, &index);
+}
+
+Status FileIndex::open_pool() {
+  close();
+  return pm::Pool::open(path_, name_, pm::Mode::kEmulated, &pool);
+}
+
+Status FileIndex::reopen(IndexOptions options) {
+  Status s = open_pool();
+  if (!s.ok()) return s;
+  options.pool = pool.get();
+  return make_index<uint64_t>(name_, options, &index);
+}
+
+void FileIndex::crash() {
+  if (pool) pool->keep_unclean();
+  close();
+}
+
+void FileIndex::close() {
+  index.reset();
+  pool.reset();
+}
+
+void expect_equals_model(Index<uint64_t>& idx, const std::map<uint64_t, Value>& model) {
+  if (idx.info().caps.ordered) {
+    Pairs out;
+    idx.scan(0, model.size() + 10, &out);
+    ASSERT_EQ(out.size(), model.size());
+    size_t i = 0;
+    for (const auto& [k, v] : model) {
+      ASSERT_EQ(out[i].first, k) << "scan position " << i;
+      ASSERT_EQ(out[i].second, v) << "key " << k;
+      ++i;
+    }
+  } else {
+    for (const auto& [k, v] : model) ASSERT_EQ(idx.lookup(k), std::optional<Value>(v)) << k;
+  }
+  VerifyReport r;
+  Status s = idx.verify(&r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(r.keys, model.size());
+}
+
+std::vector<IndexCase> registered_index_cases() {
+  static constexpr uint32_t kSizes[] = {128, 256, 512, 768, 1024, 2048, 4096};
+  std::vector<IndexCase> cases;
+  for (const IndexEntry& e : registered_indexes()) {
+    if (is_test_only_index(e.name)) continue;
+    std::vector<uint32_t> sizes;
+    if (e.node_size_ok == nullptr) {
+      sizes.push_back(0);
+    } else {
+      for (uint32_t s : kSizes) {
+        if (e.node_size_ok(s)) sizes.push_back(s);
+      }
+    }
+    auto label = [&](uint32_t size, const std::string& opt) {
+      std::string l =
+          std::string(e.name) + (size == 0 ? "" : "_" + std::to_string(size) + "B") + opt;
+      for (char& c : l) {
+        if (!isalnum(static_cast<unsigned char>(c))) c = '_';
+      }
+      return l;
+    };
+    for (uint32_t s : sizes) cases.push_back({std::string(e.name), s, {}, label(s, "")});
+    for (const OptionSpec& o : e.options) {
+      for (size_t v = 1; v < o.values.size(); ++v) {
+        std::vector<uint32_t> ends = {sizes.front()};
+        if (sizes.back() != sizes.front()) ends.push_back(sizes.back());
+        for (uint32_t s : ends) {
+          const std::string name(o.name), value(o.values[v]);
+          cases.push_back(
+              {std::string(e.name), s, {{name, value}}, label(s, "_" + name + "_" + value)});
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+void PrintTo(const IndexCase& c, std::ostream* os) { *os << c.label; }
+
+IndexOptions options_for(const IndexCase& c, unsigned threads) {
+  IndexOptions o;
+  o.node_size = c.node_size == 0 ? 512 : c.node_size;
+  o.extra = c.extra;
+  o.threads = threads;
+  return o;
 }
 
 void run_model_test(Index<uint64_t>& idx, uint64_t seed, size_t ops, uint64_t key_space) {

@@ -12,8 +12,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <ostream>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
@@ -41,6 +45,11 @@ inline constexpr uint64_t kTestPoolBytes = 256ull << 20;
 Status open_test_index(std::string_view name, uint32_t node_size, TestIndex* out,
                        uint64_t pool_bytes = kTestPoolBytes, unsigned threads = 1);
 
+/// As above with every option given (options.pool is set here for a
+/// persistent index).
+Status open_test_index(std::string_view name, IndexOptions options, TestIndex* out,
+                       uint64_t pool_bytes = kTestPoolBytes);
+
 /// Single-threaded model test: `ops` random operations (insert, update,
 /// remove, lookup, scan, find_last_less_than) with keys in [0, key_space) plus
 /// the edge keys 0, 1, UINT64_MAX - 1 and UINT64_MAX, and values including 0
@@ -66,5 +75,85 @@ void run_model_test(Index<uint64_t>& idx, uint64_t seed, size_t ops, uint64_t ke
 /// (lookups and a full scan), and verify() must pass.
 void run_concurrent_test(Index<uint64_t>& idx, unsigned threads, uint64_t seed,
                          size_t ops_per_thread = 20000, uint64_t keys_per_thread = 2048);
+
+}  // namespace nvindex::testing
+
+namespace nvindex::testing {
+
+/// A persistent index in a pool file under /dev/shm, for tests that close and
+/// reopen a pool or damage its bytes. The path is unique to this process and
+/// test (/dev/shm/nvindex-test-<pid>-<suite>.<test>-<tag>.pool); the file is
+/// removed before first use and on destruction. Members are destroyed index
+/// first, then pool, so destroying a FileIndex is a clean close.
+class FileIndex {
+ public:
+  /// `index` is the registry name (also the pool's layout name); `tag`
+  /// distinguishes several files in one test.
+  explicit FileIndex(std::string index, std::string tag = "p");
+  ~FileIndex();
+  FileIndex(const FileIndex&) = delete;
+  FileIndex& operator=(const FileIndex&) = delete;
+
+  /// Creates the pool file (pool_bytes bytes, emulated mode) and a new index
+  /// with `options` (its pool field is set here). Errors: those of
+  /// pm::Pool::create and make_index.
+  Status create(IndexOptions options, uint64_t pool_bytes = 32ull << 20);
+  /// Closes (index, then pool: a clean close), reopens the pool file and
+  /// recovers the index with `options` (pool set here). Errors: those of
+  /// pm::Pool::open and make_index; on error `index` is null and `pool` is
+  /// the opened pool (or null when the pool did not open).
+  Status reopen(IndexOptions options = {});
+  /// Reopens only the pool (no index): to inspect or damage its bytes.
+  Status open_pool();
+  /// Destroys the index, then the pool.
+  void close();
+  /// Closes like a crash would as far as the pool can tell: the pool is
+  /// left "not clean" and without a close record (Pool::keep_unclean), so
+  /// the next open recovers it as after a crash. For tests that build a
+  /// crash state by hand.
+  void crash();
+  const std::string& path() const { return path_; }
+  const std::string& name() const { return name_; }
+
+  std::unique_ptr<pm::Pool> pool;
+  std::unique_ptr<Index<uint64_t>> index;
+
+ private:
+  std::string name_;
+  std::string path_;
+};
+
+/// Checks that `idx` holds exactly `model`: a full scan (ordered indexes) or
+/// one lookup per model key plus verify()'s key count (unordered ones), and
+/// verify() passes with report.keys == model.size(). Fatal failure on the
+/// first difference.
+void expect_equals_model(Index<uint64_t>& idx, const std::map<uint64_t, Value>& model);
+
+/// One configuration of a registered index the conformance suite runs: a
+/// node size the registry entry allows (0 for an index without nodes) and
+/// index options (empty = the defaults; otherwise one non-default value of
+/// one declared option). `label` names it in test names, e.g.
+/// "wbtree_512B_inner_dram".
+struct IndexCase {
+  std::string name;
+  uint32_t node_size = 0;
+  std::map<std::string, std::string> extra;
+  std::string label;
+};
+
+/// Every configuration of every registered index except the test doubles
+/// (is_test_only_index): each node size in {128, 256, 512, 768, 1024, 2048,
+/// 4096} B that the entry's node_size_ok accepts (one case with node size 0
+/// when the entry has no nodes), each with the default options; and each
+/// non-default value of each declared option at the entry's smallest and
+/// largest accepted size.
+std::vector<IndexCase> registered_index_cases();
+
+/// Prints a case by its label (test parameter names in failure messages).
+void PrintTo(const IndexCase& c, std::ostream* os);
+
+/// IndexOptions for `c`: node size (512 when c.node_size is 0, which an index
+/// without nodes ignores), extra options and threads; no pool.
+IndexOptions options_for(const IndexCase& c, unsigned threads = 1);
 
 }  // namespace nvindex::testing

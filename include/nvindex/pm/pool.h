@@ -16,9 +16,27 @@
 //   ---- line 1: mutable words, each written only by NAW, outside the checksum
 //       64    8  root offset (0 = no root yet)
 //       72    8  clean-shutdown flag (1 = closed cleanly, 0 = open or crashed)
-//       80   48  reserved, zero
+//       80    8  close record: bytes in allocated blocks at the last clean
+//                close (0 = no record)
+//       88    8  close record: keys in the index at the last clean close,
+//                plus one (0 = not recorded)
+//       96   32  reserved, zero
 //   ---- 128 .. 4096: reserved for the allocator's fixed metadata (see
 //        allocator.h); the allocator's chunk table and heap follow.
+//
+// The close record is how damage to a cleanly closed pool is told apart
+// from a crash (issue 9): the allocator keeps no persistent allocation map,
+// so after a crash an allocated block nothing reaches is indistinguishable
+// from a free one; but at a clean close the pool records how many bytes of
+// blocks were allocated and how many keys the index held, and the next
+// recovery compares what the structure reaches with them (a redirected
+// child or sibling offset loses blocks and keys; see
+// src/indexes/common/persistent.h). ~Pool writes both words (persisted)
+// before the clean-shutdown NAW. Recovery clears them (consume_close_record)
+// once its reachability pass agrees, before it changes the structure, so a
+// record never outlives the state it describes; a recovery that finds a
+// mismatch leaves (or puts back) the record, so every later open reports
+// the damage again.
 //
 // Create writes and persists every field and the allocator metadata first,
 // then writes and persists the magic: a crash during create leaves a file
@@ -31,6 +49,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -54,7 +73,9 @@ struct PoolHeader {
   uint64_t checksum;
   std::atomic<uint64_t> root;
   std::atomic<uint64_t> clean_shutdown;
-  uint64_t reserved[6];
+  std::atomic<uint64_t> close_bytes;
+  std::atomic<uint64_t> close_keys_plus_one;
+  uint64_t reserved[4];
 };
 static_assert(sizeof(PoolHeader) == 128);
 
@@ -73,6 +94,8 @@ struct PoolHeaderInfo {
   uint64_t size = 0;
   uint64_t root = 0;
   bool clean_shutdown = false;
+  uint64_t close_bytes = 0;            ///< close record: allocated bytes (0: none)
+  std::optional<uint64_t> close_keys;  ///< close record: keys (none: not recorded)
   uint64_t checksum = 0;
   bool checksum_ok = false;
 };
@@ -166,6 +189,28 @@ class Pool {
   /// calls it when an index fails to open (recover) on this pool.
   void keep_unclean() { keep_unclean_ = true; }
 
+  /// The close record read at open (see the file comment): bytes in
+  /// allocated blocks and keys at the last clean close. bytes == 0: no
+  /// record (a new pool, or a recovery consumed it); keys empty: the index
+  /// did not record them.
+  struct CloseRecord {
+    uint64_t bytes = 0;
+    std::optional<uint64_t> keys;
+  };
+  const CloseRecord& close_record() const { return close_record_; }
+  /// Clears the persistent close record (both words, one persisted line)
+  /// when there is one; close_record() keeps the values read at open.
+  /// Called by recovery once its reachability pass agrees with the record,
+  /// before it changes the structure.
+  void consume_close_record();
+  /// Writes back the close record read at open (persisted): a recovery that
+  /// consumed it and then found damage leaves it for the next open.
+  void restore_close_record();
+  /// The key count ~Pool records for this session's clean close (an index
+  /// calls it as it is destroyed). Without it the record says "keys not
+  /// recorded".
+  void set_close_keys(uint64_t keys) { close_keys_ = keys; }
+
   /// The pool's block allocator (lives as long as the pool).
   Allocator& allocator() { return *allocator_; }
   const Allocator& allocator() const { return *allocator_; }
@@ -180,6 +225,8 @@ class Pool {
   std::string path_;
   bool was_clean_ = false;
   bool keep_unclean_ = false;
+  CloseRecord close_record_;
+  std::optional<uint64_t> close_keys_;
   bool anonymous_ = false;
   ::pmem2_map* map_ = nullptr;
   int fd_ = -1;

@@ -36,11 +36,12 @@ constexpr uint32_t kUpperLevels = kMaxLevels - 1;
 
 // ---------------------------------------------------------------- basics
 
-DividedSkiplist::DividedSkiplist(pm::Pool* pool) : pool_(pool) {
+DividedSkiplist::DividedSkiplist(pm::Pool* pool) : PersistentIndex(pool) {
   head_tower_ = new_tower(0, 0, kUpperLevels);
 }
 
 DividedSkiplist::~DividedSkiplist() {
+  record_close_keys();
   // Every tower is on level 1, so one walk of level 1 reaches them all.
   Tower* t = head_tower_->links()[0];
   while (t != nullptr) {
@@ -268,15 +269,7 @@ std::optional<std::pair<uint64_t, Value>> DividedSkiplist::find_last_less_than(u
 // anything else is damage and gives Corruption before the allocator frees a
 // block.
 Status DividedSkiplist::recover() {
-  const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t ro = pool_->root();
-  if (!pool_->contains(ro, sizeof(RootObject)) || ro % kElementBytes != 0) {
-    return Status::Corruption("divided-skiplist: root object offset " + hex(ro) + " out of range");
-  }
-  root_obj_ = pool_->ptr<RootObject>(ro);
-  if (root_obj_->magic != kRootMagic) {
-    return Status::Corruption("divided-skiplist: bad root object magic (not a divided skip list)");
-  }
+  if (Status s = open_root_object(kLayout, kRootMagic, &root_obj_); !s.ok()) return s;
   if (root_obj_->element_bytes != kElementBytes) {
     return Status::Corruption("divided-skiplist: root object names element size " +
                               std::to_string(root_obj_->element_bytes) + ", expected 64");
@@ -321,43 +314,34 @@ Status DividedSkiplist::recover() {
   rng_ = kHeightSeed;
   Tower* tails[kUpperLevels];
   for (Tower*& t : tails) t = head_tower_;
-  alloc.begin_recovery();
-  Status s = alloc.mark_reachable(ro);
-  if (s.ok()) s = alloc.mark_reachable(head);
-  for (n = elem(head)->next.load(kRlx); n != 0 && s.ok(); n = elem(n)->next.load(kRlx)) {
-    s = alloc.mark_reachable(n);
-    Tower* t = add_tower(elem(n)->key, n, tails);
-    if (t != nullptr) {
-      for (uint32_t i = 0; i < t->levels; ++i) tails[i] = t;
+  Status s = reclaim_unreachable(kLayout, [&](pm::Allocator& a) {
+    Status m = a.mark_reachable(head);
+    for (n = elem(head)->next.load(kRlx); n != 0 && m.ok(); n = elem(n)->next.load(kRlx)) {
+      m = a.mark_reachable(n);
+      Tower* t = add_tower(elem(n)->key, n, tails);
+      if (t != nullptr) {
+        for (uint32_t i = 0; i < t->levels; ++i) tails[i] = t;
+      }
     }
-  }
-  if (!s.ok()) return s;  // a block owned twice: the allocator stays in recovery
-  alloc.end_recovery();
+    return m;
+  });
+  if (!s.ok()) return s;
   VerifyReport report;
   s = verify(&report);
   if (!s.ok()) return s;
-  recovered_ = true;
-  recovery_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return Status::Ok();
+  return check_recovered_keys(kLayout, report.keys);
 }
 
 // ---------------------------------------------------------------- info, verify
 
 IndexInfo DividedSkiplist::info() const {
   std::shared_lock lock(mu_);
-  IndexInfo i;
-  i.name = "divided-skiplist";
-  i.description = kDividedSkiplistDescription;
-  i.caps.ordered = true;
-  i.caps.persistent = true;
-  i.caps.thread_safe = true;
-  i.caps.placement = Placement::kSelective;
-  i.node_size = kElementBytes;
-  i.pm_bytes = pool_->allocator().bytes_in_use();
-  i.dram_bytes = dram_bytes_ + sizeof(*this);
-  i.recovered = recovered_;
-  i.recovery_seconds = recovery_seconds_;
-  return i;
+  return persistent_info(kLayout, kDividedSkiplistDescription,
+                         {.ordered = true,
+                          .persistent = true,
+                          .thread_safe = true,
+                          .placement = Placement::kSelective},
+                         kElementBytes, dram_bytes_ + sizeof(*this));
 }
 
 Status DividedSkiplist::verify(VerifyReport* report) const {
@@ -444,12 +428,10 @@ std::vector<std::pair<std::string, std::string>> DividedSkiplist::ablation_notes
 // ---------------------------------------------------------------- factory
 
 Status make_divided_skiplist(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  if (Status s = check_index_pool(options, divided_skiplist::kLayout); !s.ok()) return s;
-  auto idx = std::make_unique<divided_skiplist::DividedSkiplist>(options.pool);
-  Status s = options.pool->root() == 0 ? idx->create() : idx->recover();
-  if (!s.ok()) return s;
-  *out = std::move(idx);
-  return Status::Ok();
+  using divided_skiplist::DividedSkiplist;
+  return open_persistent_index<DividedSkiplist>(
+      options, divided_skiplist::kLayout, [](DividedSkiplist& l) { return l.create(); },
+      [](DividedSkiplist& l) { return l.recover(); }, out);
 }
 
 }  // namespace nvindex

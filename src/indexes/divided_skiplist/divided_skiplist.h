@@ -47,6 +47,7 @@
 #include <vector>
 
 #include "indexes/common/br_lock.h"
+#include "indexes/common/persistent.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
 
@@ -146,7 +147,7 @@ struct Tower {
 static_assert(sizeof(Tower) == 24);
 
 /// The divided skip list. Created by make_divided_skiplist().
-class DividedSkiplist final : public Index<uint64_t> {
+class DividedSkiplist final : public PersistentIndex {
  public:
   explicit DividedSkiplist(pm::Pool* pool);
   /// Frees the DRAM towers (the PM list stays as it is: it is the index).
@@ -209,7 +210,6 @@ class DividedSkiplist final : public Index<uint64_t> {
   /// nullptr for height 1 (no tower).
   Tower* add_tower(uint64_t key, uint64_t off, Tower** preds);
 
-  pm::Pool* pool_;
   RootObject* root_obj_ = nullptr;
   uint64_t head_ = 0;  ///< head sentinel offset
   Tower* head_tower_ = nullptr;
@@ -218,8 +218,6 @@ class DividedSkiplist final : public Index<uint64_t> {
   uint64_t dram_bytes_ = 0;
   uint64_t rng_ = kHeightSeed;
   mutable BrLock mu_;
-  bool recovered_ = false;
-  double recovery_seconds_ = 0;
 };
 
 }  // namespace divided_skiplist

@@ -89,13 +89,14 @@ struct FastFair::Stash {
 
 // ---------------------------------------------------------------- basics
 
-FastFair::FastFair(pm::Pool* pool) : pool_(pool) {}
+FastFair::FastFair(pm::Pool* pool) : PersistentIndex(pool) {}
 
 FastFair::~FastFair() {
   // Retired nodes were unlinked from every persistent pointer by their merge
   // (or root collapse) and no thread can read them once the index is gone.
   for (uint64_t off : retired_) pool_->allocator().free(off);
   for (uint64_t off : spare_) pool_->allocator().free(off);
+  record_close_keys();
 }
 
 uint32_t FastFair::clamp_count(const Node* n) const {
@@ -927,15 +928,7 @@ Status FastFair::repair_separators() {
 // the allocator (every other block, e.g. an allocated-but-unpublished node,
 // is reclaimed), normalise every node, re-insert missing separators.
 Status FastFair::recover() {
-  const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t ro = pool_->root();
-  if (!pool_->contains(ro, sizeof(RootObject)) || ro % 64 != 0) {
-    return Status::Corruption("fastfair: root object offset " + hex(ro) + " out of range");
-  }
-  root_obj_ = pool_->ptr<RootObject>(ro);
-  if (root_obj_->magic != kRootMagic) {
-    return Status::Corruption("fastfair: bad root object magic (not a fastfair tree)");
-  }
+  if (Status s = open_root_object(kLayout, kRootMagic, &root_obj_); !s.ok()) return s;
   if (root_obj_->node_size > 4096 ||
       !valid_node_size(static_cast<uint32_t>(root_obj_->node_size))) {
     return Status::Corruption("fastfair: root object has invalid node size " +
@@ -1008,15 +1001,16 @@ Status FastFair::recover() {
       }
     }
   }
-  pm::Allocator& alloc = pool_->allocator();
-  alloc.begin_recovery();
-  s = alloc.mark_reachable(ro);
-  for (const auto& chain : levels) {
-    for (uint64_t off : chain) {
-      if (s.ok()) s = alloc.mark_reachable(off);
+  // Nothing was written so far: the pass below compares what the levels
+  // reach with the pool's close record before anything changes.
+  s = reclaim_unreachable(kLayout, [&](pm::Allocator& alloc) {
+    for (const auto& chain : levels) {
+      for (uint64_t off : chain) {
+        if (Status m = alloc.mark_reachable(off); !m.ok()) return m;
+      }
     }
-  }
-  alloc.end_recovery();
+    return Status::Ok();
+  });
   if (!s.ok()) return s;
   for (const auto& chain : levels) {
     for (uint64_t off : chain) {
@@ -1031,27 +1025,16 @@ Status FastFair::recover() {
   VerifyReport report;
   s = verify(&report);
   if (!s.ok()) return s;
-  recovered_ = true;
-  recovery_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return Status::Ok();
+  return check_recovered_keys(kLayout, report.keys);
 }
 
 // ---------------------------------------------------------------- info, verify
 
 IndexInfo FastFair::info() const {
-  IndexInfo i;
-  i.name = "fastfair";
-  i.description = kFastFairDescription;
-  i.caps.ordered = true;
-  i.caps.persistent = true;
-  i.caps.thread_safe = true;
-  i.caps.placement = Placement::kPmOnly;
-  i.node_size = node_size_;
-  i.pm_bytes = pool_->allocator().bytes_in_use();
-  i.dram_bytes = locks_ ? locks_->dram_bytes() : 0;
-  i.recovered = recovered_;
-  i.recovery_seconds = recovery_seconds_;
-  return i;
+  return persistent_info(
+      kLayout, kFastFairDescription,
+      {.ordered = true, .persistent = true, .thread_safe = true, .placement = Placement::kPmOnly},
+      node_size_, locks_ ? locks_->dram_bytes() : 0);
 }
 
 Status FastFair::verify(VerifyReport* report) const {
@@ -1155,21 +1138,11 @@ std::vector<std::pair<std::string, std::string>> FastFair::ablation_notes() cons
 // ---------------------------------------------------------------- factory
 
 Status make_fastfair(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  if (Status s = check_index_pool(options, fastfair::kLayout); !s.ok()) return s;
-  auto idx = std::make_unique<fastfair::FastFair>(options.pool);
-  Status s;
-  if (options.pool->root() == 0) {
-    if (!fastfair::valid_node_size(options.node_size)) {
-      return Status::InvalidArgument("fastfair: node_size " + std::to_string(options.node_size) +
-                                     " invalid (a power of two in 128..4096 bytes)");
-    }
-    s = idx->create(options.node_size);
-  } else {
-    s = idx->recover();  // the stored node size wins
-  }
-  if (!s.ok()) return s;
-  *out = std::move(idx);
-  return Status::Ok();
+  // make_index() has checked the node size; a recovered tree keeps its own.
+  return open_persistent_index<fastfair::FastFair>(
+      options, fastfair::kLayout,
+      [&](fastfair::FastFair& t) { return t.create(options.node_size); },
+      [](fastfair::FastFair& t) { return t.recover(); }, out);
 }
 
 }  // namespace nvindex

@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "indexes/common/persistent.h"
 #include "indexes/common/version_lock.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/allocator.h"
@@ -138,11 +139,12 @@ static_assert(sizeof(Node) == kHeaderBytes);
 static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
 
 /// The FAST & FAIR tree. Created by make_fastfair().
-class FastFair final : public Index<uint64_t> {
+class FastFair final : public PersistentIndex {
  public:
   FastFair(pm::Pool* pool);
   /// Frees the nodes retired by merges (unreachable since their merge) and
-  /// the spare blocks kept for splits (never published).
+  /// the spare blocks kept for splits (never published), and records the
+  /// key count for the pool's close record (common/persistent.h).
   ~FastFair() override;
 
   /// Creates an empty tree in a pool with no root (node_size checked by the
@@ -231,7 +233,6 @@ class FastFair final : public Index<uint64_t> {
   Status normalize(uint64_t off);
   Status repair_separators();
 
-  pm::Pool* pool_;
   RootObject* root_obj_ = nullptr;
   uint32_t node_size_ = 0;
   uint32_t cap_ = 0;
@@ -248,8 +249,6 @@ class FastFair final : public Index<uint64_t> {
   /// Allocated, never-published node blocks kept for the next SMO; freed by
   /// the destructor, reclaimed by recovery after a crash.
   std::vector<uint64_t> spare_;
-  bool recovered_ = false;
-  double recovery_seconds_ = 0;
 };
 
 }  // namespace fastfair

@@ -58,9 +58,9 @@ bool Layout::of(uint32_t node_size, Layout* out) {
 
 // ---------------------------------------------------------------- basics
 
-FpTree::FpTree(pm::Pool* pool) : pool_(pool) {}
+FpTree::FpTree(pm::Pool* pool) : PersistentIndex(pool) {}
 
-FpTree::~FpTree() = default;
+FpTree::~FpTree() { record_close_keys(); }
 
 uint64_t FpTree::full_mask() const { return (uint64_t{1} << layout_.slots) - 1; }
 
@@ -448,18 +448,21 @@ Status FpTree::remove(uint64_t key) {
 // empty index (the new leaves are unreachable and reclaimed); after it, the
 // loaded index (the old head leaf is unreachable and reclaimed).
 Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
-  const uint64_t old = head();
-  if (leaf(old)->bitmap.load(kAcq) != 0 || leaf(old)->next.load(kAcq) != 0) {
-    return Status::InvalidArgument("fptree bulk_load: the index is not empty");
+  // An empty index is a fresh one (one empty leaf) or one emptied by
+  // removes (empty leaves stay on the chain until recovery unlinks them):
+  // the publish NAW below replaces the whole old chain, freed after it.
+  std::vector<uint64_t> old;
+  for (uint64_t off = head(); off != 0; off = leaf(off)->next.load(kAcq)) {
+    if (leaf(off)->bitmap.load(kAcq) != 0) {
+      return Status::InvalidArgument("fptree bulk_load: the index is not empty");
+    }
+    old.push_back(off);
   }
   for (size_t i = 1; i < sorted.size(); ++i) {
     if (!(sorted[i - 1].first < sorted[i].first)) {
       return Status::InvalidArgument("fptree bulk_load: keys not strictly ascending at pair " +
                                      std::to_string(i));
     }
-  }
-  if (!(fill_ > 0 && fill_ <= 1)) {
-    return Status::InvalidArgument("fptree bulk_load: fill_factor must be in (0, 1]");
   }
   if (sorted.empty()) return Status::Ok();
   const uint32_t per = std::max<uint32_t>(
@@ -496,7 +499,9 @@ Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
   }
   pm::fence({"fptree.bulk.leaves"});
   pm::naw(&root_obj_->head, leaves[0], {"fptree.bulk.publish"});
-  alloc.free(old);
+  // The old chain is unreachable now (a crash from here on has recovery
+  // free it); free it for this session.
+  for (uint64_t off : old) alloc.free(off);
   return inner_->build(refs);
 }
 
@@ -578,26 +583,20 @@ Status FpTree::rebuild_inner(const std::vector<uint64_t>& chain) {
 //     smallest key (one aligned store, persisted; a no-op when the split had
 //     completed); otherwise N was never linked: leave it unreachable (undo;
 //     the allocator frees it below). Then reset the log (cur = 0, persist).
-//  3) Walk the chain from the head: clear lock bytes left at 1 (not
-//     persisted: a later recovery clears them again), and unlink every empty
-//     leaf but the head (prev.next = leaf.next, one aligned store, persisted:
-//     the chain loses a leaf with no keys, so the content is unchanged).
-//  4) Mark the root object and every chain leaf reachable, once each; the
-//     allocator frees every other block (unlinked leaves, an undone split's
-//     N, leaves of an unpublished bulk load).
-//  5) Rebuild the DRAM inner nodes and check the result with verify().
+//  3) Walk the chain from the head, checking every leaf and clearing lock
+//     bytes left at 1 (not persisted: a later recovery clears them again).
+//  4) Mark the root object and every chain leaf reachable, once each, and
+//     check them against the pool's close record (common/persistent.h: on a
+//     cleanly closed pool a lost leaf is Corruption, nothing reclaimed); the
+//     allocator frees every other block (an undone split's N, leaves of an
+//     unpublished bulk load, leaves unlinked by an earlier recovery).
+//  4b) Unlink every empty leaf but the head (prev.next = leaf.next, one
+//     aligned store, persisted: the chain loses a leaf with no keys, so the
+//     content is unchanged) and free it.
+//  5) Rebuild the DRAM inner nodes, check the result with verify() and the
+//     key count against the close record.
 Status FpTree::recover() {
-  const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t ro = pool_->root();
-  if (!pool_->contains(ro, kRootBytes) || ro % kRootBytes != 0 ||
-      pool_->allocator().block_size(ro) != kRootBytes) {
-    return Status::Corruption("fptree: root object offset " + hex(ro) + " is not a " +
-                              std::to_string(kRootBytes) + " B block of the pool");
-  }
-  root_obj_ = pool_->ptr<RootObject>(ro);
-  if (root_obj_->magic != kRootMagic) {
-    return Status::Corruption("fptree: bad root object magic (not an fptree)");
-  }
+  if (Status s = open_root_object(kLayout, kRootMagic, &root_obj_, kRootBytes); !s.ok()) return s;
   if (root_obj_->node_size > 1024 ||
       !Layout::of(static_cast<uint32_t>(root_obj_->node_size), &layout_)) {
     return Status::Corruption("fptree: root object has invalid node size " +
@@ -646,11 +645,10 @@ Status FpTree::recover() {
     pm::persist(&lg.cur, sizeof(uint64_t), {"fptree.recover.log_reset"});
   }
 
-  // 3) the chain: lock bytes, empty leaves
+  // 3) the chain: lock bytes; every leaf on it, empty or not, is reached
   std::vector<uint64_t> chain;
   {
     std::unordered_set<uint64_t> seen;
-    uint64_t prev = 0;
     for (uint64_t off = head(); off != 0;) {
       Status s = check_leaf(off, chain.empty() ? "head leaf" : "next leaf");
       if (!s.ok()) return s;
@@ -658,58 +656,58 @@ Status FpTree::recover() {
         return Status::Corruption("fptree: leaf " + hex(off) + " reached twice (cycle)");
       }
       Leaf* l = leaf(off);
-      const uint64_t nxt = l->next.load(kRlx);
       if (l->lock.load(kRlx) != 0) pm::store<uint8_t>(&l->lock, 0);
-      if (prev != 0 && l->bitmap.load(kRlx) == 0) {
-        pm::store(&leaf(prev)->next, nxt);
-        pm::persist(&leaf(prev)->next, sizeof(uint64_t), {"fptree.recover.unlink"});
-      } else {
-        chain.push_back(off);
-        prev = off;
-      }
-      off = nxt;
+      chain.push_back(off);
+      off = l->next.load(kRlx);
     }
   }
 
-  // 4) reachability
-  pm::Allocator& alloc = pool_->allocator();
-  alloc.begin_recovery();
-  Status s = alloc.mark_reachable(ro);
-  for (uint64_t off : chain) {
-    if (s.ok()) s = alloc.mark_reachable(off);
-  }
-  alloc.end_recovery();
+  // 4) reachability, before any structural write (common/persistent.h)
+  Status s = reclaim_unreachable(kLayout, [&](pm::Allocator& alloc) {
+    for (uint64_t off : chain) {
+      if (Status m = alloc.mark_reachable(off); !m.ok()) return m;
+    }
+    return Status::Ok();
+  });
   if (!s.ok()) return s;
 
+  // 4b) unlink every empty leaf but the head; once prev.next is durable the
+  // leaf is unreachable: freed here, or by the next recovery's pass if a
+  // crash comes first.
+  std::vector<uint64_t> kept;
+  for (uint64_t off : chain) {
+    if (!kept.empty() && leaf(off)->bitmap.load(kRlx) == 0) {
+      Leaf* prev = leaf(kept.back());
+      pm::store(&prev->next, leaf(off)->next.load(kRlx));
+      pm::persist(&prev->next, sizeof(uint64_t), {"fptree.recover.unlink"});
+      pool_->allocator().free(off);
+    } else {
+      kept.push_back(off);
+    }
+  }
+
   // 5) inner nodes
-  s = rebuild_inner(chain);
+  s = rebuild_inner(kept);
   if (!s.ok()) return s;
   VerifyReport report;
   s = verify(&report);
   if (!s.ok()) return s;
-  recovered_ = true;
-  recovery_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return Status::Ok();
+  return check_recovered_keys(kLayout, report.keys);
 }
 
 // ---------------------------------------------------------------- info, verify
 
 IndexInfo FpTree::info() const {
-  IndexInfo i;
-  i.name = "fptree";
-  i.description = kFpTreeDescription;
-  i.caps.ordered = true;
-  i.caps.persistent = true;
-  i.caps.thread_safe = true;
-  i.caps.bulk_load = true;
-  i.caps.placement = Placement::kSelective;
-  i.node_size = layout_.node_size;
-  i.pm_bytes = pool_->allocator().bytes_in_use();
-  i.dram_bytes = (inner_ ? inner_->dram_bytes() : 0) + (versions_ ? versions_->dram_bytes() : 0) +
-                 (lows_ ? lows_->dram_bytes() : 0);
-  i.recovered = recovered_;
-  i.recovery_seconds = recovery_seconds_;
-  return i;
+  return persistent_info(kLayout, kFpTreeDescription,
+                         {.ordered = true,
+                          .persistent = true,
+                          .thread_safe = true,
+                          .bulk_load = true,
+                          .placement = Placement::kSelective},
+                         layout_.node_size,
+                         (inner_ ? inner_->dram_bytes() : 0) +
+                             (versions_ ? versions_->dram_bytes() : 0) +
+                             (lows_ ? lows_->dram_bytes() : 0));
 }
 
 Status FpTree::verify(VerifyReport* report) const {
@@ -809,23 +807,19 @@ std::vector<std::pair<std::string, std::string>> FpTree::ablation_notes() const 
 // ---------------------------------------------------------------- factory
 
 Status make_fptree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  if (Status s = check_index_pool(options, fptree::kLayout); !s.ok()) return s;
-  auto idx = std::make_unique<fptree::FpTree>(options.pool);
-  idx->set_fill_factor(options.fill_factor);
-  Status s;
-  if (options.pool->root() == 0) {
-    fptree::Layout l;
-    if (!fptree::Layout::of(options.node_size, &l)) {
-      return Status::InvalidArgument("fptree: node_size " + std::to_string(options.node_size) +
-                                     " invalid (valid leaf sizes: 256, 512, 768, 1024 bytes)");
-    }
-    s = idx->create(options.node_size);
-  } else {
-    s = idx->recover();  // the stored node size wins
-  }
-  if (!s.ok()) return s;
-  *out = std::move(idx);
-  return Status::Ok();
+  // make_index() has checked the node size and fill factor; a recovered
+  // tree keeps its own node size.
+  return open_persistent_index<fptree::FpTree>(
+      options, fptree::kLayout,
+      [&](fptree::FpTree& t) {
+        t.set_fill_factor(options.fill_factor);
+        return t.create(options.node_size);
+      },
+      [&](fptree::FpTree& t) {
+        t.set_fill_factor(options.fill_factor);
+        return t.recover();
+      },
+      out);
 }
 
 }  // namespace nvindex

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "indexes/common/inner_tree.h"
+#include "indexes/common/persistent.h"
 #include "indexes/common/version_lock.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/allocator.h"
@@ -176,7 +177,7 @@ struct Layout {
 };
 
 /// The FP-Tree. Created by make_fptree().
-class FpTree final : public Index<uint64_t> {
+class FpTree final : public PersistentIndex {
  public:
   explicit FpTree(pm::Pool* pool);
   ~FpTree() override;
@@ -212,7 +213,8 @@ class FpTree final : public Index<uint64_t> {
   /// flushes and fences (see fptree.cc "Ablation notes").
   std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
 
-  /// IndexOptions::fill_factor, used by bulk_load() (checked there).
+  /// IndexOptions::fill_factor, used by bulk_load() (make_index checks it
+  /// is in (0, 1]).
   void set_fill_factor(double fill) { fill_ = fill; }
   /// Entry slots per leaf (C).
   uint32_t slots() const { return layout_.slots; }
@@ -244,7 +246,6 @@ class FpTree final : public Index<uint64_t> {
   Status walk_chain(std::vector<uint64_t>* chain) const;
   Status rebuild_inner(const std::vector<uint64_t>& chain);
 
-  pm::Pool* pool_;
   RootObject* root_obj_ = nullptr;
   Layout layout_;
   std::unique_ptr<LockTable> versions_;  ///< DRAM version lock per leaf
@@ -252,8 +253,6 @@ class FpTree final : public Index<uint64_t> {
   std::unique_ptr<inner::InnerTree> inner_;
   std::atomic<uint32_t> log_busy_{0};  ///< DRAM: bit i = split log i in use
   double fill_ = 1.0;
-  bool recovered_ = false;
-  double recovery_seconds_ = 0;
 };
 
 }  // namespace fptree

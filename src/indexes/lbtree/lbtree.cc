@@ -49,10 +49,11 @@ std::array<uint32_t, kSlots> fill_order(uint32_t header_line) {
 
 // ---------------------------------------------------------------- basics
 
-LbTree::LbTree(pm::Pool* pool) : pool_(pool) {}
+LbTree::LbTree(pm::Pool* pool) : PersistentIndex(pool) {}
 
 LbTree::~LbTree() {
   if (!ready_) return;  // creation or recovery failed: touch nothing
+  record_close_keys();
   // Clean close: spread the anchors over the chain as it is now, unless they
   // already are (no write at all then).
   const std::vector<uint64_t> a = spread_anchors();
@@ -448,9 +449,18 @@ Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
   }
   const Leaf head = leaf(root_->head);
   const bool halt = head.alt();
-  if (leaves_.load() != 1 || leaf_count(head) != 0 || head.next(halt).load(kRlx) != 0) {
-    return Status::InvalidArgument(
-        "lbtree bulk_load: the tree is not empty (bulk load needs a fresh tree: one empty leaf)");
+  // An empty tree is a fresh one (one empty leaf) or one emptied by removes
+  // (its empty leaves stay on the chain). The commit below drops the leaves
+  // after the head from the chain; they are freed after it.
+  if (leaf_count(head) != 0)
+    return Status::InvalidArgument("lbtree bulk_load: the tree is not empty");
+  std::vector<uint64_t> old;
+  for (uint64_t off = head.next(halt).load(kRlx); off != 0;) {
+    const Leaf l = leaf(off);
+    if (leaf_count(l) != 0)
+      return Status::InvalidArgument("lbtree bulk_load: the tree is not empty");
+    old.push_back(off);
+    off = l.next(l.alt()).load(kRlx);
   }
   if (sorted.empty()) return Status::Ok();
   const uint32_t cap = head.capacity();
@@ -508,10 +518,19 @@ Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
     }
     pm::persist(l.b, leaf_size_, {"lbtree.bulk.leaf"});
   }
+  // An emptied tree's anchors may name leaves the commit drops: first the
+  // head alone becomes the anchor (a valid anchor set for the old chain and
+  // the new one, since recovery walks the chain from the head), so that no
+  // crash leaves an anchor on a dropped leaf. A fresh tree's only anchor is
+  // the head already: nothing is written.
+  if (!old.empty()) write_anchors({root_->head});
   const Header h0 = fill_leaf(0, !halt);
   pm::store(&head.b[0].hdr[1], h0.w1);  // fingerprints of free slots only
   pm::persist(head.b, leaf_size_, {"lbtree.bulk.head"});
   pm::naw(&head.word0(), h0.w0 | (halt ? 0 : kAltBit), {"lbtree.bulk.commit"});
+  // The dropped empty leaves are unreachable now (a crash from here on has
+  // recovery free them); free them for this session.
+  for (uint64_t off : old) pool_->allocator().free(off);
 
   // DRAM side: inner nodes at the fill factor, low keys, anchors.
   std::vector<inner::LeafRef> refs(nleaves);
@@ -535,8 +554,11 @@ Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
 // (Allocator::mark_reachable is thread-safe and refuses a block marked twice,
 // which also catches a cycle or an anchor that is not on the chain), clears
 // a lock bit left set by a crash (store + flush; one fence per thread), and
-// collects (min key, leaf). The allocator then frees every unmarked block
-// (e.g. the new leaf of a split whose commit NAW was lost). The chain order
+// collects (min key, leaf). What the walk reached is checked against the
+// pool's close record (common/persistent.h: on a cleanly closed pool a lost
+// leaf is Corruption and nothing is reclaimed); then the allocator frees
+// every unmarked block (e.g. the new leaf of a split whose commit NAW was
+// lost). The chain order
 // (every key of a leaf below every key of the next non-empty leaf) is checked
 // across segments, and InnerTree::build_segments builds the level-1 nodes of
 // each segment in parallel and the upper levels on top.
@@ -548,15 +570,43 @@ Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
 // Every PM write of recovery (lock bits, anchors) is idempotent, so a crash
 // during recovery and a second recovery reach the same state.
 Status LbTree::recover(unsigned threads) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const uint64_t ro = pool_->root();
-  if (!pool_->contains(ro, kRootBytes) || ro % kRootBytes != 0) {
-    return Status::Corruption("lbtree: root object offset " + hex(ro) + " out of range");
+  std::vector<uint64_t> anchor;
+  if (Status s = open_root_and_anchors(&anchor); !s.ok()) return s;
+  versions_ = std::make_unique<LockTable>(pool_->size(), block_class());
+  lows_ = std::make_unique<LockTable>(pool_->size(), block_class());
+  tree_ = std::make_unique<inner::InnerTree>(kInnerNodeBytes);
+
+  const auto r0 = std::chrono::steady_clock::now();
+  // The crash simulator follows one thread at a time: recover serially there.
+  unsigned nthreads = std::max(1u, threads);
+  if (pm::current_config().mode == pm::Mode::kCrashSim) nthreads = 1;
+  nthreads = static_cast<unsigned>(std::min<size_t>(nthreads, anchor.size()));
+  // The walk writes nothing structural (lock bits only), so the pass checks
+  // what it reached against the close record before anything changes.
+  std::vector<std::vector<WalkedLeaf>> seg;
+  Status s = reclaim_unreachable(
+      kLayout, [&](pm::Allocator& alloc) { return walk_chain(anchor, nthreads, alloc, &seg); });
+  if (!s.ok()) return s;
+  s = rebuild_from(seg, nthreads);
+  if (!s.ok()) return s;
+  rebuild_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
+  rebuild_threads_ = nthreads;
+  respread_anchors(seg, anchor);
+  uint64_t keys = 0;
+  for (const auto& sg : seg) {
+    for (const WalkedLeaf& li : sg) keys += li.keys;
   }
-  root_ = pool_->ptr<RootObject>(ro);
-  if (root_->magic != kRootMagic) {
-    return Status::Corruption("lbtree: bad root object magic (not an lbtree)");
-  }
+  s = check_recovered_keys(kLayout, keys);
+  if (!s.ok()) return s;
+  ready_ = true;
+  return Status::Ok();
+}
+
+// The root object, its leaf size and head, and the live anchor array
+// (distinct valid leaf offsets, the head first), before anything is read
+// through them. Errors: Corruption naming the bad field.
+Status LbTree::open_root_and_anchors(std::vector<uint64_t>* anchor) {
+  if (Status s = open_root_object(kLayout, kRootMagic, &root_, kRootBytes); !s.ok()) return s;
   if (!valid_leaf_size(root_->leaf_size)) {
     return Status::Corruption("lbtree: root object has invalid leaf size " +
                               std::to_string(root_->leaf_size));
@@ -573,113 +623,112 @@ Status LbTree::recover(unsigned threads) {
     return Status::Corruption("lbtree: live anchor array invalid (count " +
                               std::to_string(aa.count) + ")");
   }
-  const std::vector<uint64_t> anchor(aa.leaf, aa.leaf + aa.count);
-  {
-    std::unordered_set<uint64_t> seen;
-    for (uint64_t a : anchor) {
-      if (!leaf_offset_ok(a) || !seen.insert(a).second) {
-        return Status::Corruption("lbtree: anchor " + hex(a) + " invalid or repeated");
-      }
+  anchor->assign(aa.leaf, aa.leaf + aa.count);
+  std::unordered_set<uint64_t> seen;
+  for (uint64_t a : *anchor) {
+    if (!leaf_offset_ok(a) || !seen.insert(a).second) {
+      return Status::Corruption("lbtree: anchor " + hex(a) + " invalid or repeated");
     }
   }
-  versions_ = std::make_unique<LockTable>(pool_->size(), block_class());
-  lows_ = std::make_unique<LockTable>(pool_->size(), block_class());
-  tree_ = std::make_unique<inner::InnerTree>(kInnerNodeBytes);
+  return Status::Ok();
+}
 
-  pm::Allocator& alloc = pool_->allocator();
-  alloc.begin_recovery();
-  Status s = alloc.mark_reachable(ro);
-  if (!s.ok()) {
-    alloc.end_recovery();
-    return s;
-  }
-
-  const auto r0 = std::chrono::steady_clock::now();
-  const size_t nseg = anchor.size();
-  // The crash simulator follows one thread at a time: recover serially there.
-  unsigned nthreads = std::max(1u, threads);
-  if (pm::current_config().mode == pm::Mode::kCrashSim) nthreads = 1;
-  nthreads = static_cast<unsigned>(std::min<size_t>(nthreads, nseg));
-  struct LeafInfo {
-    uint64_t off, min, max;
-    bool empty;
-  };
-  std::vector<std::vector<LeafInfo>> seg(nseg);
-  std::vector<Status> seg_status(nseg);
+// Segment i: from anchor i up to (not including) anchor i+1, or the chain's
+// end. Marks each leaf reachable (a block marked twice is a cycle or an
+// anchor off the chain), clears a lock bit left by an earlier version's
+// writer (store + flush; one fence per segment), records the leaf's key
+// range and count, and sets its DRAM low key. Errors: Corruption.
+Status LbTree::walk_segment(const std::vector<uint64_t>& anchor, size_t i, pm::Allocator& alloc,
+                            std::vector<WalkedLeaf>* out) {
+  const uint64_t stop = i + 1 < anchor.size() ? anchor[i + 1] : 0;
   const uint64_t head = root_->head;
-  auto walk = [&](size_t i) {
-    const uint64_t stop = i + 1 < nseg ? anchor[i + 1] : 0;
-    bool dirty = false;
-    for (uint64_t off = anchor[i]; off != stop;) {
-      if (off == 0) {
-        seg_status[i] = Status::Corruption("lbtree: anchor " + hex(stop) + " is not on the chain");
-        break;
-      }
-      if (!leaf_offset_ok(off)) {
-        seg_status[i] = Status::Corruption("lbtree: leaf offset " + hex(off) + " invalid");
-        break;
-      }
-      Status ms = alloc.mark_reachable(off);
-      if (!ms.ok()) {
-        seg_status[i] = Status::Corruption(
-            "lbtree: leaf " + hex(off) + " reached twice (cycle or bad anchor): " + ms.ToString());
-        break;
-      }
-      const Leaf l = leaf(off);
-      const uint64_t w0 = l.word0().load(kRlx);
-      // This version never sets the lock bit; a pool written by an earlier
-      // one (which took it as the writer lock) may hold it after a crash.
-      if ((w0 & kLockBit) != 0) {
-        pm::store(&l.word0(), w0 & ~kLockBit);
-        pm::flush(&l.word0(), sizeof(uint64_t), {"lbtree.recover.unlock"});
-        dirty = true;
-      }
-      const bool alt = (w0 & kAltBit) != 0;
-      LeafInfo li{off, UINT64_MAX, 0, true};
-      for (uint32_t j = 0; j < blocks_; ++j) {
-        const Header h = load_header(l.live_hdr(j, alt));
-        if (j > 0 && (h.w0 & (kLockBit | kAltBit)) != 0) {
-          seg_status[i] = Status::Corruption("lbtree: leaf " + hex(off) + " block " +
-                                             std::to_string(j) + " header has lock/alt bits");
-          break;
-        }
-        for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
-          const uint64_t k = l.ent(j, static_cast<uint32_t>(__builtin_ctzll(m))).key.load(kRlx);
-          li.min = std::min(li.min, k);
-          li.max = std::max(li.max, k);
-          li.empty = false;
-        }
-      }
-      if (!seg_status[i].ok()) break;
-      if (off == head || !li.empty) lows_->word(off).store(off == head ? 0 : li.min, kRlx);
-      seg[i].push_back(li);
-      off = l.next(alt).load(kRlx);
+  bool dirty = false;
+  Status st;
+  for (uint64_t off = anchor[i]; off != stop;) {
+    if (off == 0) {
+      st = Status::Corruption("lbtree: anchor " + hex(stop) + " is not on the chain");
+      break;
     }
-    if (dirty) pm::fence({"lbtree.recover.unlock"});
-  };
-  if (nthreads <= 1) {
-    for (size_t i = 0; i < nseg; ++i) walk(i);
-  } else {
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < nthreads; ++t) {
-      pool.emplace_back([&, t] {
-        for (size_t i = t; i < nseg; i += nthreads) walk(i);
-      });
+    if (!leaf_offset_ok(off)) {
+      st = Status::Corruption("lbtree: leaf offset " + hex(off) + " invalid");
+      break;
     }
-    for (size_t i = 0; i < nseg; i += nthreads) walk(i);
-    for (auto& th : pool) th.join();
+    if (Status ms = alloc.mark_reachable(off); !ms.ok()) {
+      st = Status::Corruption("lbtree: leaf " + hex(off) +
+                              " reached twice (cycle or bad anchor): " + ms.ToString());
+      break;
+    }
+    const Leaf l = leaf(off);
+    const uint64_t w0 = l.word0().load(kRlx);
+    // This version never sets the lock bit; a pool written by an earlier
+    // one (which took it as the writer lock) may hold it after a crash.
+    if ((w0 & kLockBit) != 0) {
+      pm::store(&l.word0(), w0 & ~kLockBit);
+      pm::flush(&l.word0(), sizeof(uint64_t), {"lbtree.recover.unlock"});
+      dirty = true;
+    }
+    const bool alt = (w0 & kAltBit) != 0;
+    WalkedLeaf li{off, UINT64_MAX, 0, 0, true};
+    for (uint32_t j = 0; j < blocks_ && st.ok(); ++j) {
+      const Header h = load_header(l.live_hdr(j, alt));
+      if (j > 0 && (h.w0 & (kLockBit | kAltBit)) != 0) {
+        st = Status::Corruption("lbtree: leaf " + hex(off) + " block " + std::to_string(j) +
+                                " header has lock/alt bits");
+        break;
+      }
+      for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
+        const uint64_t k = l.ent(j, static_cast<uint32_t>(__builtin_ctzll(m))).key.load(kRlx);
+        li.min = std::min(li.min, k);
+        li.max = std::max(li.max, k);
+        li.empty = false;
+        ++li.keys;
+      }
+    }
+    if (!st.ok()) break;
+    if (off == head || !li.empty) lows_->word(off).store(off == head ? 0 : li.min, kRlx);
+    out->push_back(li);
+    off = l.next(alt).load(kRlx);
   }
-  alloc.end_recovery();
+  if (dirty) pm::fence({"lbtree.recover.unlock"});
+  return st;
+}
+
+// Every segment, each walked whole by one of `nthreads` threads (segment i
+// by thread i mod nthreads); the first error of any segment, in segment
+// order.
+Status LbTree::walk_chain(const std::vector<uint64_t>& anchor, unsigned nthreads,
+                          pm::Allocator& alloc, std::vector<std::vector<WalkedLeaf>>* seg) {
+  const size_t nseg = anchor.size();
+  seg->assign(nseg, {});
+  std::vector<Status> seg_status(nseg);
+  auto run = [&](unsigned t) {
+    for (size_t i = t; i < nseg; i += nthreads) {
+      seg_status[i] = walk_segment(anchor, i, alloc, &(*seg)[i]);
+    }
+  };
+  std::vector<std::thread> workers;
+  for (unsigned t = 1; t < nthreads; ++t) workers.emplace_back(run, t);
+  run(0);
+  for (auto& th : workers) th.join();
   for (const Status& ss : seg_status) {
     if (!ss.ok()) return ss;
   }
-  // Chain order across all leaves, and the (low key, leaf) pairs.
+  return Status::Ok();
+}
+
+// Checks the chain order across all leaves (every key of a leaf below every
+// key of the next non-empty leaf; key 0 only in the head) and builds the
+// DRAM inner nodes over the (low key, leaf) pairs of each segment in
+// parallel (InnerTree::build_segments). Errors: Corruption.
+Status LbTree::rebuild_from(const std::vector<std::vector<WalkedLeaf>>& seg, unsigned nthreads) {
+  const size_t nseg = seg.size();
+  const uint64_t head = root_->head;
   std::vector<std::vector<inner::LeafRef>> refs(nseg);
   bool any = false;
   uint64_t prev_max = 0;
   uint64_t total = 0;
   for (size_t i = 0; i < nseg; ++i) {
-    for (const LeafInfo& li : seg[i]) {
+    for (const WalkedLeaf& li : seg[i]) {
       ++total;
       if (!li.empty) {
         if (any && li.min <= prev_max) {
@@ -699,48 +748,42 @@ Status LbTree::recover(unsigned threads) {
       }
     }
   }
-  s = tree_->build_segments(refs, nthreads, fill_);
+  Status s = tree_->build_segments(refs, nthreads, fill_);
   if (!s.ok()) return Status::Corruption("lbtree: rebuild: " + s.ToString());
-  const auto r1 = std::chrono::steady_clock::now();
   leaves_.store(total);
-  rebuild_seconds_ = std::chrono::duration<double>(r1 - r0).count();
-  rebuild_threads_ = nthreads;
+  return Status::Ok();
+}
 
-  // Anchors spread evenly over the chain as found.
+// Spreads the anchors evenly over the chain as the walk found it (written
+// only when they change; write_anchors is crash-safe by its selector NAW).
+void LbTree::respread_anchors(const std::vector<std::vector<WalkedLeaf>>& seg,
+                              const std::vector<uint64_t>& anchor) {
+  const uint64_t total = leaves_.load();
   std::vector<uint64_t> na;
   const uint64_t k = std::min<uint64_t>(total, kAnchorSlots);
   uint64_t pos = 0;
-  for (size_t i = 0; i < nseg && na.size() < k; ++i) {
-    for (const LeafInfo& li : seg[i]) {
+  for (size_t i = 0; i < seg.size() && na.size() < k; ++i) {
+    for (const WalkedLeaf& li : seg[i]) {
       if (na.size() < k && pos == na.size() * total / k) na.push_back(li.off);
       ++pos;
     }
   }
   if (na != anchor) write_anchors(na);
-  recovered_ = true;
-  ready_ = true;
-  recovery_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return Status::Ok();
 }
 
 // ---------------------------------------------------------------- info, verify
 
 IndexInfo LbTree::info() const {
-  IndexInfo i;
-  i.name = "lbtree";
-  i.description = kLbTreeDescription;
-  i.caps.ordered = true;
-  i.caps.persistent = true;
-  i.caps.thread_safe = true;
-  i.caps.bulk_load = true;
-  i.caps.placement = Placement::kSelective;
-  i.node_size = leaf_size_;
-  i.pm_bytes = pool_->allocator().bytes_in_use();
-  i.dram_bytes = (tree_ ? tree_->dram_bytes() : 0) + (versions_ ? versions_->dram_bytes() : 0) +
-                 (lows_ ? lows_->dram_bytes() : 0);
-  i.recovered = recovered_;
-  i.recovery_seconds = recovery_seconds_;
-  return i;
+  return persistent_info(kLayout, kLbTreeDescription,
+                         {.ordered = true,
+                          .persistent = true,
+                          .thread_safe = true,
+                          .bulk_load = true,
+                          .placement = Placement::kSelective},
+                         leaf_size_,
+                         (tree_ ? tree_->dram_bytes() : 0) +
+                             (versions_ ? versions_->dram_bytes() : 0) +
+                             (lows_ ? lows_->dram_bytes() : 0));
 }
 
 Status LbTree::verify(VerifyReport* report) const {
@@ -878,27 +921,20 @@ std::vector<std::pair<std::string, std::string>> LbTree::ablation_notes() const 
 // ---------------------------------------------------------------- factory
 
 Status make_lbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  if (Status s = check_index_pool(options, lbtree::kLayout); !s.ok()) return s;
-  if (!(options.fill_factor > 0 && options.fill_factor <= 1)) {
-    return Status::InvalidArgument("lbtree: fill_factor " + std::to_string(options.fill_factor) +
-                                   " outside (0, 1]");
-  }
-  if (options.threads == 0) return Status::InvalidArgument("lbtree: threads must be >= 1");
-  auto idx = std::make_unique<lbtree::LbTree>(options.pool);
-  idx->set_fill(options.fill_factor);
-  Status s;
-  if (options.pool->root() == 0) {
-    if (!lbtree::valid_leaf_size(options.node_size)) {
-      return Status::InvalidArgument("lbtree: node_size " + std::to_string(options.node_size) +
-                                     " invalid (leaf sizes: 256, 512, 768 or 1024 bytes)");
-    }
-    s = idx->create(options.node_size);
-  } else {
-    s = idx->recover(options.threads);  // the stored leaf size wins
-  }
-  if (!s.ok()) return s;
-  *out = std::move(idx);
-  return Status::Ok();
+  // make_index() has checked the leaf size, fill factor and threads; a
+  // recovered tree keeps its stored leaf size and rebuilds on
+  // options.threads threads.
+  return open_persistent_index<lbtree::LbTree>(
+      options, lbtree::kLayout,
+      [&](lbtree::LbTree& t) {
+        t.set_fill(options.fill_factor);
+        return t.create(options.node_size);
+      },
+      [&](lbtree::LbTree& t) {
+        t.set_fill(options.fill_factor);
+        return t.recover(options.threads);
+      },
+      out);
 }
 
 }  // namespace nvindex

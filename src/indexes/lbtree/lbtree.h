@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "indexes/common/inner_tree.h"
+#include "indexes/common/persistent.h"
 #include "indexes/common/version_lock.h"
 #include "indexes/lbtree/leaf.h"
 #include "nvindex/index.h"
@@ -130,7 +131,7 @@ static_assert(sizeof(RootObject) == kRootBytes);
 inline bool valid_leaf_size(uint64_t s) { return s == 256 || s == 512 || s == 768 || s == 1024; }
 
 /// The LB+-tree. Created by make_lbtree().
-class LbTree final : public Index<uint64_t> {
+class LbTree final : public PersistentIndex {
  public:
   explicit LbTree(pm::Pool* pool);
   /// Clean close: recomputes the anchors (persisted, selector by NAW) so the
@@ -192,7 +193,25 @@ class LbTree final : public Index<uint64_t> {
   uint32_t block_class() const;
   bool leaf_offset_ok(uint64_t off) const;
 
-  pm::Pool* pool_;
+  /// One leaf as recovery's chain walk found it: its offset, smallest and
+  /// largest key (UINT64_MAX and 0 when empty) and its key count.
+  struct WalkedLeaf {
+    uint64_t off, min, max, keys;
+    bool empty;
+  };
+  /// Recovery phases (lbtree.cc, "Recovery"): the root object and the live
+  /// anchor array; one segment's walk (from anchor i to anchor i+1); the
+  /// walk of every segment on `nthreads` threads; the chain-order check and
+  /// the DRAM rebuild; the anchors spread again.
+  Status open_root_and_anchors(std::vector<uint64_t>* anchor);
+  Status walk_segment(const std::vector<uint64_t>& anchor, size_t i, pm::Allocator& alloc,
+                      std::vector<WalkedLeaf>* out);
+  Status walk_chain(const std::vector<uint64_t>& anchor, unsigned nthreads, pm::Allocator& alloc,
+                    std::vector<std::vector<WalkedLeaf>>* seg);
+  Status rebuild_from(const std::vector<std::vector<WalkedLeaf>>& seg, unsigned nthreads);
+  void respread_anchors(const std::vector<std::vector<WalkedLeaf>>& seg,
+                        const std::vector<uint64_t>& anchor);
+
   RootObject* root_ = nullptr;
   uint32_t leaf_size_ = 0;
   uint32_t blocks_ = 1;
@@ -202,8 +221,6 @@ class LbTree final : public Index<uint64_t> {
   std::unique_ptr<LockTable> lows_;      ///< DRAM word per leaf: its low key (separator)
   std::atomic<uint64_t> leaves_{0};      ///< leaves on the chain
   bool ready_ = false;                   ///< created or recovered successfully
-  bool recovered_ = false;
-  double recovery_seconds_ = 0;
   double rebuild_seconds_ = 0;
   unsigned rebuild_threads_ = 0;
 };

@@ -84,9 +84,9 @@ struct WbTree::Txn {
 
 // ---------------------------------------------------------------- basics
 
-WbTree::WbTree(pm::Pool* pool) : pool_(pool) {}
+WbTree::WbTree(pm::Pool* pool) : PersistentIndex(pool) {}
 
-WbTree::~WbTree() = default;
+WbTree::~WbTree() { record_close_keys(); }
 
 uint32_t WbTree::used(const Node* n) const {
   return static_cast<uint32_t>(std::popcount(n->bitmap.load(kAcq) & ~kValidBit));
@@ -939,24 +939,20 @@ Status WbTree::walk(std::vector<uint64_t>* nodes, std::vector<uint64_t>* leaves)
 // committed log (every logged word must hold its old or new value), then
 // clear it; 3) walk every node; 4) rebuild every slot array whose bitmap bit
 // 0 is clear (an insert or delete between its two NAWs, or a split after its
-// log commit), then set bit 0; 5) hand the reachable set to the allocator
-// (every other block, e.g. a new node of an uncommitted split, is
-// reclaimed); 6) inner=dram: rebuild the DRAM inner nodes; 7) verify().
+// log commit), then set bit 0; 5) hand the reachable set to the allocator,
+// checked against the pool's close record (common/persistent.h: on a
+// cleanly closed pool a lost node is Corruption and nothing is reclaimed;
+// otherwise every other block, e.g. a new node of an uncommitted split, is
+// reclaimed); 6) inner=dram: unlink and free the empty leaves, rebuild the
+// DRAM inner nodes; 7) verify(), and the key count against the close record.
 //
 // Crash during recovery: the redo stores new values only (idempotent) and
 // the log is cleared only after they are durable; a slot array is rewritten
 // only while its bit 0 is durably clear, and bit 0 is set only after the
 // rewrite is durable: any prefix recovers again to the same content.
 Status WbTree::recover() {
-  const auto t0 = std::chrono::steady_clock::now();
+  if (Status s = open_root_object(kLayout, kRootMagic, &root_obj_); !s.ok()) return s;
   const uint64_t ro = pool_->root();
-  if (!pool_->contains(ro, sizeof(RootObject)) || ro % 64 != 0) {
-    return Status::Corruption("wbtree: root object offset " + hex(ro) + " out of range");
-  }
-  root_obj_ = pool_->ptr<RootObject>(ro);
-  if (root_obj_->magic != kRootMagic) {
-    return Status::Corruption("wbtree: bad root object magic (not a wbtree)");
-  }
   if (root_obj_->node_size > 4096 ||
       !valid_node_size(static_cast<uint32_t>(root_obj_->node_size))) {
     return Status::Corruption("wbtree: root object has invalid node size " +
@@ -1038,21 +1034,22 @@ Status WbTree::recover() {
     s = verify_node_slots(off);
     if (!s.ok()) return s;
   }
+  // No structural write so far on a cleanly closed pool (its log is clear
+  // and every slot array valid): the pass compares what the walk reached
+  // with the close record before the unlinks below change the chain.
+  s = reclaim_unreachable(kLayout, [&](pm::Allocator& alloc) {
+    Status m = alloc.mark_reachable(lo);
+    for (uint64_t off : nodes) {
+      if (m.ok()) m = alloc.mark_reachable(off);
+    }
+    return m;
+  });
+  if (!s.ok()) return s;
   if (inner_dram_) {
-    s = unlink_empty_leaves();
-    if (!s.ok()) return s;
+    unlink_empty_leaves();
     s = walk(&nodes, &leaves);
     if (!s.ok()) return s;
   }
-  pm::Allocator& alloc = pool_->allocator();
-  alloc.begin_recovery();
-  s = alloc.mark_reachable(ro);
-  if (s.ok()) s = alloc.mark_reachable(lo);
-  for (uint64_t off : nodes) {
-    if (s.ok()) s = alloc.mark_reachable(off);
-  }
-  alloc.end_recovery();
-  if (!s.ok()) return s;
   locks_ = std::make_unique<LockTable>(pool_->size(), node_size_);
   if (inner_dram_) {
     lows_ = std::make_unique<LockTable>(pool_->size(), node_size_);
@@ -1062,9 +1059,7 @@ Status WbTree::recover() {
   VerifyReport report;
   s = verify(&report);
   if (!s.ok()) return s;
-  recovered_ = true;
-  recovery_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return Status::Ok();
+  return check_recovered_keys(kLayout, report.keys);
 }
 
 // inner=dram: builds the DRAM inner nodes over the leaf chain, each with
@@ -1098,9 +1093,10 @@ Status WbTree::rebuild_inner(double fill) {
 // lower bound; an empty leaf has none and is unlinked from the chain (unless
 // it is the only leaf). Each unlink is one NAW of its predecessor's next link
 // (or of the root word for the first leaf) that skips only empty leaves: every
-// crash state is a chain with the same content, and the skipped leaves,
-// unreachable, are reclaimed by the allocator pass that follows.
-Status WbTree::unlink_empty_leaves() {
+// crash state is a chain with the same content. The skipped leaves are
+// freed after the NAWs (the allocator pass has ended); a crash first leaves
+// them unreachable, for the next recovery's pass to reclaim.
+void WbTree::unlink_empty_leaves() {
   std::vector<uint64_t> chain, kept;
   for (uint64_t off = root_word(); off != 0; off = node(off)->link.load(kAcq)) {
     chain.push_back(off);
@@ -1115,7 +1111,14 @@ Status WbTree::unlink_empty_leaves() {
     Node* n = node(kept[i]);
     if (n->link.load(kRlx) != next) pm::naw(&n->link, next, {"wbtree.recover.unlink"});
   }
-  return Status::Ok();
+  size_t k = 0;
+  for (uint64_t off : chain) {
+    if (k < kept.size() && kept[k] == off) {
+      ++k;
+    } else {
+      pool_->allocator().free(off);
+    }
+  }
 }
 
 uint64_t WbTree::low_of(uint64_t leaf) const { return lows_->word(leaf).load(kAcq); }
@@ -1123,22 +1126,17 @@ uint64_t WbTree::low_of(uint64_t leaf) const { return lows_->word(leaf).load(kAc
 // ---------------------------------------------------------------- info, verify
 
 IndexInfo WbTree::info() const {
-  IndexInfo i;
-  i.name = "wbtree";
-  i.description = std::string(kWbTreeDescription) +
-                  (inner_dram_ ? "; inner nodes in DRAM" : "; inner nodes in PM");
-  i.caps.ordered = true;
-  i.caps.persistent = true;
-  i.caps.thread_safe = true;
-  i.caps.bulk_load = true;
-  i.caps.placement = inner_dram_ ? Placement::kSelective : Placement::kPmOnly;
-  i.node_size = node_size_;
-  i.pm_bytes = pool_->allocator().bytes_in_use();
-  i.dram_bytes = sizeof(*this) + (locks_ ? locks_->dram_bytes() : 0) +
-                 (lows_ ? lows_->dram_bytes() : 0) + (tree_ ? tree_->dram_bytes() : 0);
-  i.recovered = recovered_;
-  i.recovery_seconds = recovery_seconds_;
-  return i;
+  return persistent_info(kLayout,
+                         std::string(kWbTreeDescription) +
+                             (inner_dram_ ? "; inner nodes in DRAM" : "; inner nodes in PM"),
+                         {.ordered = true,
+                          .persistent = true,
+                          .thread_safe = true,
+                          .bulk_load = true,
+                          .placement = inner_dram_ ? Placement::kSelective : Placement::kPmOnly},
+                         node_size_,
+                         sizeof(*this) + (locks_ ? locks_->dram_bytes() : 0) +
+                             (lows_ ? lows_->dram_bytes() : 0) + (tree_ ? tree_->dram_bytes() : 0));
 }
 
 // The slot array of `off` is valid (bit 0 set), lists exactly the set entry
@@ -1330,29 +1328,22 @@ std::vector<std::pair<std::string, std::string>> WbTree::ablation_notes() const 
 // ---------------------------------------------------------------- factory
 
 Status make_wbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  if (Status s = check_index_pool(options, wbtree::kLayout); !s.ok()) return s;
-  // make_index() has checked the value against kWbTreeOptions.
+  // make_index() has checked the node size, the fill factor and the value
+  // of "inner" against kWbTreeOptions; a recovered tree keeps its stored
+  // node size and placement.
   const auto inner = options.extra.find("inner");
   const bool inner_dram = inner != options.extra.end() && inner->second == "dram";
-  if (!(options.fill_factor > 0 && options.fill_factor <= 1)) {
-    return Status::InvalidArgument("wbtree: fill_factor " + std::to_string(options.fill_factor) +
-                                   " outside (0, 1]");
-  }
-  auto idx = std::make_unique<wbtree::WbTree>(options.pool);
-  idx->set_fill_factor(options.fill_factor);
-  Status s;
-  if (options.pool->root() == 0) {
-    if (!wbtree::valid_node_size(options.node_size)) {
-      return Status::InvalidArgument("wbtree: node_size " + std::to_string(options.node_size) +
-                                     " invalid (valid: 128, 256, 512 or 1024 bytes)");
-    }
-    s = idx->create(options.node_size, inner_dram);
-  } else {
-    s = idx->recover();  // the stored node size and placement win
-  }
-  if (!s.ok()) return s;
-  *out = std::move(idx);
-  return Status::Ok();
+  return open_persistent_index<wbtree::WbTree>(
+      options, wbtree::kLayout,
+      [&](wbtree::WbTree& t) {
+        t.set_fill_factor(options.fill_factor);
+        return t.create(options.node_size, inner_dram);
+      },
+      [&](wbtree::WbTree& t) {
+        t.set_fill_factor(options.fill_factor);
+        return t.recover();
+      },
+      out);
 }
 
 }  // namespace nvindex

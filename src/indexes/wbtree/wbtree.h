@@ -72,6 +72,7 @@
 #include <vector>
 
 #include "indexes/common/inner_tree.h"
+#include "indexes/common/persistent.h"
 #include "indexes/common/prefetch.h"
 #include "indexes/common/version_lock.h"
 #include "nvindex/index.h"
@@ -242,7 +243,7 @@ static_assert(offsetof(LogRecord, off) == 0 && offsetof(LogRecord, old_value) ==
 uint32_t capacity_for(uint32_t node_size, uint32_t* entries_offset);
 
 /// The wB+-tree. Created by make_wbtree().
-class WbTree final : public Index<uint64_t> {
+class WbTree final : public PersistentIndex {
  public:
   explicit WbTree(pm::Pool* pool);
   ~WbTree() override;
@@ -355,10 +356,9 @@ class WbTree final : public Index<uint64_t> {
                         std::vector<uint64_t>* leaves, VerifyReport* r) const;
   Status verify_node_slots(uint64_t off) const;
   Status rebuild_inner(double fill = 1.0);
-  Status unlink_empty_leaves();
+  void unlink_empty_leaves();
   uint64_t low_of(uint64_t leaf) const;
 
-  pm::Pool* pool_;
   RootObject* root_obj_ = nullptr;
   Log* log_ = nullptr;
   uint32_t node_size_ = 0;
@@ -378,8 +378,6 @@ class WbTree final : public Index<uint64_t> {
   /// left).
   std::unique_ptr<inner::InnerTree> tree_;
   std::unique_ptr<LockTable> lows_;
-  bool recovered_ = false;
-  double recovery_seconds_ = 0;
 };
 
 }  // namespace wbtree
