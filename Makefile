@@ -11,12 +11,6 @@
 JOBS ?= $(shell nproc)
 BENCH_ARGS ?=
 BENCH_LBTREE_ARGS ?=
-# The tests that run concurrent index code, run again under ThreadSanitizer.
-TSAN_TESTS ?= index_concurrent_test index_fastfair_test index_fastfair_review_test index_btree_test \
-              index_inner_tree_test index_lbtree_test index_fptree_test index_wbtree_test \
-              index_br_lock_test
-empty :=
-space := $(empty) $(empty)
 # Pool-file fuzzing in make test (tests/fuzz/run-fuzz.sh): a fixed number of
 # inputs from a fixed seed, so a commit's result does not depend on luck or
 # machine speed; FUZZ_SECONDS bounds the time. Longer: see README.
@@ -56,10 +50,12 @@ test-asan:
 	@cmake --build --preset asan -j $(JOBS)
 	@ctest --preset asan -j $(JOBS)
 
+# The tests that run concurrent index code (NVINDEX_TSAN_TESTS in
+# CMakeLists.txt, ctest label "tsan"), again under ThreadSanitizer.
 test-tsan:
 	@cmake --preset tsan >/dev/null
-	@cmake --build --preset tsan -j $(JOBS) --target $(TSAN_TESTS)
-	@ctest --preset tsan -j $(JOBS) -R '^($(subst $(space),|,$(strip $(TSAN_TESTS))))$$'
+	@cmake --build --preset tsan -j $(JOBS) --target tsan-tests
+	@ctest --preset tsan -j $(JOBS) -L tsan
 
 test-fuzz:
 	@FUZZ_RUNS=$(FUZZ_RUNS) tests/fuzz/run-fuzz.sh $(FUZZ_SECONDS)
