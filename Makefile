@@ -3,7 +3,9 @@
 #   make bench   the main job: compare btree, fastfair, lbtree, fptree, wbtree and absl-btree on YCSB
 #   make bench-lbtree  the LB+-tree paper's sec. 4.2 workloads over lbtree,
 #                fptree and wbtree (scripts/bench-lbtree; BENCH_LBTREE_ARGS)
-#   make test    every test: the doc-link check, a release build, then an ASan+UBSan build, then
+#   make test    every test: the doc-link check, a release build, then the installed library
+#                (scripts/test-install: cmake --install, then examples/embed built
+#                against it with find_package), then an ASan+UBSan build, then
 #                the concurrent index tests under ThreadSanitizer, then
 #                FUZZ_RUNS inputs of fuzzing pool files (clang/libFuzzer;
 #                reproducible: seed 1, fresh corpus; FUZZ_SECONDS at most)
@@ -17,7 +19,7 @@ BENCH_LBTREE_ARGS ?=
 FUZZ_RUNS ?= 150000
 FUZZ_SECONDS ?= 120
 
-.PHONY: all deps build bench bench-lbtree test test-release test-asan test-tsan test-fuzz doc-links format format-check clean
+.PHONY: all deps build bench bench-lbtree test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
 
 all: build
 
@@ -34,7 +36,7 @@ bench: build
 bench-lbtree: build
 	@scripts/bench-lbtree $(BENCH_LBTREE_ARGS)
 
-test: deps format-check doc-links test-release test-asan test-tsan test-fuzz
+test: deps format-check doc-links test-release test-install test-asan test-tsan test-fuzz
 
 # A documentation reference to a missing file fails the tests.
 doc-links:
@@ -44,6 +46,11 @@ test-release:
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)
 	@ctest --preset release -j $(JOBS)
+
+# Installs the release build into build/install and builds examples/embed
+# against it, as a user of the library would.
+test-install:
+	@JOBS=$(JOBS) scripts/test-install
 
 test-asan:
 	@cmake --preset asan >/dev/null
