@@ -4,7 +4,7 @@
 // memtable's skip list with its bottom level in NVM and its upper levels in
 // DRAM, the baseline LB+-tree is compared with). The paper gives no code for
 // it; the protocol below is ours and follows DESIGN.md §3 (publish by NAW).
-// docs/architecture-divided-skiplist.md summarises it; divided_skiplist.cc
+// docs/indexes/divided-skiplist.md summarises it; divided_skiplist.cc
 // holds the crash argument of every persistent update where the update is.
 //
 // The bottom level (level 0) is an ordered singly linked list of elements in

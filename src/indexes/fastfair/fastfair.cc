@@ -1,5 +1,5 @@
 // fastfair: FAST & FAIR (Hwang et al., FAST'18). See fastfair.h for the
-// persistent layout and the reader rule, docs/architecture.md ("fastfair") for
+// persistent layout and the reader rule, docs/indexes/fastfair.md for
 // the overview. Crash model: DESIGN.md §6 (a line holds a prefix, in program
 // order, of the stores made to it since it was last durable; an aligned
 // 8-byte store is never torn). Every entry slot (16 B at 64 + 16 i) lies in

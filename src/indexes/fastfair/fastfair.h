@@ -2,7 +2,7 @@
 // and failure-atomic in-place rebalance (FAIR), no logging. Source: Hwang,
 // Kim, Won, Nam, "Endurable Transient Inconsistency in Byte-Addressable
 // Persistent B+-Tree", FAST'18 (§3 FAST, §4 FAIR, §5 lock-free search).
-// docs/architecture.md ("fastfair") summarises the protocols and our
+// docs/indexes/fastfair.md summarises the protocols and our
 // departures from the paper and its code; fastfair.cc holds the crash argument of every
 // persistent update where the update is.
 //

@@ -4,7 +4,7 @@
 // SIGMOD 2016: §3 (design: selective persistence, unsorted leaves with a
 // bitmap, one-byte fingerprints, the split micro-log), §4 (leaf insert,
 // split, delete, recovery). fptree.cc holds the crash argument of every
-// persistent update where the update is; docs/architecture.md summarises
+// persistent update where the update is; docs/indexes/fptree.md summarises
 // the protocols and our departures from the paper.
 //
 // Placement (selective persistence, paper §3): the leaves live in PM, the

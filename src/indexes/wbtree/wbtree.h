@@ -4,7 +4,7 @@
 // deletion with two NAW sections around a recoverable intermediate state;
 // §4.3: undo-redo logging for node splits; §4.4: recovery). wbtree.cc holds
 // the crash argument of every persistent update where the update is;
-// docs/architecture-wbtree.md summarises the protocols and our departures.
+// docs/indexes/wbtree.md summarises the protocols and our departures.
 //
 // Persistent layout (pool layout name "wbtree"):
 //   The root object, the split log and the node: byte tables directly
