@@ -1,18 +1,11 @@
 // Allocator: crash-safe fixed-size block allocator (DESIGN.md §3
 // "Allocator"; the protocol and crash argument are in allocator.h).
 //
-// On-media format (offsets from the pool base):
-//
-//   offset           size        field
-//   ---------------  ----------  ------------------------------------------
-//   128              8           allocator magic "NVALLOC\0"
-//   136              8           chunk size, bytes (65536)
-//   144              8           chunk table offset (4096)
-//   152              8           chunk count N
-//   160              8           heap offset H (a multiple of the chunk size)
-//   4096             N           chunk table: one byte per chunk,
-//                                0 = unassigned, c = serves 64 << (c-1) B blocks
-//   H + i * 65536    65536       chunk i
+// On-media format: the fixed fields (struct Meta, its byte table above it
+// below) at pool offset 128, then the chunk table at 4096 (one byte per
+// chunk: 0 = unassigned, c = serves 64 << (c-1) B blocks), then the chunks
+// from the heap offset H (a multiple of the chunk size): chunk i at
+// H + i * 65536.
 //
 // The fixed fields are written once by format(), before the pool magic, so a
 // pool that open() accepts always has them. Only the chunk table changes
@@ -55,7 +48,16 @@ constexpr size_t kCacheMax = 2 * kBatch;
 /// 16 words (128 B) for 64 B blocks down to 1 word for 2 KiB and 4 KiB blocks.
 constexpr uint64_t mark_words(uint32_t bs) { return (Allocator::kChunkSize / bs + 63) / 64; }
 
-/// The fixed fields at pool offset 128 (see the table above).
+/// The fixed fields at pool offset 128 (offsets below are from the pool
+/// base; written once by format()):
+///
+///   offset  size  field
+///   ------  ----  --------------------------------------------
+///      128     8  allocator magic "NVALLOC\0"
+///      136     8  chunk size, bytes (65536)
+///      144     8  chunk table offset (4096)
+///      152     8  chunk count N
+///      160     8  heap offset H (a multiple of the chunk size)
 struct Meta {
   char magic[8];
   uint64_t chunk_size;
@@ -63,6 +65,12 @@ struct Meta {
   uint64_t chunk_count;
   uint64_t heap_offset;
 };
+static_assert(kMetaOffset == 128);
+static_assert(offsetof(Meta, magic) == 0);          // 128
+static_assert(offsetof(Meta, chunk_size) == 8);     // 136
+static_assert(offsetof(Meta, table_offset) == 16);  // 144
+static_assert(offsetof(Meta, chunk_count) == 24);   // 152
+static_assert(offsetof(Meta, heap_offset) == 32);   // 160
 static_assert(sizeof(Meta) == 40 && kMetaOffset + sizeof(Meta) <= kTableOffset);
 
 /// Chunk count and heap offset for a pool of `pool_size` bytes: the largest N

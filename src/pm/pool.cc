@@ -20,17 +20,6 @@
 namespace nvindex::pm {
 namespace {
 
-static_assert(offsetof(PoolHeader, version) == 8);
-static_assert(offsetof(PoolHeader, header_size) == 12);
-static_assert(offsetof(PoolHeader, layout) == 16);
-static_assert(offsetof(PoolHeader, size) == 48);
-static_assert(offsetof(PoolHeader, checksum) == 56);
-static_assert(offsetof(PoolHeader, root) == 64);
-static_assert(offsetof(PoolHeader, clean_shutdown) == 72);
-static_assert(offsetof(PoolHeader, close_bytes) == 80);
-static_assert(offsetof(PoolHeader, close_keys_plus_one) == 88);
-static_assert(offsetof(PoolHeader, reserved) == 96);
-
 /// Bytes covered by the header checksum: [0, 56).
 constexpr size_t kChecksummed = offsetof(PoolHeader, checksum);
 

@@ -47,6 +47,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -63,7 +64,8 @@ namespace nvindex::pm {
 
 class Allocator;
 
-/// The header as stored at offset 0 (see the table above).
+/// The header as stored at offset 0 (the byte table at the top of this file,
+/// which also describes the allocator area that follows the header).
 struct PoolHeader {
   char magic[8];
   uint32_t version;
@@ -77,6 +79,18 @@ struct PoolHeader {
   std::atomic<uint64_t> close_keys_plus_one;
   uint64_t reserved[4];
 };
+// One assertion per row of the table at the top of this file.
+static_assert(offsetof(PoolHeader, magic) == 0);
+static_assert(offsetof(PoolHeader, version) == 8);
+static_assert(offsetof(PoolHeader, header_size) == 12);
+static_assert(offsetof(PoolHeader, layout) == 16);
+static_assert(offsetof(PoolHeader, size) == 48);
+static_assert(offsetof(PoolHeader, checksum) == 56);
+static_assert(offsetof(PoolHeader, root) == 64);
+static_assert(offsetof(PoolHeader, clean_shutdown) == 72);
+static_assert(offsetof(PoolHeader, close_bytes) == 80);
+static_assert(offsetof(PoolHeader, close_keys_plus_one) == 88);
+static_assert(offsetof(PoolHeader, reserved) == 96);
 static_assert(sizeof(PoolHeader) == 128);
 
 inline constexpr char kPoolMagic[8] = {'N', 'V', 'I', 'D', 'X', 'P', 'L', '\0'};

@@ -153,9 +153,8 @@ class PersistentIndex : public Index<uint64_t> {
 /// the index. Errors: check_index_pool's, then those of create or recover
 /// (nothing is stored in *out).
 template <class T, class Create, class Recover>
-Status open_persistent_index(const IndexOptions& options, std::string_view layout,
-                             Create&& create, Recover&& recover,
-                             std::unique_ptr<Index<uint64_t>>* out) {
+Status open_persistent_index(const IndexOptions& options, std::string_view layout, Create&& create,
+                             Recover&& recover, std::unique_ptr<Index<uint64_t>>* out) {
   if (Status s = check_index_pool(options, layout); !s.ok()) return s;
   auto idx = std::make_unique<T>(options.pool);
   if (options.pool->root() == 0) {

@@ -1,26 +1,7 @@
 // crash_bugs: the deliberately broken persistent list of crash_bugs.h.
 //
-// Persistent layout (pool layout name = the registry name):
-//
-//   Root object (one 64 B allocator block; Pool::root() -> it):
-//   offset size  field
-//   ------ ----  ---------------------------------------------------------
-//        0    8  magic kRootMagic ("CBUGLST\0"), written once
-//        8    8  node_size, bytes (128 .. 1024, power of two), written once
-//       16    8  head node offset (never changes after creation)
-//       24   40  reserved, zero
-//
-//   Node (one allocator block of node_size bytes). Line 0 is the header:
-//   offset size  field
-//   ------ ----  ---------------------------------------------------------
-//        0    8  bitmap: bit i set = slot i holds a live entry (NAW only)
-//        8    8  next node offset (0 = last node; NAW only)
-//       16    8  low_key: smallest key the node may hold (immutable);
-//                upper bound = next ? next->low_key : +infinity
-//       24    8  magic kNodeMagic
-//       32   32  reserved, zero
-//       64  16*  entries {key, value}, unsorted; capacity (node_size-64)/16
-//                slots (128 B -> 4, 256 B -> 12, 1024 B -> 60)
+// Persistent layout (pool layout name = the registry name): the root object
+// and node tables sit above their structs below.
 //
 // Correct protocol (bug = none):
 //   insert: write the entry into a free slot, persist it, NAW bitmap with its
@@ -47,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cstddef>
 #include <cstdio>
 #include <string>
 #include <unordered_set>
@@ -69,12 +51,24 @@ constexpr auto kRlx = std::memory_order_relaxed;
 
 enum class Bug { kNone, kPublishBeforePersist, kSplitTwoNaw };
 
+/// Root object (one 64 B allocator block; Pool::root() -> it):
+///
+///   offset size  field
+///   ------ ----  ---------------------------------------------------------
+///        0    8  magic kRootMagic ("CBUGLST\0"), written once
+///        8    8  node_size, bytes (128 .. 1024, power of two), written once
+///       16    8  head node offset (never changes after creation)
+///       24   40  reserved, zero
 struct RootObject {
   uint64_t magic;
   uint64_t node_size;
   uint64_t head;
   uint64_t reserved[5];
 };
+static_assert(offsetof(RootObject, magic) == 0);
+static_assert(offsetof(RootObject, node_size) == 8);
+static_assert(offsetof(RootObject, head) == 16);
+static_assert(offsetof(RootObject, reserved) == 24);
 static_assert(sizeof(RootObject) == 64);
 
 struct Entry {
@@ -82,6 +76,18 @@ struct Entry {
   uint64_t value;
 };
 
+/// Node (one allocator block of node_size bytes). Line 0 is the header:
+///
+///   offset size  field
+///   ------ ----  ---------------------------------------------------------
+///        0    8  bitmap: bit i set = slot i holds a live entry (NAW only)
+///        8    8  next node offset (0 = last node; NAW only)
+///       16    8  low_key: smallest key the node may hold (immutable);
+///                upper bound = next ? next->low_key : +infinity
+///       24    8  magic kNodeMagic
+///       32   32  reserved, zero
+///       64  16*  entries {key, value}, unsorted; capacity (node_size-64)/16
+///                slots (128 B -> 4, 256 B -> 12, 1024 B -> 60)
 struct Node {
   std::atomic<uint64_t> bitmap;
   std::atomic<uint64_t> next;
@@ -90,7 +96,13 @@ struct Node {
   uint64_t reserved[4];
   Entry* entries() { return reinterpret_cast<Entry*>(reinterpret_cast<char*>(this) + 64); }
 };
+static_assert(offsetof(Node, bitmap) == 0);
+static_assert(offsetof(Node, next) == 8);
+static_assert(offsetof(Node, low_key) == 16);
+static_assert(offsetof(Node, magic) == 24);
+static_assert(offsetof(Node, reserved) == 32);
 static_assert(sizeof(Node) == kHeaderBytes);
+static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
 
 class BugList final : public Index<uint64_t> {
  public:
