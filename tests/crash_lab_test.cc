@@ -288,9 +288,9 @@ TEST(Oracle, RefusesBadArguments) {
   o.ops = 0;
   EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
   o.ops = 5;
-  o.sim.budget = 0;
+  o.images.budget = 0;
   EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
-  o.sim.budget = 16;
+  o.images.budget = 16;
   o.node_size = 100;  // refused by fastfair
   EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
 }

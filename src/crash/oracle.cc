@@ -513,7 +513,7 @@ void child_nested(const Options& o, const std::vector<uint64_t>& universe, bool 
   std::vector<Nested> nested;
   uint64_t points = 0, last_point = kMax, taken_here = 0;
   std::vector<char> opened(pool->base(), pool->base() + pool->size());
-  sim->set_visitor([&](const cs::CrashPoint& cp, const cs::Image& img) {
+  s = set_image_visitor(sim.get(), o.images, [&](const cs::CrashPoint& cp, const Image& img) {
     if (cp.number != last_point) {
       last_point = cp.number;
       taken_here = 0;
@@ -526,6 +526,10 @@ void child_nested(const Options& o, const std::vector<uint64_t>& universe, bool 
                           cp.site + ", image " + img.choice});
     return true;
   });
+  if (!s.ok()) {
+    write_line(fd, "F nested: set_image_visitor: " + s.ToString());
+    return;
+  }
   sim->set_crash_points(true);
   std::unique_ptr<Index<uint64_t>> idx;
   s = make_scenario_index(o, pool.get(), &idx);
@@ -608,10 +612,8 @@ Status run_scenario(const Options& o, size_t scenario, Report* rep, Runner* runn
   Status s = pm::Pool::create(pool_path, o.pool_bytes, o.index, pm::Mode::kCrashSim, &pool);
   if (!s.ok()) return s;
   ::unlink(pool_path.c_str());  // the mapping stays; nothing else needs the name
-  cs::Options so = o.sim;
-  so.seed = seed;
   std::unique_ptr<cs::Simulator> sim;
-  s = cs::Simulator::attach(pool.get(), so, &sim);
+  s = cs::Simulator::attach(pool.get(), o.sim, &sim);
   if (!s.ok()) return s;
   if (!o.ablate_site.empty()) sim->ablate(o.ablate_site, o.ablate_flush, o.ablate_fence);
   const std::vector<char> base(pool->base(), pool->base() + pool->size());
@@ -641,7 +643,9 @@ Status run_scenario(const Options& o, size_t scenario, Report* rep, Runner* runn
     return op_number < 0 ? std::string("create") : op_text(sc.ops[static_cast<size_t>(op_number)]);
   };
 
-  sim->set_visitor([&](const cs::CrashPoint& cp, const cs::Image& img) -> bool {
+  ImageOptions io = o.images;
+  io.seed = seed;
+  s = set_image_visitor(sim.get(), io, [&](const cs::CrashPoint& cp, const Image& img) -> bool {
     if (runner->stop) return false;
     if (cp.number != last_point) {
       last_point = cp.number;
@@ -672,6 +676,7 @@ Status run_scenario(const Options& o, size_t scenario, Report* rep, Runner* runn
     }
     return !runner->stop;
   });
+  if (!s.ok()) return s;
 
   // Index creation, with crash points on: a crash here must recover empty.
   sim->set_crash_points(true);
@@ -918,7 +923,7 @@ Status run_crash_test(const Options& o, Report* rep) {
   if (o.ops == 0 || o.scenarios == 0) {
     return Status::InvalidArgument("crashtest: ops and scenarios must be >= 1");
   }
-  if (o.sim.budget == 0) return Status::InvalidArgument("crashtest: budget must be >= 1");
+  if (o.images.budget == 0) return Status::InvalidArgument("crashtest: budget must be >= 1");
   if (o.jobs == 0 || o.jobs > 16) return Status::InvalidArgument("crashtest: jobs must be 1..16");
   const pm::PersistConfig saved = pm::current_config();
   const auto t0 = Clock::now();
