@@ -197,7 +197,7 @@ Status run_ablation(const Options& options, AblationReport* report);
 /// Looks up the note for `site` and kind in notes ("site/flush" or
 /// "site/fence" first, then "site"); then the oracle's own note for the
 /// fences of the PM layer (sites "allocator.cc:*" and "pool.h:*": redundant
-/// under persist-before-publish, see oracle.cc); empty when none.
+/// under persist-before-publish, see report.cc); empty when none.
 std::string find_note(const std::vector<std::pair<std::string, std::string>>& notes,
                       const std::string& site, bool fence);
 
