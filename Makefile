@@ -12,7 +12,7 @@ JOBS ?= $(shell nproc)
 BENCH_ARGS ?=
 BENCH_LBTREE_ARGS ?=
 # The tests that run concurrent index code, run again under ThreadSanitizer.
-TSAN_TESTS ?= index_concurrent_test index_fastfair_test index_fastfair_review_test index_btree_test \
+TSAN_TESTS ?= index_concurrent_test index_fastfair_test crash_fastfair_review_test index_btree_test \
               index_inner_tree_test index_lbtree_test index_fptree_test index_wbtree_test \
               index_br_lock_test
 empty :=
