@@ -288,9 +288,9 @@ TEST(Oracle, RefusesBadArguments) {
   o.ops = 0;
   EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
   o.ops = 5;
-  o.sim.budget = 0;
+  o.images.budget = 0;
   EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
-  o.sim.budget = 16;
+  o.images.budget = 16;
   o.node_size = 100;  // refused by fastfair
   EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
 }
@@ -301,8 +301,9 @@ TEST(Oracle, NotesAreFoundByKindThenSite) {
   EXPECT_EQ(find_note(notes, "a", true), "fence only");
   EXPECT_EQ(find_note(notes, "a", false), "both");
   EXPECT_EQ(find_note(notes, "b", false), "");
-  EXPECT_FALSE(find_note(notes, "allocator.cc:12", true).empty());
-  EXPECT_EQ(find_note(notes, "allocator.cc:12", false), "");
+  EXPECT_FALSE(find_note(notes, "allocator.chunk_class", true).empty());
+  EXPECT_FALSE(find_note(notes, "pool.set_root", true).empty());
+  EXPECT_EQ(find_note(notes, "allocator.chunk_class", false), "");
 }
 
 // --- the command line ($NVINDEX_BIN, set by CTest).

@@ -1,11 +1,11 @@
 // lbtree (LB+-tree, Liu et al. VLDB'20), what is specific to its design (the
 // conformance suite, tests/index_conformance_test.cc, holds what every index
 // must do): PM footprint, entry moving (PM line writes per insert, header
-// line freed), the logless split under the crash simulator (every image holds
-// the old or the new pair of leaves; the commit's flush is needed when the key
-// goes to the new leaf), bulk load at a fill factor, recovery (empty leaves
-// without separators, stale anchors, parallel rebuild equal to the serial
-// one, rebuild times, damaged pools), concurrency at every leaf size.
+// line freed), bulk load at a fill factor, recovery (empty leaves without
+// separators, stale anchors, parallel rebuild equal to the serial one,
+// rebuild times, damaged pools), concurrency at every leaf size. The logless
+// split and the bulk load under the crash simulator are in
+// crash_lbtree_images_test.cc.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -27,14 +27,11 @@
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/counters.h"
 #include "nvindex/pm/pool.h"
-#include "pm/crashsim.h"
 #include "support/model_check.h"
 
 namespace nvindex {
 namespace {
 
-using lbtree::Block;
-using lbtree::Header;
 using lbtree::LbTree;
 using lbtree::Leaf;
 using testing::open_test_index;
@@ -131,7 +128,7 @@ TEST(LbTreeEntryMoving, NewLeafAfterSplitHasAFreeHeaderLine) {
   }
 }
 
-// ------------------------------------------------------------ logless split
+// ------------------------------------------------------------ pool files
 
 /// A pool file in /dev/shm, removed at the end.
 struct ShmFile {
@@ -142,186 +139,6 @@ struct ShmFile {
   }
   ~ShmFile() { std::remove(path.c_str()); }
 };
-
-/// Keys of the leaf at `off` in a pool image (copied to an aligned buffer),
-/// its alt bit and live sibling.
-struct ImageLeaf {
-  std::set<uint64_t> keys;
-  bool alt = false;
-  uint64_t next = 0;
-};
-ImageLeaf read_image_leaf(const std::vector<char>& img, uint64_t off, uint32_t blocks) {
-  alignas(256) static char buf[1024];
-  std::memcpy(buf, img.data() + off, blocks * lbtree::kBlockBytes);
-  const Leaf l{reinterpret_cast<Block*>(buf), blocks};
-  ImageLeaf r;
-  r.alt = l.alt();
-  r.next = l.next(r.alt).load();
-  for (uint32_t j = 0; j < blocks; ++j) {
-    const Header h = lbtree::load_header(l.live_hdr(j, r.alt));
-    for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
-      r.keys.insert(l.ent(j, static_cast<uint32_t>(__builtin_ctzll(m))).key.load());
-    }
-  }
-  return r;
-}
-
-// Every crash image taken at the fences and the return of an insert that
-// splits a full leaf holds either the old leaf (all keys, old sibling) or
-// the new pair (lower half + upper half, linked), never a mix; the inserted
-// key appears only after the split committed.
-TEST(LbTreeLoglessSplit, EveryFenceLeavesOldOrNewPair) {
-  for (uint32_t size : {256u, 512u, 1024u}) {
-    ShmFile f("split" + std::to_string(size));
-    std::unique_ptr<pm::Pool> pool;
-    ASSERT_TRUE(pm::Pool::create(f.path, 4ull << 20, "lbtree", pm::Mode::kCrashSim, &pool).ok());
-    std::unique_ptr<pm::crashsim::Simulator> sim;
-    ASSERT_TRUE(pm::crashsim::Simulator::attach(pool.get(), {}, &sim).ok());
-    sim->set_crash_points(false);
-    IndexOptions o;
-    o.pool = pool.get();
-    o.node_size = size;
-    std::unique_ptr<Index<uint64_t>> idx;
-    ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
-    LbTree& tree = static_cast<LbTree&>(*idx);
-    const uint32_t blocks = size / 256;
-    const uint32_t cap = 14 * blocks;
-    std::set<uint64_t> all;
-    for (uint64_t k = 1; k <= cap; ++k) {
-      ASSERT_TRUE(tree.insert(k * 10, k).ok());
-      all.insert(k * 10);
-    }
-    sim->make_all_durable();
-    const uint64_t head = tree.head();
-    size_t images = 0, old_state = 0, new_state = 0, with_key = 0;
-    std::set<uint64_t> fence_sites_seen;
-    std::vector<std::string> problems;
-    sim->set_visitor([&](const pm::crashsim::CrashPoint&, const pm::crashsim::Image& img) {
-      ++images;
-      const ImageLeaf l = read_image_leaf(*img.bytes, head, blocks);
-      std::set<uint64_t> keys = l.keys;
-      if (!l.alt) {
-        ++old_state;
-        if (l.next != 0) problems.push_back("old state with a sibling");
-      } else {
-        ++new_state;
-        if (l.next == 0) {
-          problems.push_back("new state without a sibling");
-          return true;
-        }
-        const ImageLeaf n = read_image_leaf(*img.bytes, l.next, blocks);
-        if (n.next != 0) problems.push_back("new leaf links somewhere");
-        if (!l.keys.empty() && !n.keys.empty() && *l.keys.rbegin() >= *n.keys.begin()) {
-          problems.push_back("halves out of order");
-        }
-        keys.insert(n.keys.begin(), n.keys.end());
-        if (keys.size() != l.keys.size() + n.keys.size()) problems.push_back("key in both");
-      }
-      if (keys.count(cap * 10 + 5)) {
-        ++with_key;
-        keys.erase(cap * 10 + 5);
-        if (!l.alt) problems.push_back("inserted key before the split committed");
-      }
-      if (keys != all) problems.push_back("keys lost or invented");
-      return true;
-    });
-    sim->set_crash_points(true);
-    const uint64_t fences0 = sim->stats().fences;
-    ASSERT_TRUE(tree.insert(cap * 10 + 5, 99).ok());  // the largest key: goes right
-    sim->operation_boundary("insert");
-    sim->set_crash_points(false);
-    EXPECT_TRUE(problems.empty()) << size << ": " << problems.front();
-    EXPECT_EQ(sim->stats().fences - fences0, 3u) << "new leaf + spare, commit, insert";
-    EXPECT_GT(old_state, 0u) << size;
-    EXPECT_GT(new_state, 0u) << size;
-    EXPECT_GT(with_key, 0u) << size;
-    std::printf("[ split    ] %u B leaves: %zu images, %zu old pair, %zu new pair\n", size, images,
-                old_state, new_state);
-    idx.reset();
-    sim.reset();
-    pool.reset();
-  }
-}
-
-// The flush of the split's commit NAW ("lbtree.split.commit") is needed when
-// the key that triggered the split goes to the new leaf N: leaf_insert(N)
-// persists only N's header line, and the lock release of L is a plain store,
-// so without that flush L's line 0 (alt flip + moved bits) is still dirty
-// when the insert returns, and an ADR crash image that keeps no store of
-// that line (DESIGN.md §6: a prefix, here the empty one) holds L with alt
-// unflipped: N is unreachable and the acknowledged key is lost. When the key
-// goes to L instead, leaf_insert(L)'s header NAW flushes L's line 0 with the
-// alt flip in it, so the same ablation is invisible; that is the only kind
-// of split the ablation self-test's scenario (seed 1, 80 ops, 256 B leaves)
-// contains, hence the ablation note in LbTree::ablation_notes(). Checks the
-// images at the insert's return (the crash point where the insert is
-// acknowledged), with and without the flush dropped, for both sides.
-TEST(LbTreeLoglessSplit, CommitFlushIsNeededWhenTheKeyGoesToTheNewLeaf) {
-  struct Case {
-    bool ablate;     // drop the flush of "lbtree.split.commit" (its fence stays)
-    bool key_right;  // the triggering key goes to N (else to L)
-  };
-  for (uint32_t size : {256u, 1024u}) {
-    for (const Case c : {Case{false, true}, Case{true, true}, Case{true, false}}) {
-      const std::string what = std::to_string(size) + " B leaves, flush " +
-                               (c.ablate ? "dropped" : "kept") + ", key to " +
-                               (c.key_right ? "N" : "L");
-      ShmFile f("commit" + std::to_string(size));
-      std::unique_ptr<pm::Pool> pool;
-      ASSERT_TRUE(pm::Pool::create(f.path, 4ull << 20, "lbtree", pm::Mode::kCrashSim, &pool).ok());
-      std::unique_ptr<pm::crashsim::Simulator> sim;
-      ASSERT_TRUE(pm::crashsim::Simulator::attach(pool.get(), {}, &sim).ok());
-      sim->set_crash_points(false);
-      IndexOptions o;
-      o.pool = pool.get();
-      o.node_size = size;
-      std::unique_ptr<Index<uint64_t>> idx;
-      ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
-      LbTree& tree = static_cast<LbTree&>(*idx);
-      const uint32_t blocks = size / 256;
-      const uint32_t cap = 14 * blocks;
-      for (uint64_t k = 1; k <= cap; ++k) ASSERT_TRUE(tree.insert(k * 10, k).ok());
-      sim->make_all_durable();
-      if (c.ablate) sim->ablate("lbtree.split.commit", /*drop_flush=*/true, /*drop_fence=*/false);
-      const uint64_t key = c.key_right ? cap * 10 + 5 : 5;
-      const uint64_t head = tree.head();
-      size_t at_return = 0, with_key = 0, old_alt = 0;
-      sim->set_visitor([&](const pm::crashsim::CrashPoint& cp, const pm::crashsim::Image& img) {
-        if (cp.at_fence) return true;  // in flight: either state is allowed
-        ++at_return;
-        const ImageLeaf l = read_image_leaf(*img.bytes, head, blocks);
-        bool found = l.keys.count(key) != 0;
-        if (!l.alt) {
-          ++old_alt;
-        } else if (l.next != 0) {
-          found = found || read_image_leaf(*img.bytes, l.next, blocks).keys.count(key) != 0;
-        }
-        with_key += found ? 1 : 0;
-        return true;
-      });
-      sim->set_crash_points(true);
-      ASSERT_TRUE(tree.insert(key, 77).ok()) << what;  // acknowledged
-      sim->operation_boundary("insert");
-      sim->set_crash_points(false);
-      ASSERT_EQ(tree.chain_leaves(), 2u) << what << ": the insert split the leaf";
-      ASSERT_GT(at_return, 0u) << what;
-      if (c.ablate && c.key_right) {
-        // L's line 0 is dirty at the return: some image keeps the old alt
-        // (N unreachable) and loses the acknowledged key.
-        EXPECT_GT(old_alt, 0u) << what;
-        EXPECT_LT(with_key, at_return) << what << ": no image lost the key";
-      } else {
-        EXPECT_EQ(old_alt, 0u) << what << ": the split is durable at the return";
-        EXPECT_EQ(with_key, at_return) << what << ": every image holds the key";
-      }
-      std::printf("[ commit   ] %s: %zu images at the return, %zu with the key\n", what.c_str(),
-                  at_return, with_key);
-      idx.reset();
-      sim.reset();
-      pool.reset();
-    }
-  }
-}
 
 // ------------------------------------------------------------ bulk load
 
@@ -366,67 +183,6 @@ TEST(LbTreeBulkLoad, FillFactorsAndLaterInserts) {
       // Only a fresh tree can be bulk loaded.
       EXPECT_TRUE(idx->bulk_load(pairs).code() == Code::kInvalidArgument);
     }
-  }
-}
-
-// Every crash image taken during a bulk load holds the empty tree or the
-// whole loaded chain (one NAW of the head leaf publishes every leaf).
-TEST(LbTreeBulkLoad, CrashDuringBulkLoadLeavesEmptyOrAll) {
-  for (uint32_t size : {256u, 768u}) {
-    ShmFile f("bulk" + std::to_string(size));
-    std::unique_ptr<pm::Pool> pool;
-    ASSERT_TRUE(pm::Pool::create(f.path, 4ull << 20, "lbtree", pm::Mode::kCrashSim, &pool).ok());
-    std::unique_ptr<pm::crashsim::Simulator> sim;
-    ASSERT_TRUE(pm::crashsim::Simulator::attach(pool.get(), {}, &sim).ok());
-    sim->set_crash_points(false);
-    IndexOptions o;
-    o.pool = pool.get();
-    o.node_size = size;
-    o.fill_factor = 0.7;
-    std::unique_ptr<Index<uint64_t>> idx;
-    ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
-    LbTree& tree = static_cast<LbTree&>(*idx);
-    sim->make_all_durable();
-    std::vector<std::pair<uint64_t, Value>> pairs;
-    std::set<uint64_t> all;
-    for (uint64_t i = 1; i <= 200; ++i) {
-      pairs.emplace_back(i * 11, i);
-      all.insert(i * 11);
-    }
-    const uint32_t blocks = size / 256;
-    size_t images = 0, empty = 0, full = 0;
-    std::vector<std::string> problems;
-    sim->set_visitor([&](const pm::crashsim::CrashPoint&, const pm::crashsim::Image& img) {
-      ++images;
-      std::set<uint64_t> keys;
-      size_t leaves = 0;
-      for (uint64_t off = tree.head(); off != 0 && leaves < 1000; ++leaves) {
-        const ImageLeaf l = read_image_leaf(*img.bytes, off, blocks);
-        keys.insert(l.keys.begin(), l.keys.end());
-        off = l.next;
-      }
-      if (keys.empty() && leaves == 1) {
-        ++empty;
-      } else if (keys == all) {
-        ++full;
-      } else {
-        problems.push_back(std::to_string(keys.size()) + " keys in " + std::to_string(leaves) +
-                           " leaves");
-      }
-      return true;
-    });
-    sim->set_crash_points(true);
-    ASSERT_TRUE(idx->bulk_load(pairs).ok());
-    sim->operation_boundary("bulk_load");
-    sim->set_crash_points(false);
-    EXPECT_TRUE(problems.empty()) << size << ": " << problems.front();
-    EXPECT_GT(empty, 0u);
-    EXPECT_GT(full, 0u);
-    std::printf("[ bulk     ] %u B leaves: %zu images, %zu empty, %zu complete\n", size, images,
-                empty, full);
-    idx.reset();
-    sim.reset();
-    pool.reset();
   }
 }
 

@@ -290,28 +290,8 @@ class PhaseRunner {
     }
     go.store(true, std::memory_order_release);
 
-    // Monitor: wake every 100 ms (or when every worker is done).
-    uint64_t last_second_total = 0;
-    int tick = 0;
-    for (;;) {
-      ++tick;
-      const Clock::time_point wake = start + std::chrono::milliseconds(100) * tick;
-      {
-        std::unique_lock lock(mu_);
-        if (cv_.wait_until(lock, wake, [&] { return finished_ == n_; })) break;
-      }
-      const uint64_t total = done_total();
-      if (tick % 10 == 0 && timeline != nullptr) {
-        timeline->push_back(total - last_second_total);
-        last_second_total = total;
-      }
-      if (progress != nullptr) {
-        const double el = seconds_between(start, Clock::now());
-        double frac = duration_s > 0 ? el / duration_s
-                                     : (total_ops ? static_cast<double>(total) / total_ops : 1);
-        progress->update(phase, index, std::min(1.0, frac), el > 0 ? total / el : 0);
-      }
-    }
+    const uint64_t last_second_total =
+        monitor(phase, index, total_ops, duration_s, progress, start, timeline);
     for (std::thread& w : workers) w.join();
     if (media_model_) pm::media_drain();
     const pm::CounterSnapshot after = pm::snapshot();
@@ -342,6 +322,39 @@ class PhaseRunner {
   std::vector<ThreadState>& states() { return states_; }
 
  private:
+  /// The calling thread while the workers run: wakes every 100 ms from
+  /// `start` until every worker is done, appends each whole second's
+  /// completed operations to *timeline (when not null) and reports the
+  /// fraction done (of duration_s seconds, else of total_ops) and the
+  /// ops/s so far to `progress` (when not null). Returns the operations the
+  /// timeline holds so far.
+  uint64_t monitor(std::string_view phase, std::string_view index, uint64_t total_ops,
+                   double duration_s, ProgressSink* progress, Clock::time_point start,
+                   std::vector<uint64_t>* timeline) {
+    uint64_t last_second_total = 0;
+    int tick = 0;
+    for (;;) {
+      ++tick;
+      const Clock::time_point wake = start + std::chrono::milliseconds(100) * tick;
+      {
+        std::unique_lock lock(mu_);
+        if (cv_.wait_until(lock, wake, [&] { return finished_ == n_; })) break;
+      }
+      const uint64_t total = done_total();
+      if (tick % 10 == 0 && timeline != nullptr) {
+        timeline->push_back(total - last_second_total);
+        last_second_total = total;
+      }
+      if (progress != nullptr) {
+        const double el = seconds_between(start, Clock::now());
+        double frac = duration_s > 0 ? el / duration_s
+                                     : (total_ops ? static_cast<double>(total) / total_ops : 1);
+        progress->update(phase, index, std::min(1.0, frac), el > 0 ? total / el : 0);
+      }
+    }
+    return last_second_total;
+  }
+
   uint64_t done_total() const {
     uint64_t s = 0;
     for (const ThreadState& t : states_) s += t.done.load(std::memory_order_relaxed);
@@ -539,15 +552,16 @@ double media_write_amplification(const pm::CounterSnapshot& pm) {
          (static_cast<double>(pm.lines_flushed) * pm::kLineSize);
 }
 
-Status run_benchmark(const BenchOptions& options, const Workload& workload,
-                     std::string_view index_name, IndexResult* out, ProgressSink* progress) {
-  *out = IndexResult{};
-  out->index = options.label.empty() ? std::string(index_name) : options.label;
-  out->index_name = std::string(index_name);
-  out->index_options = options.index_extra;
-  out->fill_factor = options.fill_factor;
-  const IndexEntry* entry = find_index_entry(index_name);
-  if (entry == nullptr) {
+namespace {
+
+/// Checks what run_benchmark() can refuse before any work (the file comment
+/// of driver.h): the index is registered (*entry), the workload has thread
+/// streams, the fill factor is in (0, 1]. InvalidArgument otherwise, naming
+/// the registered indexes for an unknown one.
+Status check_inputs(const BenchOptions& options, const Workload& workload,
+                    std::string_view index_name, const IndexEntry** entry) {
+  *entry = find_index_entry(index_name);
+  if (*entry == nullptr) {
     std::string known;
     for (const IndexEntry& e : registered_indexes()) {
       known += known.empty() ? "" : ", ";
@@ -563,75 +577,237 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
     return Status::InvalidArgument("fill factor must be in (0, 1], got " +
                                    std::to_string(options.fill_factor));
   }
-  const unsigned threads = static_cast<unsigned>(workload.per_thread.size());
-  out->persistent = entry->caps.persistent;
-  out->media_model = options.pm.media_model;
-  pm::configure(options.pm);
+  return Status::Ok();
+}
 
-  // --- pool -------------------------------------------------------------
-  std::unique_ptr<pm::Pool> pool;
-  std::string pool_path;
-  const uint64_t pool_size = options.pool_size ? options.pool_size : auto_pool_size(workload);
-  if (entry->caps.persistent) {
-    if (options.pm.mode == pm::Mode::kDram) {
-      Status st = pm::Pool::create_anonymous(pool_size, index_name, &pool);
-      if (!st.ok()) return st;
-    } else {
-      pool_path = options.pool_path;
-      if (pool_path.empty()) {
-        pool_path = temp_pool_dir() + "/nvindex-" + std::to_string(getpid()) + "-" +
-                    file_safe(out->index) + ".pool";
-      }
-      Status st = pm::Pool::create(pool_path, pool_size, index_name, options.pm.mode, &pool);
-      if (!st.ok()) return st;
+/// One worker's PM counters (pm::thread_counters()) as they were after its
+/// previous operation. charge() bills the difference to the operation just
+/// done: exact per operation because only this thread writes them and the
+/// harness makes no PM writes between two operations, so each operation
+/// reads the four counters once (see driver.h, TypeCounts).
+class OpCostMeter {
+ public:
+  explicit OpCostMeter(const pm::ThreadCounters& pc)
+      : pc_(pc),
+        flushes0_(pc.flushes.load(kRelaxed)),
+        lines0_(pc.lines_flushed.load(kRelaxed)),
+        fences0_(pc.fences.load(kRelaxed)),
+        smos0_(pc.smos.load(kRelaxed)) {}
+
+  /// Adds the flushes, lines and fences since the previous call to c, and to
+  /// its smo_* fields too when an SMO was counted in between.
+  [[gnu::always_inline]] inline void charge(TypeCounts& c) {
+    const uint64_t flushes1 = pc_.flushes.load(kRelaxed);
+    const uint64_t lines1 = pc_.lines_flushed.load(kRelaxed);
+    const uint64_t fences1 = pc_.fences.load(kRelaxed);
+    const uint64_t smos1 = pc_.smos.load(kRelaxed);
+    const uint64_t flushes = flushes1 - flushes0_;
+    const uint64_t lines = lines1 - lines0_;
+    const uint64_t fences = fences1 - fences0_;
+    const uint64_t smos = smos1 - smos0_;
+    flushes0_ = flushes1;
+    lines0_ = lines1;
+    fences0_ = fences1;
+    smos0_ = smos1;
+    c.flushes += flushes;
+    c.lines_flushed += lines;
+    c.fences += fences;
+    if (smos > 0) {
+      ++c.smo_ops;
+      c.smos += smos;
+      c.smo_flushes += flushes;
+      c.smo_lines_flushed += lines;
+      c.smo_fences += fences;
     }
   }
-  out->pool_path = pool_path;
-  // Removes the pool file on every return path unless asked to keep it.
-  struct PoolFileGuard {
-    const std::string& path;
-    bool keep;
-    ~PoolFileGuard() {
-      if (!keep && !path.empty()) {
-        std::error_code ec;
-        std::filesystem::remove(path, ec);
-      }
-    }
-  } guard{pool_path, options.keep_pool};
 
-  IndexOptions iopts;
-  iopts.pool = pool.get();
-  iopts.node_size = options.node_size;
-  iopts.threads = threads;
-  iopts.fill_factor = options.fill_factor;
-  iopts.extra = options.index_extra;
-  std::unique_ptr<Index<uint64_t>> index;
-  if (Status st = make_index<uint64_t>(index_name, iopts, &index); !st.ok()) {
-    index.reset();
-    pool.reset();
+ private:
+  static constexpr auto kRelaxed = std::memory_order_relaxed;
+  const pm::ThreadCounters& pc_;
+  uint64_t flushes0_, lines0_, fences0_, smos0_;
+};
+
+/// One run_benchmark() call, phase by phase (driver.h, steps 1-5): open
+/// (PM configuration, pool, index), load, run, check (structure and key
+/// count), recover. The destructor closes the index and the pool and
+/// removes a pool file this run created, unless BenchOptions::keep_pool.
+/// Results go to *out; progress to `progress` (may be null).
+class BenchRun {
+ public:
+  BenchRun(const BenchOptions& options, const Workload& workload, std::string_view index_name,
+           const IndexEntry& entry, IndexResult* out, ProgressSink* progress)
+      : options_(options),
+        workload_(workload),
+        index_name_(index_name),
+        entry_(entry),
+        out_(out),
+        progress_(progress),
+        threads_(static_cast<unsigned>(workload.per_thread.size())) {}
+  BenchRun(const BenchRun&) = delete;
+  BenchRun& operator=(const BenchRun&) = delete;
+  ~BenchRun() {
+    index_.reset();
+    pool_.reset();
+    if (remove_pool_file_) {
+      std::error_code ec;
+      std::filesystem::remove(pool_path_, ec);
+    }
+  }
+
+  /// Configures the PM layer (BenchOptions::pm), creates the pool and the
+  /// index. Errors of pm::Pool::create / create_anonymous and make_index;
+  /// InvalidArgument for threads > 1 on an index that is not thread-safe.
+  Status open() {
+    out_->persistent = entry_.caps.persistent;
+    out_->media_model = options_.pm.media_model;
+    pm::configure(options_.pm);
+    Status st = create_pool();
+    if (st.ok()) st = create_index();
     return st;
   }
-  const IndexInfo info0 = index->info();
-  if (threads > 1 && !info0.caps.thread_safe) {
-    index.reset();
-    pool.reset();
-    return Status::InvalidArgument("index '" + std::string(index_name) +
-                                   "' is not thread-safe; run it with --threads 1");
-  }
-  const bool ordered = info0.caps.ordered;
 
-  // --- LOAD -------------------------------------------------------------
-  if (options.bulk_load) {
-    out->load_method =
-        info0.caps.bulk_load ? LoadMethod::kBulkLoad : LoadMethod::kBulkLoadByInserts;
+  /// LOAD: one bulk_load() of the sorted keys, or inserts split evenly over
+  /// the threads; every result checked (driver.h, step 2).
+  void load() {
+    if (options_.bulk_load) {
+      load_by_bulk_load();
+    } else {
+      load_by_inserts();
+    }
+  }
+
+  /// RUN: each thread replays its own stream (run_thread) behind a barrier,
+  /// with the run's time limit; per-type counts, PM cost, latencies and the
+  /// timeline go to the result (driver.h, step 3).
+  void run() {
+    PhaseRunner runner(threads_, options_.pin_threads, options_.pm, options_.perf_counters);
+    auto body = [this](unsigned t, ThreadState& ts, std::optional<Clock::time_point> deadline) {
+      run_thread(t, ts, deadline);
+    };
+    runner.run("run", out_->index, workload_.total_operations(), options_.duration_seconds,
+               progress_, body, &out_->run, &out_->timeline, &out_->timeline_last_fraction);
+    std::vector<uint64_t> latencies;
+    for (const ThreadState& ts : runner.states()) {
+      key_delta_ += ts.key_delta;
+      delta_unknown_ |= ts.delta_unknown;
+    }
+    merge_thread_states(runner.states(), out_, &latencies);
+    out_->latency = summarize_latencies(&latencies);
+  }
+
+  /// Index::verify(), the footprint, and the final key count: loaded keys +
+  /// inserts - removes expected to succeed, exact when no insert or remove
+  /// had Expect::kAny. It catches an index that acknowledges an insert it
+  /// dropped (no later operation need touch that key); a mismatch is a
+  /// verification failure (driver.h, step 4).
+  void check() {
+    out_->structure = index_->verify(&out_->verify_report);
+    out_->info = index_->info();
+    if (!out_->structure.ok() || delta_unknown_) return;
+    const int64_t want = static_cast<int64_t>(workload_.load_keys.size()) + key_delta_;
+    ++out_->checked;
+    if (static_cast<int64_t>(out_->verify_report.keys) == want) return;
+    ++out_->failures;
+    if (out_->failure_examples.size() < kMaxFailureExamples) {
+      out_->failure_examples.push_back("after run: index holds " +
+                                       std::to_string(out_->verify_report.keys) +
+                                       " keys, expected " + std::to_string(want));
+    }
+  }
+
+  /// For a persistent index on a pool file: closes the index and the pool
+  /// (a clean shutdown), reopens them with BenchOptions::recovery_threads,
+  /// timing open + recovery (recovery_seconds, s) and the index's own
+  /// rebuild (rebuild_seconds, s), then verify() must pass and count the
+  /// keys of before the close. The outcome goes to IndexResult::recovery
+  /// (Corruption for a different key count); nothing for other indexes.
+  void recover() {
+    if (!entry_.caps.persistent || pool_path_.empty()) return;
+    index_.reset();
+    pool_.reset();  // sets the clean-shutdown flag
+    out_->recovery_threads = options_.recovery_threads ? options_.recovery_threads : threads_;
+    iopts_.threads = out_->recovery_threads;
+    const Clock::time_point t0 = Clock::now();
+    Status st = pm::Pool::open(pool_path_, index_name_, options_.pm.mode, &pool_);
+    iopts_.pool = pool_.get();
+    if (st.ok()) st = make_index<uint64_t>(index_name_, iopts_, &index_);
+    out_->recovery_seconds = seconds_between(t0, Clock::now());
+    if (st.ok()) {
+      out_->rebuild_seconds = index_->info().recovery_seconds;
+      VerifyReport r;
+      st = index_->verify(&r);
+      if (st.ok() && out_->structure.ok() && r.keys != out_->verify_report.keys) {
+        st = Status::Corruption("recovered index holds " + std::to_string(r.keys) + " keys, " +
+                                std::to_string(out_->verify_report.keys) +
+                                " before the pool was closed");
+      }
+    }
+    out_->recovery = st;
+  }
+
+ private:
+  /// Pool setup for a persistent index: an anonymous pool in kDram mode,
+  /// else a new pool file (BenchOptions::pool_path, or a temporary file
+  /// named after the label), of BenchOptions::pool_size bytes or the
+  /// automatic size. A volatile index gets none. Errors of Pool::create /
+  /// create_anonymous (an existing file is refused there, and kept).
+  Status create_pool() {
+    const uint64_t pool_size = options_.pool_size ? options_.pool_size : auto_pool_size(workload_);
+    if (entry_.caps.persistent) {
+      if (options_.pm.mode == pm::Mode::kDram) {
+        Status st = pm::Pool::create_anonymous(pool_size, index_name_, &pool_);
+        if (!st.ok()) return st;
+      } else {
+        pool_path_ = options_.pool_path;
+        if (pool_path_.empty()) {
+          pool_path_ = temp_pool_dir() + "/nvindex-" + std::to_string(getpid()) + "-" +
+                       file_safe(out_->index) + ".pool";
+        }
+        Status st = pm::Pool::create(pool_path_, pool_size, index_name_, options_.pm.mode, &pool_);
+        if (!st.ok()) return st;
+        remove_pool_file_ = !options_.keep_pool;
+      }
+    }
+    out_->pool_path = pool_path_;
+    return Status::Ok();
+  }
+
+  /// Creates the index on the pool with the run's options. Errors of
+  /// make_index; InvalidArgument for threads > 1 on an index that is not
+  /// thread-safe.
+  Status create_index() {
+    iopts_.pool = pool_.get();
+    iopts_.node_size = options_.node_size;
+    iopts_.threads = threads_;
+    iopts_.fill_factor = options_.fill_factor;
+    iopts_.extra = options_.index_extra;
+    if (Status st = make_index<uint64_t>(index_name_, iopts_, &index_); !st.ok()) {
+      index_.reset();
+      pool_.reset();
+      return st;
+    }
+    caps_ = index_->info().caps;
+    if (threads_ > 1 && !caps_.thread_safe) {
+      index_.reset();
+      pool_.reset();
+      return Status::InvalidArgument("index '" + std::string(index_name_) +
+                                     "' is not thread-safe; run it with --threads 1");
+    }
+    return Status::Ok();
+  }
+
+  /// The load keys sorted (untimed), then one bulk_load() on one thread as
+  /// the timed load phase, then every key checked (check_bulk_loaded).
+  void load_by_bulk_load() {
+    out_->load_method = caps_.bulk_load ? LoadMethod::kBulkLoad : LoadMethod::kBulkLoadByInserts;
     // Sorting is preparation, not loading: done before the clock starts.
     std::vector<std::pair<uint64_t, Value>> sorted;
-    sorted.reserve(workload.load_keys.size());
-    for (uint64_t k : workload.load_keys) sorted.emplace_back(k, make_value(k, 0));
+    sorted.reserve(workload_.load_keys.size());
+    for (uint64_t k : workload_.load_keys) sorted.emplace_back(k, make_value(k, 0));
     std::sort(sorted.begin(), sorted.end());
-    PhaseRunner runner(1, options.pin_threads, options.pm, options.perf_counters);
+    PhaseRunner runner(1, options_.pin_threads, options_.pm, options_.perf_counters);
     auto body = [&](unsigned, ThreadState& ts, std::optional<Clock::time_point>) {
-      Status st = index->bulk_load(sorted);
+      Status st = index_->bulk_load(sorted);
       ++ts.checked;
       if (!st.ok()) {
         ts.fail("load: bulk_load of " + std::to_string(sorted.size()) + " keys: got " +
@@ -640,149 +816,107 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
       ts.completed = sorted.size();
       ts.done.store(ts.completed, std::memory_order_relaxed);
     };
-    runner.run("load", out->index, sorted.size(), 0, progress, body, &out->load, nullptr, nullptr);
+    runner.run("load", out_->index, sorted.size(), 0, progress_, body, &out_->load, nullptr,
+               nullptr);
     ThreadState& ts = runner.states()[0];
-    if (ts.failures == 0) check_bulk_loaded(*index, ordered, sorted, ts);
-    merge_thread_states(runner.states(), out, nullptr);
-  } else {
-    PhaseRunner runner(threads, options.pin_threads, options.pm, options.perf_counters);
-    const std::vector<uint64_t>& keys = workload.load_keys;
+    if (ts.failures == 0) check_bulk_loaded(*index_, caps_.ordered, sorted, ts);
+    merge_thread_states(runner.states(), out_, nullptr);
+  }
+
+  /// Thread t inserts its contiguous share of the load keys, value
+  /// make_value(key, 0), each result checked.
+  void load_by_inserts() {
+    PhaseRunner runner(threads_, options_.pin_threads, options_.pm, options_.perf_counters);
+    const std::vector<uint64_t>& keys = workload_.load_keys;
     const uint64_t n = keys.size();
     auto body = [&](unsigned t, ThreadState& ts, std::optional<Clock::time_point>) {
-      const uint64_t begin = n * t / threads, end = n * (t + 1) / threads;
+      const uint64_t begin = n * t / threads_, end = n * (t + 1) / threads_;
       for (uint64_t i = begin; i < end; ++i) {
-        Status st = index->insert(keys[i], make_value(keys[i], 0));
+        Status st = index_->insert(keys[i], make_value(keys[i], 0));
         ++ts.checked;
         if (!st.ok()) ts.fail(where("load", t, i, "insert", keys[i]) + ": got " + st.ToString());
         ++ts.completed;
         ts.done.store(ts.completed, std::memory_order_relaxed);
       }
     };
-    runner.run("load", out->index, n, 0, progress, body, &out->load, nullptr, nullptr);
-    merge_thread_states(runner.states(), out, nullptr);
+    runner.run("load", out_->index, n, 0, progress_, body, &out_->load, nullptr, nullptr);
+    merge_thread_states(runner.states(), out_, nullptr);
   }
 
-  // --- RUN --------------------------------------------------------------
-  int64_t key_delta = 0;
-  bool delta_unknown = false;
-  {
-    PhaseRunner runner(threads, options.pin_threads, options.pm, options.perf_counters);
-    auto body = [&](unsigned t, ThreadState& ts, std::optional<Clock::time_point> deadline) {
-      const std::vector<Operation>& ops = workload.per_thread[t];
-      LatencySampler sampler(options.latency_sample, workload.spec.seed * 7919 + t + 1);
-      std::vector<std::pair<uint64_t, Value>> scratch;
-      // This thread's PM counters: only this thread writes them, so the
-      // difference around one operation is that operation's PM cost.
-      const pm::ThreadCounters& pc = pm::thread_counters();
-      constexpr auto kRelaxed = std::memory_order_relaxed;
-      ts.latencies.reserve(static_cast<size_t>(
-          std::min<double>(ops.size(), ops.size() * options.latency_sample * 1.2 + 16)));
-      uint64_t flushes0 = pc.flushes.load(kRelaxed);
-      uint64_t lines0 = pc.lines_flushed.load(kRelaxed);
-      uint64_t fences0 = pc.fences.load(kRelaxed);
-      uint64_t smos0 = pc.smos.load(kRelaxed);
-      for (uint64_t i = 0; i < ops.size(); ++i) {
-        if (deadline && (i & 255) == 0 && Clock::now() >= *deadline) break;
-        const Operation& op = ops[i];
-        if (op.type == OpType::kScan && !ordered) {
-          ++ts.skipped;
-          continue;
-        }
-        std::optional<uint64_t> lat;
-        const bool timed = sampler.should_sample(i);
-        const bool ok = run_op(*index, op, static_cast<uint32_t>(i + 1), &scratch, ts, t, i,
-                               timed ? &lat : nullptr);
-        ++ts.checked;
-        if (op.type == OpType::kInsert || op.type == OpType::kRemove) {
-          if (op.expect == Expect::kAny) ts.delta_unknown = true;
-          if (op.expect == Expect::kFound) ts.key_delta += op.type == OpType::kInsert ? 1 : -1;
-        }
-        TypeCounts& c = ts.by_type[static_cast<int>(op.type)];
-        ++c.completed;
-        c.succeeded += ok ? 1 : 0;
-        // Counters after this operation; the ones after the previous
-        // operation are its starting point (the harness itself makes no PM
-        // writes in between), so each operation reads them once.
-        const uint64_t flushes1 = pc.flushes.load(kRelaxed);
-        const uint64_t lines1 = pc.lines_flushed.load(kRelaxed);
-        const uint64_t fences1 = pc.fences.load(kRelaxed);
-        const uint64_t smos1 = pc.smos.load(kRelaxed);
-        const uint64_t flushes = flushes1 - flushes0;
-        const uint64_t lines = lines1 - lines0;
-        const uint64_t fences = fences1 - fences0;
-        const uint64_t smos = smos1 - smos0;
-        flushes0 = flushes1;
-        lines0 = lines1;
-        fences0 = fences1;
-        smos0 = smos1;
-        c.flushes += flushes;
-        c.lines_flushed += lines;
-        c.fences += fences;
-        if (smos > 0) {
-          ++c.smo_ops;
-          c.smos += smos;
-          c.smo_flushes += flushes;
-          c.smo_lines_flushed += lines;
-          c.smo_fences += fences;
-        }
-        if (lat) ts.latencies.push_back(*lat);
-        ++ts.completed;
-        ts.done.store(ts.completed, std::memory_order_relaxed);
+  /// One worker of the run phase: replays Workload::per_thread[t] until its
+  /// end or the deadline (checked every 256 operations), skipping scans on
+  /// an unordered index; each operation run and checked (run_op), its
+  /// latency sampled at BenchOptions::latency_sample, its type's counts and
+  /// PM cost (OpCostMeter) and the expected key-count change kept in ts.
+  void run_thread(unsigned t, ThreadState& ts, std::optional<Clock::time_point> deadline) {
+    Index<uint64_t>& index = *index_;
+    const bool ordered = caps_.ordered;
+    const std::vector<Operation>& ops = workload_.per_thread[t];
+    LatencySampler sampler(options_.latency_sample, workload_.spec.seed * 7919 + t + 1);
+    std::vector<std::pair<uint64_t, Value>> scratch;
+    ts.latencies.reserve(static_cast<size_t>(
+        std::min<double>(ops.size(), ops.size() * options_.latency_sample * 1.2 + 16)));
+    OpCostMeter meter(pm::thread_counters());
+    for (uint64_t i = 0; i < ops.size(); ++i) {
+      if (deadline && (i & 255) == 0 && Clock::now() >= *deadline) break;
+      const Operation& op = ops[i];
+      if (op.type == OpType::kScan && !ordered) {
+        ++ts.skipped;
+        continue;
       }
-    };
-    runner.run("run", out->index, workload.total_operations(), options.duration_seconds, progress,
-               body, &out->run, &out->timeline, &out->timeline_last_fraction);
-    std::vector<uint64_t> latencies;
-    for (const ThreadState& ts : runner.states()) {
-      key_delta += ts.key_delta;
-      delta_unknown |= ts.delta_unknown;
+      std::optional<uint64_t> lat;
+      const bool timed = sampler.should_sample(i);
+      const bool ok = run_op(index, op, static_cast<uint32_t>(i + 1), &scratch, ts, t, i,
+                             timed ? &lat : nullptr);
+      ++ts.checked;
+      if (op.type == OpType::kInsert || op.type == OpType::kRemove) {
+        if (op.expect == Expect::kAny) ts.delta_unknown = true;
+        if (op.expect == Expect::kFound) ts.key_delta += op.type == OpType::kInsert ? 1 : -1;
+      }
+      TypeCounts& c = ts.by_type[static_cast<int>(op.type)];
+      ++c.completed;
+      c.succeeded += ok ? 1 : 0;
+      meter.charge(c);
+      if (lat) ts.latencies.push_back(*lat);
+      ++ts.completed;
+      ts.done.store(ts.completed, std::memory_order_relaxed);
     }
-    merge_thread_states(runner.states(), out, &latencies);
-    out->latency = summarize_latencies(&latencies);
   }
 
-  // --- structure, footprint, recovery ------------------------------------
-  out->structure = index->verify(&out->verify_report);
-  out->info = index->info();
-  // Final key count: catches an index that acknowledges an insert it dropped
-  // (no later operation need touch that key). Exact when no insert or remove
-  // had Expect::kAny: loaded keys + fresh inserts - removes of present keys.
-  if (out->structure.ok() && !delta_unknown) {
-    const int64_t want = static_cast<int64_t>(workload.load_keys.size()) + key_delta;
-    ++out->checked;
-    if (static_cast<int64_t>(out->verify_report.keys) != want) {
-      ++out->failures;
-      if (out->failure_examples.size() < kMaxFailureExamples) {
-        out->failure_examples.push_back("after run: index holds " +
-                                        std::to_string(out->verify_report.keys) +
-                                        " keys, expected " + std::to_string(want));
-      }
-    }
-  }
-  if (entry->caps.persistent && !pool_path.empty()) {
-    index.reset();
-    pool.reset();  // sets the clean-shutdown flag
-    out->recovery_threads = options.recovery_threads ? options.recovery_threads : threads;
-    iopts.threads = out->recovery_threads;
-    const Clock::time_point t0 = Clock::now();
-    Status st = pm::Pool::open(pool_path, index_name, options.pm.mode, &pool);
-    iopts.pool = pool.get();
-    if (st.ok()) st = make_index<uint64_t>(index_name, iopts, &index);
-    out->recovery_seconds = seconds_between(t0, Clock::now());
-    if (st.ok()) {
-      out->rebuild_seconds = index->info().recovery_seconds;
-      VerifyReport r;
-      st = index->verify(&r);
-      if (st.ok() && out->structure.ok() && r.keys != out->verify_report.keys) {
-        st = Status::Corruption("recovered index holds " + std::to_string(r.keys) + " keys, " +
-                                std::to_string(out->verify_report.keys) +
-                                " before the pool was closed");
-      }
-    }
-    out->recovery = st;
-  }
-  index.reset();
-  pool.reset();
+  const BenchOptions& options_;
+  const Workload& workload_;
+  const std::string_view index_name_;
+  const IndexEntry& entry_;
+  IndexResult* const out_;
+  ProgressSink* const progress_;
+  const unsigned threads_;
+  std::string pool_path_;          ///< the pool file ("" for volatile or anonymous)
+  bool remove_pool_file_ = false;  ///< this run created pool_path_ and keeps it not
+  std::unique_ptr<pm::Pool> pool_;
+  IndexOptions iopts_;
+  std::unique_ptr<Index<uint64_t>> index_;
+  Capabilities caps_;           ///< the index's, from info() after creation
+  int64_t key_delta_ = 0;       ///< run: inserts minus removes expected to succeed
+  bool delta_unknown_ = false;  ///< run: an insert or remove had Expect::kAny
+};
+
+}  // namespace
+
+Status run_benchmark(const BenchOptions& options, const Workload& workload,
+                     std::string_view index_name, IndexResult* out, ProgressSink* progress) {
+  *out = IndexResult{};
+  out->index = options.label.empty() ? std::string(index_name) : options.label;
+  out->index_name = std::string(index_name);
+  out->index_options = options.index_extra;
+  out->fill_factor = options.fill_factor;
+  const IndexEntry* entry = nullptr;
+  if (Status st = check_inputs(options, workload, index_name, &entry); !st.ok()) return st;
+  BenchRun run(options, workload, index_name, *entry, out, progress);
+  if (Status st = run.open(); !st.ok()) return st;
+  run.load();
+  run.run();
+  run.check();
+  run.recover();
   return Status::Ok();
 }
 

@@ -48,6 +48,7 @@
 #include <utility>
 #include <vector>
 
+#include "crash/images.h"
 #include "nvindex/index.h"
 #include "nvindex/status.h"
 #include "pm/crashsim.h"
@@ -93,7 +94,8 @@ struct Options {
   uint64_t seed = 1;                              ///< scenario s uses seed + s
   size_t ops = 30;                                ///< operations per scenario
   size_t scenarios = 1;
-  pm::crashsim::Options sim;  ///< budget, profile (sim.seed is set per scenario)
+  pm::crashsim::Options sim;  ///< the recorder's profile
+  ImageOptions images;        ///< image budget (images.seed is set per scenario)
   /// Ablation of one site (empty: none): its flush and/or fence is dropped.
   std::string ablate_site;
   bool ablate_flush = false;
@@ -159,7 +161,7 @@ struct Report {
 /// opposed to failures found, which go to the report): InvalidArgument
 /// (unknown or volatile index, ops 0, scenarios 0, budget 0, jobs 0 or > 16,
 /// node size refused by the index), IOError (pool file, fork, pipe), and the
-/// errors of Pool::create and Simulator::attach.
+/// errors of Pool::create, Simulator::attach and set_image_visitor.
 Status run_crash_test(const Options& options, Report* report);
 
 /// One ablation case: a site's flush or its fence dropped.
@@ -194,8 +196,8 @@ Status run_ablation(const Options& options, AblationReport* report);
 
 /// Looks up the note for `site` and kind in notes ("site/flush" or
 /// "site/fence" first, then "site"); then the oracle's own note for the
-/// fences of the PM layer (sites "allocator.cc:*" and "pool.h:*": redundant
-/// under persist-before-publish, see oracle.cc); empty when none.
+/// fences of the PM layer (sites "allocator.*" and "pool.*": redundant
+/// under persist-before-publish, see report.cc); empty when none.
 std::string find_note(const std::vector<std::pair<std::string, std::string>>& notes,
                       const std::string& site, bool fence);
 

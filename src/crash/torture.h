@@ -9,14 +9,15 @@
 // child. A record is written with plain stores and then committed by raising
 // the thread's acknowledged count (release store), so a kill leaves every
 // record either acknowledged or not. The parent kills the child with SIGKILL
-// after a seeded random delay (one round in five before the child reported
-// ready: during its open and recovery), copies the crashed pool file, opens
-// the copy (recovery), runs verify() and checks that every acknowledged
-// operation is present and nothing else appeared: the state equals a
-// std::map model built from the acknowledgements, except that each thread's
-// one in-flight operation (the next in its stream) may be wholly applied or
-// wholly absent. The next child then recovers the original crashed file (so
-// crashes during recovery are exercised too, and checked by the next round).
+// (fork_and_kill, crash/kill.h) after a seeded random delay (one round in
+// five before the child reported ready: during its open and recovery),
+// copies the crashed pool file, opens the copy (recovery), runs verify() and
+// checks that every acknowledged operation is present and nothing else
+// appeared: the state equals a std::map model built from the
+// acknowledgements, except that each thread's one in-flight operation (the
+// next in its stream) may be wholly applied or wholly absent. The next
+// child then recovers the original crashed file (so crashes during recovery
+// are exercised too, and checked by the next round).
 //
 // Why a shared mapping rather than a side file with write + fdatasync, or a
 // pipe: SIGKILL loses nothing a process wrote to a shared mapping, a pipe or

@@ -250,8 +250,8 @@ Status Allocator::format(Pool* pool) {
   // Pool::create), so a crash here leaves a file open() rejects.
   copy(base + kMetaOffset, &m, sizeof(m));
   fill(base + kTableOffset, 0, chunk_count);
-  persist(base + kMetaOffset, sizeof(m));
-  persist(base + kTableOffset, chunk_count);
+  persist(base + kMetaOffset, sizeof(m), {"allocator.format"});
+  persist(base + kTableOffset, chunk_count, {"allocator.format"});
   return Status::Ok();
 }
 
@@ -335,7 +335,7 @@ Status Allocator::allocate(uint32_t size, uint64_t* off) {
         chunk = h.unassigned.back();
         h.unassigned.pop_back();
         store(&h.table[chunk], static_cast<uint8_t>(cls + 1));
-        persist(&h.table[chunk], 1);
+        persist(&h.table[chunk], 1, {"allocator.chunk_class"});
       }
       const uint64_t start = h.chunk_offset(chunk);
       const uint32_t bs = class_bytes(cls);

@@ -1,14 +1,16 @@
-// The crash simulator (DESIGN.md §6, issue 3): follows every PM store, flush
-// and fence of a pool in Mode::kCrashSim and, at every crash point, builds the
-// pool images a power failure could leave behind, so that an oracle can
-// recover each one and check it.
+// The crash simulator's recorder (DESIGN.md §6, issue 3): follows every PM
+// store, flush and fence of a pool in Mode::kCrashSim and keeps, per line, the
+// stores not yet durable, so that at every crash point the crash lab can build
+// the pool images a power failure could leave behind (src/crash/images.h
+// enumerates them) and an oracle can recover each one and check it. This file
+// only records; it builds no image.
 //
 // Hardware model. x86 with ADR: caches are volatile; a dirty line may be
 // written back at any time and in any order; an aligned store of at most 8
 // bytes is never torn; a line is durable only after a flush of it followed by
 // a fence by the same thread. After a crash each line holds some prefix, in
 // program order, of the stores made to it since it was last durable. With the
-// eADR profile (caches in the persistence domain) an image is instead any
+// eADR profile (caches in the persistence domain) a crash keeps instead any
 // prefix of the global store order.
 //
 // Bookkeeping, per 64 B line: the stores not yet durable, in program order, as
@@ -23,22 +25,12 @@
 // commits at once.
 //
 // Crash points: just before every fence (with the fence's Site), and at every
-// operation's return (Simulator::operation_boundary). At a crash point the
-// images are: the durable bytes plus, for each line with pending stores, a
-// prefix of them. Up to Options::budget images every combination is tried;
-// beyond it: none, all, each line alone (each of its prefixes), each pair of
-// lines with both full (these four families always, up to 8 x budget), then
-// rows of a strength-2 covering array over prefix choices (every pair of
-// lines takes every pair of prefixes in some image; for up to 64 dirty lines),
-// then seeded random choices (Options::seed and the crash point number), all
-// duplicates removed, until the budget. Under eADR the images at a crash
-// point are the prefixes of the global order of the stores made since the
-// previous crash point (all of them up to the budget, else evenly spaced
-// including both ends); after it, every store is durable. Crash points that are switched off (see
-// set_crash_points) still make everything durable under eADR.
-//
-// Image cost: one shared pool-size buffer; per image the chosen prefixes are
-// applied to it and undone from the durable copy, O(64 B x dirty lines).
+// operation's return (Simulator::operation_boundary). At each one (while
+// crash points are on) the crash-point hook receives the CrashPoint and the
+// PendingState: the durable bytes, a working copy equal to them, and the
+// pending stores of every dirty line. Under eADR every store is durable after
+// the crash point, which happens also while crash points are switched off
+// (see set_crash_points).
 //
 // Instrumentation check. At every fence and operation boundary while crash
 // points are on (and once when they are switched on, which covers set-up) the
@@ -50,16 +42,19 @@
 // crash tests use 4-16 MiB pools; a dirty-page scan (soft-dirty bits or
 // mprotect) would make it proportional to the pages written, not done yet.
 //
-// Memory: three pool-size copies (durable, expected pool, image buffer) plus
-// the pending chunks.
+// Memory: three pool-size copies (durable image, expected pool, and the
+// working copy the hook builds images in, kept equal to the durable image
+// between crash points so that an image costs O(64 B x dirty lines), not a
+// pool-size copy) plus the pending chunks.
 //
 // Thread-safety: not thread-safe. Crash tests run their operations from one
 // thread at a time; flush marks are nevertheless kept per thread, so a fence
 // commits only its own thread's flushes. Stores, flushes and fences issued
-// from inside the visitor are ignored (the visitor must not write the pool).
+// from inside the hook are ignored (the hook must not write the pool).
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,13 +76,16 @@ enum class Profile : uint8_t {
   kAdr,   ///< caches volatile: per-line prefixes of pending stores (the default)
   kEadr,  ///< caches persistent: any prefix of the global store order
 };
+/// "adr" or "eadr".
 std::string_view profile_name(Profile p);
+/// Parses "adr" or "eadr" into *out; InvalidArgument naming the valid ones
+/// otherwise.
 Status parse_profile(std::string_view name, Profile* out);
 
+/// What the recorder does (the images it leads to are chosen by the crash
+/// lab: src/crash/images.h, ImageOptions).
 struct Options {
-  uint32_t budget = 256;  ///< images per crash point before sampling (>= 1)
-  Profile profile = Profile::kAdr;
-  uint64_t seed = 1;                 ///< seeds the random choices beyond the budget
+  Profile profile = Profile::kAdr;   ///< which stores a crash point may keep
   bool check_uninstrumented = true;  ///< compare pool and copy at every crash point
 };
 
@@ -101,19 +99,45 @@ struct CrashPoint {
   uint64_t pending_stores = 0;  ///< pending store chunks over those lines
   /// Number of distinct images the model allows here (ADR: the product of
   /// pending + 1 over dirty lines; eADR: pending + 1), saturating at 2^64-1.
-  /// More than Options::budget means the images are sampled.
+  /// More than the crash lab's image budget (crash::ImageOptions::budget)
+  /// means its images are sampled.
   uint64_t image_space = 1;
 };
 
-/// One image: the pool bytes a crash at `point` could leave, and the choice
-/// that made it: "line 0x1040: 2/3, line 0x2000: 0/1" (pool offset of each
-/// dirty line: stores kept / pending), "no pending stores", or under eADR
-/// "eadr: first 4 of 9 pending stores".
-struct Image {
-  /// Whole pool, pool->size() bytes; valid only during the visitor call (the
-  /// buffer is reused for the next image).
-  const std::vector<char>* bytes = nullptr;
-  std::string choice;
+/// One store not yet durable, as recorded: at most 8 bytes inside one
+/// aligned 8-byte word of a 64 B line.
+struct Chunk {
+  uint64_t data = 0;           ///< the new bytes (first `len` bytes used)
+  uint64_t seq = 0;            ///< position in the global store order (0-based)
+  const char* file = nullptr;  ///< source file of the pm:: call that made it
+                               ///< ("(uninstrumented)" for a raw write)
+  uint32_t line = 0;           ///< its line (0 for a raw write)
+  uint8_t off = 0;             ///< offset in the 64 B line, bytes
+  uint8_t len = 0;             ///< 1..8 bytes
+
+  /// Writes the store into `line_bytes`, the 64 B line it belongs to.
+  void apply_to(char* line_bytes) const { std::memcpy(line_bytes + off, &data, len); }
+};
+
+/// A line with pending stores.
+struct DirtyLine {
+  uint64_t offset = 0;                         ///< pool offset of the 64 B line
+  const std::vector<Chunk>* stores = nullptr;  ///< its pending stores, program order (>= 1)
+};
+
+/// What a crash point leaves to choose from, handed to the crash-point hook;
+/// valid only during the hook call.
+struct PendingState {
+  Profile profile = Profile::kAdr;
+  /// The durable image: the whole pool as a crash with no pending store kept
+  /// would leave it (pool->size() bytes).
+  const std::vector<char>* durable = nullptr;
+  /// A working copy equal to *durable on entry, for the hook to build images
+  /// in; the hook must leave it equal to *durable again (restore every line
+  /// it changed) before it returns.
+  std::vector<char>* image = nullptr;
+  /// Every line with pending stores, by ascending offset.
+  std::vector<DirtyLine> lines;
 };
 
 /// Lint findings (issue 3 §3), collected only while crash points are on;
@@ -143,7 +167,7 @@ struct Stats {
   uint64_t flushes = 0;                ///< lines flushed (not ablated)
   uint64_t fences = 0;                 ///< fences (not ablated)
   uint64_t crash_points = 0;           ///< crash points while on
-  uint64_t images = 0;                 ///< images handed to the visitor
+  uint64_t images = 0;                 ///< images the crash-point hook reported building
   uint64_t uninstrumented_writes = 0;  ///< lines that changed outside pm::
   std::vector<std::string> uninstrumented_examples;  ///< first few, with line offsets
 };
@@ -157,9 +181,11 @@ struct SiteCounts {
 
 class Simulator {
  public:
-  /// Called at every crash point with each image; returns false to stop
-  /// enumerating images at this crash point.
-  using Visitor = std::function<bool(const CrashPoint&, const Image&)>;
+  /// Called at every crash point while crash points are on, with what the
+  /// point leaves pending; returns how many images it built from it (added to
+  /// Stats::images). The crash lab's image enumeration is one
+  /// (crash::set_image_visitor, src/crash/images.h).
+  using CrashPointHook = std::function<uint64_t(const CrashPoint&, const PendingState&)>;
 
   /// Attaches to `pool` (which must be in Mode::kCrashSim) and installs the
   /// simulator as the process's crash-sim hook: from now on every pm:: store,
@@ -167,8 +193,7 @@ class Simulator {
   /// taken as durable. Switches the process-wide mode (pm::configure) to
   /// kCrashSim while attached; the destructor restores the previous mode.
   /// Destroy the Simulator before the Pool. Errors: InvalidArgument (pool
-  /// null or not in kCrashSim mode, budget 0), Busy (another Simulator is
-  /// installed).
+  /// null or not in kCrashSim mode), Busy (another Simulator is installed).
   static Status attach(Pool* pool, const Options& options, std::unique_ptr<Simulator>* out);
   /// Uninstalls the hook and restores the process-wide mode.
   ~Simulator();
@@ -182,8 +207,9 @@ class Simulator {
   /// parent's simulator is simply abandoned).
   static void detach_after_fork();
 
-  /// Sets the visitor (nullptr: crash points are counted, no images built).
-  void set_visitor(Visitor visitor);
+  /// Sets the crash-point hook (nullptr: crash points are counted, no images
+  /// built).
+  void set_crash_point_hook(CrashPointHook hook);
   /// Turns crash-point generation off (set-up, the oracle's own checks) or on.
   /// Bookkeeping of stores, flushes and fences continues either way.
   void set_crash_points(bool on);

@@ -213,9 +213,9 @@ static Status format_region(Pool* pool, char* base, uint64_t size, std::string_v
   store(&h->clean_shutdown, 0);
   Status s = Allocator::format(pool);
   if (!s.ok()) return s;
-  persist(base, kPoolHeaderBytes);
+  persist(base, kPoolHeaderBytes, {"pool.create.header"});
   copy(h->magic, kPoolMagic, sizeof(kPoolMagic));
-  persist(h->magic, sizeof(kPoolMagic));
+  persist(h->magic, sizeof(kPoolMagic), {"pool.create.magic"});
   return Status::Ok();
 }
 
@@ -321,7 +321,7 @@ Status Pool::open(const std::string& path, std::string_view layout, Mode mode,
   pool->close_record_.bytes = pool->header()->close_bytes.load(std::memory_order_acquire);
   const uint64_t keys = pool->header()->close_keys_plus_one.load(std::memory_order_acquire);
   if (pool->close_record_.bytes != 0 && keys != 0) pool->close_record_.keys = keys - 1;
-  naw(&pool->header()->clean_shutdown, 0);
+  naw(&pool->header()->clean_shutdown, 0, {"pool.open.clean_flag"});
   *out = std::move(pool);
   return Status::Ok();
 }
@@ -405,9 +405,9 @@ Pool::~Pool() {
   if (base_ != nullptr && record) {
     store(&header()->close_bytes, bytes);
     store(&header()->close_keys_plus_one, close_keys_ ? *close_keys_ + 1 : 0);
-    persist(&header()->close_bytes, 2 * sizeof(uint64_t));
+    persist(&header()->close_bytes, 2 * sizeof(uint64_t), {"pool.close.record"});
   }
-  if (base_ != nullptr && whole) naw(&header()->clean_shutdown, 1);
+  if (base_ != nullptr && whole) naw(&header()->clean_shutdown, 1, {"pool.close.clean_flag"});
   if (map_ != nullptr) pmem2_map_delete(&map_);
   if (fd_ >= 0) ::close(fd_);
 }
@@ -416,14 +416,14 @@ void Pool::consume_close_record() {
   if (close_record_.bytes == 0 || anonymous_) return;
   store(&header()->close_bytes, uint64_t{0});
   store(&header()->close_keys_plus_one, uint64_t{0});
-  persist(&header()->close_bytes, 2 * sizeof(uint64_t));
+  persist(&header()->close_bytes, 2 * sizeof(uint64_t), {"pool.recover.close_record"});
 }
 
 void Pool::restore_close_record() {
   if (close_record_.bytes == 0 || anonymous_) return;
   store(&header()->close_bytes, close_record_.bytes);
   store(&header()->close_keys_plus_one, close_record_.keys ? *close_record_.keys + 1 : 0);
-  persist(&header()->close_bytes, 2 * sizeof(uint64_t));
+  persist(&header()->close_bytes, 2 * sizeof(uint64_t), {"pool.recover.close_record"});
 }
 
 std::string_view Pool::layout() const {

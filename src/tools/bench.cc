@@ -230,56 +230,59 @@ Status resolve_index_options(const std::map<std::string, std::string>& global_op
   return Status::Ok();
 }
 
-/// Runs the command; returns the exit code.
-int run_bench(BenchArgs& a, CLI::App* cmd) {
-  if (a.list_indexes) {
-    for (const IndexEntry& e : registered_indexes()) {
-      std::printf("%s\t%s\t%s\t%s\t%s\t%s\n", std::string(e.name).c_str(),
-                  is_test_only(e.name) ? "test-only"
-                  : e.caps.persistent  ? "persistent"
-                                       : "volatile",
-                  std::string(e.description).c_str(), caps_summary(e.caps).c_str(),
-                  e.node_sizes.empty() ? "-" : std::string(e.node_sizes).c_str(),
-                  e.options.empty() ? "-" : option_summary(e).c_str());
-    }
-    return 0;
+/// --list-indexes: one line per registered index (name, kind, description,
+/// capabilities, node sizes, options), tab-separated, on stdout.
+void print_index_list() {
+  for (const IndexEntry& e : registered_indexes()) {
+    std::printf("%s\t%s\t%s\t%s\t%s\t%s\n", std::string(e.name).c_str(),
+                is_test_only(e.name) ? "test-only"
+                : e.caps.persistent  ? "persistent"
+                                     : "volatile",
+                std::string(e.description).c_str(), caps_summary(e.caps).c_str(),
+                e.node_sizes.empty() ? "-" : std::string(e.node_sizes).c_str(),
+                e.options.empty() ? "-" : option_summary(e).c_str());
   }
+}
 
-  // --- indexes ------------------------------------------------------------
-  std::vector<IndexSpec> specs;
+/// The --index entries in order, duplicates (same label) dropped; without
+/// --index, the default indexes that are registered. InvalidArgument with
+/// the message to print as a usage error (an unknown index or a malformed
+/// entry, or nothing to run).
+Status select_indexes(const BenchArgs& a, CLI::App* cmd, std::vector<IndexSpec>* specs) {
   if (cmd->get_option("--index")->count() == 0) {
     for (std::string_view n : kDefaultIndexes) {
-      if (is_registered(n)) specs.push_back(IndexSpec{std::string(n), std::string(n), {}});
+      if (is_registered(n)) specs->push_back(IndexSpec{std::string(n), std::string(n), {}});
     }
   } else {
     std::set<std::string> seen;
     for (const std::string& entry : split_commas(a.indexes)) {
       IndexSpec is;
-      if (Status st = parse_index_spec(entry, &is); !st.ok()) return fail_usage(st.message());
-      if (seen.insert(is.label).second) specs.push_back(std::move(is));
+      if (Status st = parse_index_spec(entry, &is); !st.ok()) return st;
+      if (seen.insert(is.label).second) specs->push_back(std::move(is));
     }
   }
-  if (specs.empty()) return fail_usage("no index to run; registered: " + registered_list());
-  std::vector<std::string> indexes;
-  for (const IndexSpec& is : specs) indexes.push_back(is.label);
+  if (specs->empty()) {
+    return Status::InvalidArgument("no index to run; registered: " + registered_list());
+  }
+  return Status::Ok();
+}
 
-  // --- workload -----------------------------------------------------------
+/// Applies --workload to a.spec, with the explicit --skew, --scan-size,
+/// --insert-pattern and --distribution on top of it, and checks --fill.
+/// InvalidArgument with the usage message (ratios given with a preset, an
+/// unknown preset, pattern or distribution, a fill factor outside (0, 1] or
+/// without --bulk-load).
+Status apply_workload_options(BenchArgs& a, CLI::App* cmd, bool explicit_ratio) {
   bench::WorkloadSpec& spec = a.spec;
-  const char* ratio_opts[] = {"--read-ratio",   "--insert-ratio", "--update-ratio",
-                              "--remove-ratio", "--scan-ratio",   "--rmw-ratio"};
-  bool explicit_ratio = false;
-  for (const char* o : ratio_opts) explicit_ratio |= cmd->get_option(o)->count() > 0;
   const double explicit_skew = spec.skew;
   const uint32_t explicit_scan_size = spec.scan_size;
   if (!a.workload.empty()) {
     if (explicit_ratio) {
-      return fail_usage("--workload " + a.workload +
-                        " sets the operation ratios; do not combine it with -r/-i/-u/-d/-s/"
-                        "--rmw-ratio");
+      return Status::InvalidArgument("--workload " + a.workload +
+                                     " sets the operation ratios; do not combine it with "
+                                     "-r/-i/-u/-d/-s/--rmw-ratio");
     }
-    if (Status st = bench::apply_preset(a.workload, &spec); !st.ok()) {
-      return fail_usage(st.message());
-    }
+    if (Status st = bench::apply_preset(a.workload, &spec); !st.ok()) return st;
     // An explicit --skew / --scan-size applies on top of the preset.
     if (cmd->get_option("--skew")->count() > 0) spec.skew = explicit_skew;
     if (cmd->get_option("--scan-size")->count() > 0) spec.scan_size = explicit_scan_size;
@@ -288,71 +291,80 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   // sets dense, every other preset random).
   if (a.workload.empty() || cmd->get_option("--insert-pattern")->count() > 0) {
     if (Status st = bench::parse_insert_pattern(a.insert_pattern, &spec.insert_pattern); !st.ok()) {
-      return fail_usage("--insert-pattern: " + st.message());
+      return Status::InvalidArgument("--insert-pattern: " + st.message());
     }
   }
   if (!(a.fill > 0.0 && a.fill <= 1.0)) {
-    return fail_usage(
-        "--fill must be in (0, 1] (fraction of each node's slots a bulk load "
-        "fills), got " +
+    return Status::InvalidArgument(
+        "--fill must be in (0, 1] (fraction of each node's slots a bulk load fills), got " +
         std::to_string(a.fill));
   }
   if (cmd->get_option("--fill")->count() > 0 && !a.bulk_load) {
-    return fail_usage("--fill applies to a bulk load; add --bulk-load");
+    return Status::InvalidArgument("--fill applies to a bulk load; add --bulk-load");
   }
   // An explicit --distribution / --skew applies on top of a preset.
   if (a.workload.empty() || cmd->get_option("--distribution")->count() > 0) {
     if (Status st = bench::parse_distribution(a.distribution, &spec.distribution); !st.ok()) {
-      return fail_usage(st.message());
+      return st;
     }
   }
+  return Status::Ok();
+}
+
+/// Refuses workload options that cannot apply (--trace-run with ratios or a
+/// preset, --skew on a uniform or sequential distribution, --dense-gap
+/// without dense inserts) and ratios that do not sum to 1 (unless traces
+/// give the operations). InvalidArgument with the usage message.
+Status check_workload_options(const BenchArgs& a, CLI::App* cmd, bool explicit_ratio) {
+  const bench::WorkloadSpec& spec = a.spec;
   const bool trace = !spec.trace_load.empty() || !spec.trace_run.empty();
-  // Options that cannot apply are refused, not ignored.
   if (!spec.trace_run.empty() && (explicit_ratio || !a.workload.empty())) {
-    return fail_usage("--trace-run gives the operations; drop --workload and the ratio options");
+    return Status::InvalidArgument(
+        "--trace-run gives the operations; drop --workload and the ratio options");
   }
   if (cmd->get_option("--skew")->count() > 0 &&
       (spec.distribution == bench::Distribution::kUniform ||
        spec.distribution == bench::Distribution::kSequential)) {
-    return fail_usage("--skew applies to --distribution zipfian, latest or selfsimilar, not " +
-                      std::string(bench::distribution_name(spec.distribution)));
+    return Status::InvalidArgument(
+        "--skew applies to --distribution zipfian, latest or selfsimilar, not " +
+        std::string(bench::distribution_name(spec.distribution)));
   }
   if (cmd->get_option("--dense-gap")->count() > 0 &&
       spec.insert_pattern != bench::InsertPattern::kDense) {
-    return fail_usage(
+    return Status::InvalidArgument(
         "--dense-gap applies to dense inserts (--insert-pattern dense or --workload "
         "dense-insert)");
   }
-  if (!trace) {
-    const double sum = spec.read_ratio + spec.insert_ratio + spec.update_ratio + spec.remove_ratio +
-                       spec.scan_ratio + spec.rmw_ratio;
-    if (std::fabs(sum - 1.0) > 1e-9) {
-      return fail_usage("operation ratios must sum to 1 (read " + std::to_string(spec.read_ratio) +
-                        " + insert " + std::to_string(spec.insert_ratio) + " + update " +
-                        std::to_string(spec.update_ratio) + " + remove " +
-                        std::to_string(spec.remove_ratio) + " + scan " +
-                        std::to_string(spec.scan_ratio) + " + rmw " +
-                        std::to_string(spec.rmw_ratio) + " = " + std::to_string(sum) + ")");
-    }
-  }
+  if (trace) return Status::Ok();
+  const double sum = spec.read_ratio + spec.insert_ratio + spec.update_ratio + spec.remove_ratio +
+                     spec.scan_ratio + spec.rmw_ratio;
+  if (std::fabs(sum - 1.0) <= 1e-9) return Status::Ok();
+  return Status::InvalidArgument(
+      "operation ratios must sum to 1 (read " + std::to_string(spec.read_ratio) + " + insert " +
+      std::to_string(spec.insert_ratio) + " + update " + std::to_string(spec.update_ratio) +
+      " + remove " + std::to_string(spec.remove_ratio) + " + scan " +
+      std::to_string(spec.scan_ratio) + " + rmw " + std::to_string(spec.rmw_ratio) + " = " +
+      std::to_string(sum) + ")");
+}
 
-  // --- driver options -----------------------------------------------------
-  bench::BenchOptions opts;
-  opts.duration_seconds = a.duration;
-  opts.latency_sample = a.latency_sample;
-  opts.keep_pool = a.keep_pool;
-  opts.node_size = a.node_size;
-  opts.pin_threads = !a.no_pin;
-  opts.perf_counters = !a.no_perf_counters;
-  opts.bulk_load = a.bulk_load;
-  opts.fill_factor = a.fill;
-  opts.recovery_threads = a.recovery_threads;
-  if (Status st = bench::parse_byte_size(a.pool_size, &opts.pool_size); !st.ok()) {
-    return fail_usage("--pool-size: " + st.message());
-  }
-  if (Status st = pm::parse_mode(a.pm_mode, &opts.pm.mode); !st.ok()) {
-    return fail_usage("--pm-mode: " + st.message());
-  }
+/// The workload spec from the options (apply_workload_options, then
+/// check_workload_options). InvalidArgument with the usage message.
+Status resolve_workload_spec(BenchArgs& a, CLI::App* cmd) {
+  const char* ratio_opts[] = {"--read-ratio",   "--insert-ratio", "--update-ratio",
+                              "--remove-ratio", "--scan-ratio",   "--rmw-ratio"};
+  bool explicit_ratio = false;
+  for (const char* o : ratio_opts) explicit_ratio |= cmd->get_option(o)->count() > 0;
+  if (Status st = apply_workload_options(a, cmd, explicit_ratio); !st.ok()) return st;
+  return check_workload_options(a, cmd, explicit_ratio);
+}
+
+/// Checks the pool options against the selected indexes before any work: an
+/// explicit --pool-size must fit the free space where the pool file goes
+/// (it is allocated whole), --pool makes no sense with --pm-mode dram, and a
+/// pool file that exists is refused (never overwritten). InvalidArgument
+/// with the usage message.
+Status check_pool_options(const BenchArgs& a, const std::vector<IndexSpec>& specs,
+                          const bench::BenchOptions& opts) {
   bool any_persistent = false;
   for (const IndexSpec& is : specs) any_persistent |= find_index_entry(is.name)->caps.persistent;
   if (opts.pool_size > 0 && any_persistent && opts.pm.mode != pm::Mode::kDram) {
@@ -365,57 +377,77 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
     if (::statvfs(dir.c_str(), &fs) == 0) {
       const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
       if (opts.pool_size > free_bytes) {
-        return fail_usage("--pool-size " + a.pool_size + ": at most " + with_commas(free_bytes) +
-                          " bytes, the space free in " + dir);
+        return Status::InvalidArgument("--pool-size " + a.pool_size + ": at most " +
+                                       with_commas(free_bytes) + " bytes, the space free in " +
+                                       dir);
       }
     }
   }
   if (!a.pool.empty() && opts.pm.mode == pm::Mode::kDram) {
-    return fail_usage("--pool: --pm-mode dram keeps the index in anonymous memory, no pool file");
+    return Status::InvalidArgument(
+        "--pool: --pm-mode dram keeps the index in anonymous memory, no pool file");
   }
-  if (!a.pool.empty()) {
-    // create never overwrites a file: an existing one is refused before any work.
-    for (const IndexSpec& is : specs) {
-      const std::string path = pool_path_for(a.pool, specs.size(), is.label);
-      if (find_index_entry(is.name)->caps.persistent && ::access(path.c_str(), F_OK) == 0) {
-        return fail_usage("--pool: " + path + " already exists (a pool is never overwritten)");
-      }
+  if (a.pool.empty()) return Status::Ok();
+  // create never overwrites a file: an existing one is refused before any work.
+  for (const IndexSpec& is : specs) {
+    const std::string path = pool_path_for(a.pool, specs.size(), is.label);
+    if (find_index_entry(is.name)->caps.persistent && ::access(path.c_str(), F_OK) == 0) {
+      return Status::InvalidArgument("--pool: " + path +
+                                     " already exists (a pool is never overwritten)");
     }
   }
+  return Status::Ok();
+}
+
+/// The driver options every index shares (run length, sampling, pool, PM
+/// mode and latency, media model, node size, load method), checked
+/// (check_pool_options), and each entry's index options resolved
+/// (resolve_index_options: --index-opt k=v goes to each selected index that
+/// takes k; a k none takes, or a value an index refuses, is a usage error,
+/// so a misspelt option never runs the default). InvalidArgument with the
+/// usage message.
+Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
+                           bench::BenchOptions* opts) {
+  opts->duration_seconds = a.duration;
+  opts->latency_sample = a.latency_sample;
+  opts->keep_pool = a.keep_pool;
+  opts->node_size = a.node_size;
+  opts->pin_threads = !a.no_pin;
+  opts->perf_counters = !a.no_perf_counters;
+  opts->bulk_load = a.bulk_load;
+  opts->fill_factor = a.fill;
+  opts->recovery_threads = a.recovery_threads;
+  if (Status st = bench::parse_byte_size(a.pool_size, &opts->pool_size); !st.ok()) {
+    return Status::InvalidArgument("--pool-size: " + st.message());
+  }
+  if (Status st = pm::parse_mode(a.pm_mode, &opts->pm.mode); !st.ok()) {
+    return Status::InvalidArgument("--pm-mode: " + st.message());
+  }
+  if (Status st = check_pool_options(a, *specs, *opts); !st.ok()) return st;
   if (!a.pm_latency.empty()) {
-    if (Status st = pm::parse_latency(a.pm_latency, &opts.pm); !st.ok()) {
-      return fail_usage("--pm-latency-ns: " + st.message());
+    if (Status st = pm::parse_latency(a.pm_latency, &opts->pm); !st.ok()) {
+      return Status::InvalidArgument("--pm-latency-ns: " + st.message());
     }
   }
-  opts.pm.media_model = a.media_model;
-  // --index-opt k=v applies to each selected index that takes k; a k that
-  // none takes, or a value an index refuses, is a usage error (the
-  // registry's OptionSpec), so a misspelt option never runs the default.
+  opts->pm.media_model = a.media_model;
   std::map<std::string, std::string> global_opts;
-  if (Status st = parse_index_opts(a.index_opts, &global_opts); !st.ok()) {
-    return fail_usage(st.message());
-  }
-  if (Status st = resolve_index_options(global_opts, a.node_size, &specs); !st.ok()) {
-    return fail_usage(st.message());
-  }
-  opts.index_extra = global_opts;
+  if (Status st = parse_index_opts(a.index_opts, &global_opts); !st.ok()) return st;
+  if (Status st = resolve_index_options(global_opts, a.node_size, specs); !st.ok()) return st;
+  opts->index_extra = global_opts;
+  return Status::Ok();
+}
 
-  if (!a.quiet) std::fprintf(stderr, "generating workload...\n");
-  bench::Workload workload;
-  if (Status st = bench::make_workload(spec, &workload); !st.ok()) {
-    std::fprintf(stderr, "nvindex bench: cannot build the workload: %s\n", st.ToString().c_str());
-    // A bad option, a missing file or a malformed one (Corruption): all usage.
-    return st.code() == Code::kInvalidArgument || st.code() == Code::kNotFound ||
-                   st.code() == Code::kCorruption
-               ? 2
-               : 1;
-  }
-
+/// Runs the workload on each index in order (bench::run_benchmark, with the
+/// entry's label, options, node size and pool file); an index that cannot
+/// run is reported on stderr and in the report's errors, verification
+/// failures on stderr and in its result.
+bench::BenchReport run_indexes(const BenchArgs& a, const std::vector<IndexSpec>& specs,
+                               const bench::BenchOptions& opts, const bench::Workload& workload) {
   bench::BenchReport report;
   report.machine = bench::collect_machine_info();
   report.spec = workload.spec;
   report.options = opts;
-  report.indexes = indexes;
+  for (const IndexSpec& is : specs) report.indexes.push_back(is.label);
   report.extra_options = {{"format", a.format},
                           {"output", a.output},
                           {"json_output", a.json_output},
@@ -443,7 +475,13 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
     }
     report.results.push_back(std::move(result));
   }
+  return report;
+}
 
+/// Prints the report (--format to stdout, or to --output with the text
+/// report on stdout) and writes --json-output. Returns the exit code: 1 when
+/// a file cannot be written or the report has failures, else 0.
+int write_reports(const BenchArgs& a, const bench::BenchReport& report) {
   const std::string text = bench::report_text(report);
   const std::string json = bench::report_json(report).dump(2) + "\n";
   const std::string& chosen = a.format == "json" ? json : text;
@@ -461,6 +499,35 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
     return 1;
   }
   return bench::report_has_failures(report) ? 1 : 0;
+}
+
+/// Runs the command; returns the exit code: 0, 1 (a verification failure,
+/// an index error, a file not written), 2 (usage: every check before the
+/// workload is generated, and a workload that cannot be built from its
+/// options or files).
+int run_bench(BenchArgs& a, CLI::App* cmd) {
+  if (a.list_indexes) {
+    print_index_list();
+    return 0;
+  }
+  std::vector<IndexSpec> specs;
+  bench::BenchOptions opts;
+  Status st = select_indexes(a, cmd, &specs);
+  if (st.ok()) st = resolve_workload_spec(a, cmd);
+  if (st.ok()) st = make_driver_options(a, &specs, &opts);
+  if (!st.ok()) return fail_usage(st.message());
+
+  if (!a.quiet) std::fprintf(stderr, "generating workload...\n");
+  bench::Workload workload;
+  if (st = bench::make_workload(a.spec, &workload); !st.ok()) {
+    std::fprintf(stderr, "nvindex bench: cannot build the workload: %s\n", st.ToString().c_str());
+    // A bad option, a missing file or a malformed one (Corruption): all usage.
+    return st.code() == Code::kInvalidArgument || st.code() == Code::kNotFound ||
+                   st.code() == Code::kCorruption
+               ? 2
+               : 1;
+  }
+  return write_reports(a, run_indexes(a, specs, opts, workload));
 }
 
 }  // namespace

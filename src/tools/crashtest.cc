@@ -71,7 +71,7 @@ json report_json(const crash::Report& r) {
               {"ops_per_scenario", o.ops},
               {"scenarios", r.scenarios},
               {"operations", r.operations},
-              {"budget", o.sim.budget},
+              {"budget", o.images.budget},
               {"profile", std::string(cs::profile_name(o.sim.profile))},
               {"crash_points", r.crash_points},
               {"fence_crash_points", r.fence_points},
@@ -108,7 +108,7 @@ void print_report(const crash::Report& r) {
       "crashtest %s: node size %u B, %llu scenarios x %zu ops, seed %llu, budget %u, "
       "profile %s\n",
       o.index.c_str(), o.node_size, static_cast<unsigned long long>(r.scenarios), o.ops,
-      static_cast<unsigned long long>(o.seed), o.sim.budget,
+      static_cast<unsigned long long>(o.seed), o.images.budget,
       std::string(cs::profile_name(o.sim.profile)).c_str());
   std::printf("crash points:          %llu (%llu before a fence, %llu at an operation's return)\n",
               static_cast<unsigned long long>(r.crash_points),
@@ -158,7 +158,7 @@ int run_crashtest(const CrashArgs& a) {
   o.jobs = a.jobs;
   o.child_timeout_s = a.timeout;
   o.quiet = a.quiet;
-  o.sim.budget = a.budget;
+  o.images.budget = a.budget;
   if (Status s = cs::parse_profile(a.profile, &o.sim.profile); !s.ok()) {
     std::fprintf(stderr, "nvindex crashtest: --profile: %s\n", s.message().c_str());
     return 2;

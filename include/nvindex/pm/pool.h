@@ -194,7 +194,7 @@ class Pool {
   /// The root offset (0 until set_root()).
   uint64_t root() const { return header()->root.load(std::memory_order_acquire); }
   /// Publishes the root object by NAW. The object must be persisted first.
-  void set_root(uint64_t off) { naw(&header()->root, off); }
+  void set_root(uint64_t off) { naw(&header()->root, off, {"pool.set_root"}); }
   /// Whether the previous session closed the pool cleanly (false after a crash
   /// and for a newly created pool).
   bool was_clean_shutdown() const { return was_clean_; }

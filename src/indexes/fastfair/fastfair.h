@@ -170,7 +170,7 @@ class FastFair final : public PersistentIndex {
   /// flushes and fences (see fastfair.cc "Ablation notes").
   std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
 
-  // --- internals exposed for tests (tests/index_fastfair_recovery_test.cc
+  // --- internals exposed for tests (tests/crash_fastfair_recovery_test.cc
   // builds transient crash states with them) and tools; not for indexes'
   // users: writing through them bypasses every lock.
   /// The node at pool offset `off`.

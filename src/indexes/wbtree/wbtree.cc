@@ -60,13 +60,14 @@ uint32_t capacity_for(uint32_t node_size, uint32_t* entries_offset) {
   return 0;
 }
 
-// ---------------------------------------------------------------- Txn
+// ---------------------------------------------------------------- split WAL
 
-/// The records of one split, built in DRAM before anything is logged. Each
-/// word is logged once (a second set() of the same word replaces its new
-/// value); `nodes` are the existing nodes whose bitmap the split rewrites
+/// The undo-redo WAL records of one split (old and new value of every word
+/// it changes), built in DRAM before anything is written to the persistent
+/// Log. Each word is logged once (a second set() of the same word replaces
+/// its new value); `nodes` are the existing nodes whose bitmap the split rewrites
 /// (their slot arrays are rebuilt after the log clears).
-struct WbTree::Txn {
+struct WbTree::SplitWal {
   char* base;
   std::vector<LogRecord> recs;
   std::vector<uint64_t> nodes;
@@ -683,7 +684,7 @@ Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value valu
   for (size_t i = top; i + 1 < h; ++i) held.push_back(&locks_->word(path[i]));
   for (uint64_t off : fresh) held.push_back(&locks_->word(off));
   for (std::atomic<uint64_t>* w : held) vlock::lock(*w);
-  Txn t{pool_->base(), {}, {}};
+  SplitWal t{pool_->base(), {}, {}};
   size_t fi = 0;
   bool has_up = false;
   uint64_t up_key = 0, up_child = 0;

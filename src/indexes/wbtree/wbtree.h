@@ -286,7 +286,7 @@ class WbTree final : public PersistentIndex {
   bool inner_dram() const { return inner_dram_; }
 
  private:
-  struct Txn;
+  struct SplitWal;
   struct Sorted {
     uint64_t key;
     uint64_t value;

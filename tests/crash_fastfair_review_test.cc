@@ -4,6 +4,8 @@
 // stress on a small shared key range with exact checks of exclusively owned
 // keys through lookups, scans and find_last_less_than, and damaged pools that
 // must give Corruption (never a crash or a hang), from recovery and verify().
+// The kills go through the crash lab's fork-and-SIGKILL helper (crash/kill.h),
+// hence the crash_ prefix.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -21,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "crash/kill.h"
 #include "indexes/fastfair/fastfair.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/persist.h"
@@ -155,23 +158,18 @@ void crash_torture(uint32_t node_size, uint64_t key_space, double seconds, uint6
     sh->ready.store(0);
     sh->acked.store(0);
     const bool kill_early = rng() % 4 == 0;  // possibly during recovery
-    const auto delay = std::chrono::microseconds(rng() % (kill_early ? 3000 : 4000));
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) torture_child(path, round_seed, key_space, sh);
+    crash::KillPlan plan;
     if (!kill_early) {
-      while (sh->ready.load(std::memory_order_acquire) == 0) {
-        int st = 0;
-        if (waitpid(pid, &st, WNOHANG) == pid) FAIL() << "child died before ready, status " << st;
-        std::this_thread::yield();
-      }
+      plan.ready = [sh] { return sh->ready.load(std::memory_order_acquire) != 0; };
     }
-    std::this_thread::sleep_for(delay);
+    plan.delay = std::chrono::microseconds(rng() % (kill_early ? 3000 : 4000));
+    crash::KillResult end;
+    const Status ks =
+        crash::fork_and_kill([&] { torture_child(path, round_seed, key_space, sh); }, plan, &end);
+    ASSERT_TRUE(ks.ok()) << ks.ToString();
+    ASSERT_FALSE(end.hung) << "round " << rounds << ": the child was not ready within 30 s";
+    ASSERT_TRUE(end.killed()) << "round " << rounds << ": the child " << end.describe();
     if (sh->ready.load() == 0) ++in_recovery_kills;
-    kill(pid, SIGKILL);
-    int st = 0;
-    ASSERT_EQ(waitpid(pid, &st, 0), pid);
-    ASSERT_TRUE(WIFSIGNALED(st)) << "child exited by itself, status " << st;
     const uint64_t acked = sh->acked.load(std::memory_order_acquire);
     total_acked += acked;
     // Replay the acknowledged ops on the model, checking each status.

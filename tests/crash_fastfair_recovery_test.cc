@@ -1,12 +1,16 @@
 // fastfair recovery (a clean close and reopen is in the conformance suite,
-// tests/index_conformance_test.cc): reopen after SIGKILL of a writer process, reclamation of
-// unpublished blocks, errors on foreign or damaged pools, and normalisation of transient states
-// built directly in nodes (equal-pair holes, entries beyond the upper bound, a missing separator).
+// tests/index_conformance_test.cc): reopen after SIGKILL of a writer
+// process, reclamation of unpublished blocks, errors on foreign or damaged
+// pools, and normalisation of transient states built directly in nodes
+// (equal-pair holes, entries beyond the upper bound, a missing separator).
+// The kill goes through the crash lab's fork-and-SIGKILL helper
+// (crash/kill.h), hence the crash_ prefix.
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -15,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "crash/kill.h"
 #include "indexes/fastfair/fastfair.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/allocator.h"
@@ -47,49 +52,48 @@ uint64_t key_of(uint64_t i) { return (i * 0x9E3779B97F4A7C15ull) ^ (i >> 3); }
 // present, at most the one in flight beyond them.
 TEST(FastFairRecovery, SigkillDuringInserts) {
   std::mt19937_64 rng(42);
+  // Inserts the child acknowledged: a MAP_SHARED page survives its SIGKILL.
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(page, MAP_FAILED);
+  auto* acks = static_cast<std::atomic<uint64_t>*>(page);
   for (int round = 0; round < 4; ++round) {
     FilePool fp("c" + std::to_string(round));
-    int fds[2];
-    ASSERT_EQ(pipe(fds), 0);
-    const pid_t pid = fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      close(fds[0]);
-      std::unique_ptr<pm::Pool> pool;
-      if (!pm::Pool::create(fp.path(), kPoolBytes, "fastfair", pm::Mode::kEmulated, &pool).ok()) {
-        _exit(2);
-      }
-      IndexOptions o;
-      o.pool = pool.get();
-      o.node_size = round % 2 ? 128 : 512;
-      std::unique_ptr<Index<uint64_t>> idx;
-      if (!make_index<uint64_t>("fastfair", o, &idx).ok()) _exit(3);
-      for (uint64_t i = 0;; ++i) {
-        if (!idx->insert(key_of(i), i).ok()) _exit(4);
-        // Acknowledge only after insert returned (8 B < PIPE_BUF: atomic).
-        if (write(fds[1], &i, sizeof(i)) != sizeof(i)) _exit(5);
-        if (i % 4096 == 4095) {
-          // Some removes too, so that merges are in flight at times; the
-          // key is re-inserted so the acknowledged set stays a prefix.
-          (void)idx->remove(key_of(i));
-          (void)idx->insert(key_of(i), i);
-        }
-      }
-    }
-    close(fds[1]);
+    acks->store(0);
+    // Killed at a random time (up to 2 ms) after the child acknowledged
+    // more than stop_after inserts.
     const uint64_t stop_after = 2000 + rng() % 30000;
-    uint64_t acked = 0, got = 0;
-    while (got < stop_after) {
-      if (read(fds[0], &got, sizeof(got)) != sizeof(got)) break;
-      acked = got + 1;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
-    kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    ASSERT_TRUE(WIFSIGNALED(status)) << "child exited with " << WEXITSTATUS(status);
-    while (read(fds[0], &got, sizeof(got)) == sizeof(got)) acked = got + 1;
-    close(fds[0]);
+    crash::KillPlan plan;
+    plan.ready = [&] { return acks->load(std::memory_order_acquire) > stop_after; };
+    plan.delay = std::chrono::microseconds(rng() % 2000);
+    crash::KillResult end;
+    const Status ks = crash::fork_and_kill(
+        [&] {
+          std::unique_ptr<pm::Pool> pool;
+          if (!pm::Pool::create(fp.path(), kPoolBytes, "fastfair", pm::Mode::kEmulated, &pool)
+                   .ok()) {
+            _exit(2);
+          }
+          IndexOptions o;
+          o.pool = pool.get();
+          o.node_size = round % 2 ? 128 : 512;
+          std::unique_ptr<Index<uint64_t>> idx;
+          if (!make_index<uint64_t>("fastfair", o, &idx).ok()) _exit(3);
+          for (uint64_t i = 0;; ++i) {
+            if (!idx->insert(key_of(i), i).ok()) _exit(4);
+            acks->store(i + 1, std::memory_order_release);  // only after insert returned
+            if (i % 4096 == 4095) {
+              // Some removes too, so that merges are in flight at times; the
+              // key is re-inserted so the acknowledged set stays a prefix.
+              (void)idx->remove(key_of(i));
+              (void)idx->insert(key_of(i), i);
+            }
+          }
+        },
+        plan, &end);
+    ASSERT_TRUE(ks.ok()) << ks.ToString();
+    EXPECT_FALSE(end.hung) << "no " << stop_after << " inserts within 30 s";
+    ASSERT_TRUE(end.killed()) << "child " << end.describe();
+    const uint64_t acked = acks->load(std::memory_order_acquire);
 
     Status s = fp.reopen();
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -109,6 +113,7 @@ TEST(FastFairRecovery, SigkillDuringInserts) {
     }
     ASSERT_TRUE(fp.index->verify(&r).ok());
   }
+  munmap(page, 4096);
 }
 
 // PM the open tree holds: its nodes, the root object and the spare blocks
