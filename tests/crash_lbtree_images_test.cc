@@ -44,7 +44,7 @@ ImageLeaf read_image_leaf(const std::vector<char>& img, uint64_t off, uint32_t b
   const Leaf l{reinterpret_cast<Block*>(buf), blocks};
   ImageLeaf r;
   r.alt = l.alt();
-  r.next = l.next(r.alt).load();
+  r.next = l.sibling(r.alt).load();
   for (uint32_t j = 0; j < blocks; ++j) {
     const Header h = lbtree::load_header(l.live_hdr(j, r.alt));
     for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {

@@ -197,7 +197,7 @@ class FpTreeRecovery : public ::testing::Test {
   std::string path_;
 };
 
-// A split caught after its link (L.next = N durable) but before L's bitmap:
+// A split caught after its link (L.sibling = N durable) but before L's bitmap:
 // L still holds N's keys; the active micro-log lets recovery finish the
 // split by clearing them from L.
 TEST_F(FpTreeRecovery, SplitLogRedoClearsMovedKeys) {
@@ -212,9 +212,9 @@ TEST_F(FpTreeRecovery, SplitLogRedoClearsMovedKeys) {
     full_bits = t->leaf(l_off)->bitmap.load();
     ASSERT_EQ(full_bits, (uint64_t{1} << t->slots()) - 1);
     ASSERT_TRUE(idx->insert(1000, 1000).ok());  // splits
-    n_off = t->leaf(l_off)->next.load();
+    n_off = t->leaf(l_off)->sibling.load();
     ASSERT_NE(n_off, 0u);
-    // Back to the crash state {log active, L.next = N, L's bitmap full}.
+    // Back to the crash state {log active, L.sibling = N, L's bitmap full}.
     t->leaf(l_off)->bitmap.store(full_bits);
     t->leaf(l_off)->lock.store(1);  // and a lock byte that reached PM
     root(pool.get())->logs[3].new_leaf.store(n_off);
@@ -249,10 +249,10 @@ TEST_F(FpTreeRecovery, SplitLogUndoFreesTheNewLeaf) {
     const uint64_t l_off = root(pool.get())->head.load();
     const uint64_t full_bits = t->leaf(l_off)->bitmap.load();
     ASSERT_TRUE(idx->insert(1000, 1000).ok());  // splits
-    const uint64_t n_off = t->leaf(l_off)->next.load();
+    const uint64_t n_off = t->leaf(l_off)->sibling.load();
     // Back to {log active, L unchanged}: the insert of 1000 is undone too.
     t->leaf(l_off)->bitmap.store(full_bits);
-    t->leaf(l_off)->next.store(0);
+    t->leaf(l_off)->sibling.store(0);
     root(pool.get())->logs[0].new_leaf.store(n_off);
     root(pool.get())->logs[0].cur.store(l_off);
     idx.reset();
@@ -317,8 +317,8 @@ TEST_F(FpTreeRecovery, DamagedPoolsAreRefused) {
     // A cycle: the last leaf points back at the head.
     uint64_t off = head;
     FpTree* t = tree(idx.get());
-    while (t->leaf(off)->next.load() != 0) off = t->leaf(off)->next.load();
-    t->leaf(off)->next.store(head);
+    while (t->leaf(off)->sibling.load() != 0) off = t->leaf(off)->sibling.load();
+    t->leaf(off)->sibling.store(head);
   }
   {
     std::unique_ptr<pm::Pool> pool;

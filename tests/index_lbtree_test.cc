@@ -108,7 +108,7 @@ TEST(LbTreeEntryMoving, NewLeafAfterSplitHasAFreeHeaderLine) {
     EXPECT_EQ(pm::snapshot().smos, smo + 1) << "one SMO per split";
     ASSERT_EQ(tree.chain_leaves(), 2u);
     const Leaf l = tree.leaf(tree.head());
-    const uint64_t noff = l.next(l.alt()).load();
+    const uint64_t noff = l.sibling(l.alt()).load();
     ASSERT_NE(noff, 0u);
     const Leaf n = tree.leaf(noff);
     uint32_t left = 0, right = 0;
@@ -163,7 +163,7 @@ TEST(LbTreeBulkLoad, FillFactorsAndLaterInserts) {
       ASSERT_TRUE(idx->verify(&r).ok());
       EXPECT_EQ(r.keys, 20000u);
       EXPECT_EQ(r.leaves, (20000 + per - 1) / per) << fill << " " << size;
-      const uint64_t noff = tree.leaf(tree.head()).next(tree.leaf(tree.head()).alt()).load();
+      const uint64_t noff = tree.leaf(tree.head()).sibling(tree.leaf(tree.head()).alt()).load();
       EXPECT_EQ(lbtree::leaf_count(tree.leaf(noff)), per);
       if (fill < 1) {
         // The header lines stay free below capacity.

@@ -259,7 +259,7 @@ TEST(WbTreeRecovery, DamageIsCorruption) {
   ASSERT_TRUE(fp.open_index(128).ok());
   // A slot array marked valid that names a free slot.
   ASSERT_TRUE(fp.open_raw().ok());
-  Node* first = fp.pool->ptr<Node>(fp.root_node()->link);
+  Node* first = fp.pool->ptr<Node>(fp.root_node()->leftmost_or_sibling);
   uint8_t* sa = reinterpret_cast<uint8_t*>(first) + wbtree::kSlotArrayOffset;
   const uint8_t saved_slot = sa[1];
   sa[1] = 200;
@@ -271,11 +271,11 @@ TEST(WbTreeRecovery, DamageIsCorruption) {
   ASSERT_TRUE(fp.open_raw().ok());
   Node* root = fp.root_node();
   ASSERT_GT(root->level(), 0u);
-  const uint64_t saved = root->link;
-  root->link = 12345;
+  const uint64_t saved = root->leftmost_or_sibling;
+  root->leftmost_or_sibling = 12345;
   s = fp.open_index(128);
   EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
-  root->link = saved;
+  root->leftmost_or_sibling = saved;
   // A bad root object magic.
   fp.root()->magic ^= 1;
   s = fp.open_index(128);

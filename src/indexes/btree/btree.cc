@@ -3,7 +3,7 @@
 // between DRAM and PM for In-Memory Index Structures" (UCSC 2020), §3.1.
 //
 // Concurrency: optimistic lock coupling (OLFIT, Cha et al., VLDB'01; Leis et
-// al., "The ART of Practical Synchronization", DaMoN'16) with B-link right
+// al., "The ART of Practical Synchronization", DaMoN'16) with B-link sibling
 // links and fence keys (Lehman & Yao, TODS'81):
 //   - every node starts with a version lock word (bit 0 obsolete, bit 1
 //     locked, bits 2.. version counter);
@@ -13,7 +13,7 @@
 //   - a writer "upgrades" the version it read to locked with one CAS, which
 //     fails (and the writer restarts) if the node changed since it was read,
 //     so writers never block while holding a lock and cannot deadlock;
-//   - every node carries its key range [low, high) (fence keys) and a right
+//   - every node carries its key range [low, high) (fence keys) and a sibling
 //     link; an operation that reaches a node after it split moves right
 //     (key >= high), and one that reaches a node that lost its low keys to a
 //     rebalance (key < low) or was merged away (obsolete) restarts from the
@@ -76,8 +76,8 @@ constexpr size_t kHeaderBytes = 40;
 //       12           4  padding
 //       16           8  low fence key: every key in the node is >= low
 //       24           8  high fence key: every key is < high (meaningful only
-//                       when right != null; the rightmost node is unbounded)
-//       32           8  right link: next node on the same level, or null
+//                       when sibling != null; the rightmost node is unbounded)
+//       32           8  sibling: next node on the same level, or null
 //   leaf (C = (node_size - 40) / 16 pairs; 512 B -> 29):
 //       40         8*C  keys[C], sorted ascending
 //    40+8C         8*C  values[C]
@@ -98,7 +98,7 @@ struct Node {
   uint32_t pad = 0;
   std::atomic<uint64_t> low{0};
   std::atomic<uint64_t> high{0};
-  std::atomic<Node*> right{nullptr};
+  std::atomic<Node*> sibling{nullptr};
 
   std::atomic<uint64_t>* slots() {
     return reinterpret_cast<std::atomic<uint64_t>*>(reinterpret_cast<char*>(this) + kHeaderBytes);
@@ -154,7 +154,7 @@ bool settle(uint64_t key, Node** n, uint64_t* v, bool* moved_right) {
   for (;;) {
     if (!read_lock((*n)->version, v)) return false;
     if (key < ld((*n)->low)) return false;
-    Node* r = ld((*n)->right);
+    Node* r = ld((*n)->sibling);
     if (r == nullptr || key < ld((*n)->high)) return true;
     if (!check((*n)->version, *v)) return false;
     *n = r;
@@ -265,7 +265,7 @@ class Btree final : public Index<uint64_t> {
         uint64_t k = ld(keys(leaf)[i]);
         if (k >= cursor) buf.emplace_back(k, ld(vals(leaf)[i]));
       }
-      Node* next = ld(leaf->right);
+      Node* next = ld(leaf->sibling);
       uint64_t hi = ld(leaf->high);
       if (!check(leaf->version, v)) {
         cpu_relax(&spins);
@@ -390,7 +390,7 @@ class Btree final : public Index<uint64_t> {
   Node* step_right(Node* next, uint64_t key, uint64_t* v_out) const {
     uint64_t v;
     if (read_lock(next->version, &v) && key >= ld(next->low) &&
-        (ld(next->right) == nullptr || key < ld(next->high)) && check(next->version, v)) {
+        (ld(next->sibling) == nullptr || key < ld(next->high)) && check(next->version, v)) {
       *v_out = v;
       return next;
     }
@@ -546,8 +546,8 @@ Node* Btree::split_node(Node* n, uint64_t* sep) {
   }
   st(sib->low, *sep);
   st(sib->high, ld(n->high));
-  st(sib->right, ld(n->right));
-  st(n->right, sib);  // publishes the fully built sibling
+  st(sib->sibling, ld(n->sibling));
+  st(n->sibling, sib);  // publishes the fully built sibling
   st(n->high, *sep);
   return sib;
 }
@@ -654,7 +654,7 @@ void Btree::merge_or_rebalance(Node* parent, uint64_t pv, unsigned pcnt, unsigne
       st(left->count, static_cast<uint16_t>(lc + rc + 1));
     }
     st(left->high, ld(right->high));
-    st(left->right, ld(right->right));
+    st(left->sibling, ld(right->sibling));
     // Drop separator sep_idx and child sep_idx + 1 (= right) from the parent.
     for (unsigned j = sep_idx + 1; j < pcnt; ++j) {
       st(keys(parent)[j - 1], ld(keys(parent)[j]));
@@ -773,7 +773,7 @@ Status Btree::verify_node(const Node* n, uint64_t lo, bool bounded, uint64_t hi,
 
 Status Btree::verify(VerifyReport* report) const {
   const Node* root = root_.load(std::memory_order_acquire);
-  if (ld(root->low) != 0 || ld(root->right) != nullptr) {
+  if (ld(root->low) != 0 || ld(root->sibling) != nullptr) {
     return Status::Corruption("btree: root has a low fence or a right link");
   }
   VerifyState vs;
@@ -787,7 +787,7 @@ Status Btree::verify(VerifyReport* report) const {
     const auto& nodes = vs.levels[lv];
     for (size_t j = 0; j < nodes.size(); ++j) {
       const Node* want = j + 1 < nodes.size() ? nodes[j + 1] : nullptr;
-      if (ld(nodes[j]->right) != want) {
+      if (ld(nodes[j]->sibling) != want) {
         return Status::Corruption("btree: level " + std::to_string(lv) + " node " +
                                   std::to_string(j) +
                                   ": right link does not point at the next "
@@ -805,7 +805,7 @@ Status Btree::verify(VerifyReport* report) const {
   bool first = true;
   uint64_t prev = 0;
   size_t steps = 0;
-  for (const Node* l = vs.levels[0].front(); l != nullptr; l = ld(l->right)) {
+  for (const Node* l = vs.levels[0].front(); l != nullptr; l = ld(l->sibling)) {
     if (++steps > vs.levels[0].size()) return Status::Corruption("btree: leaf chain has a cycle");
     for (unsigned i = 0; i < ld(l->count); ++i) {
       const uint64_t k = ld(keys(l)[i]);
@@ -832,7 +832,7 @@ Status Btree::verify(VerifyReport* report) const {
 Status Btree::damage(BtreeDamage d) {
   Node* first = root_.load(std::memory_order_acquire);
   while (first->level > 0) first = kid(first, 0);
-  Node* second = ld(first->right);
+  Node* second = ld(first->sibling);
   if (second == nullptr || ld(first->count) < 2 || ld(second->count) < 2) {
     return Status::InvalidArgument("btree_damage_for_test: the tree needs two leaves of 2+ keys");
   }
@@ -844,7 +844,7 @@ Status Btree::damage(BtreeDamage d) {
       break;
     }
     case BtreeDamage::kLeafChainCycle:
-      st(second->right, first);
+      st(second->sibling, first);
       break;
     case BtreeDamage::kFenceMismatch:
       st(second->low, ld(second->low) + 1);

@@ -56,10 +56,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "nvindex/status.h"
+#include "util/hex.h"
 
 namespace nvindex::inner {
 
@@ -162,6 +164,36 @@ class InnerTree {
   /// left locked). Ok, or Corruption naming the first violation. Not safe
   /// against concurrent writers.
   Status verify() const;
+
+  /// The check a selectively persistent index's verify() makes of its DRAM
+  /// inner nodes against its PM leaf chain: verify(), then that the inner
+  /// nodes route exactly the leaves `chain` (offsets in chain order, every
+  /// leaf routed), and that low_of(leaf), the leaf's stored low key, equals
+  /// its separator. On success *routes holds leaves(). Errors: Corruption
+  /// "<index>: ..." naming the first mismatch.
+  template <class LowOf>
+  Status verify_routes(std::string_view index, std::span<const uint64_t> chain, LowOf&& low_of,
+                       std::vector<LeafRef>* routes) const {
+    if (Status s = verify(); !s.ok()) return s;
+    *routes = leaves();
+    if (routes->size() != chain.size()) {
+      return Status::Corruption(std::string(index) + ": the inner nodes route " +
+                                std::to_string(routes->size()) + " leaves, the chain holds " +
+                                std::to_string(chain.size()));
+    }
+    for (size_t i = 0; i < chain.size(); ++i) {
+      if ((*routes)[i].second != chain[i]) {
+        return Status::Corruption(std::string(index) + ": the inner nodes route leaf " +
+                                  hex((*routes)[i].second) + " where the chain holds " +
+                                  hex(chain[i]));
+      }
+      if (low_of(chain[i]) != (*routes)[i].first) {
+        return Status::Corruption(std::string(index) + ": low key of leaf " + hex(chain[i]) +
+                                  " differs from its separator");
+      }
+    }
+    return Status::Ok();
+  }
 
   /// Debug listing of every node, breadth-first from the root, one line per
   /// node: level, separator count, leftmost child, then key:child pairs

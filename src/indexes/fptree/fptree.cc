@@ -178,7 +178,7 @@ Status FpTree::create(uint32_t node_size) {
   // the next create reclaims (see above).
   Leaf* l = leaf(head);
   pm::store(&l->bitmap, 0);
-  pm::store(&l->next, 0);
+  pm::store(&l->sibling, 0);
   pm::store<uint8_t>(&l->lock, 0);
   pm::flush(l, sizeof(uint64_t), {"fptree.create.leaf"});
   root_obj_ = pool_->ptr<RootObject>(ro);
@@ -242,7 +242,7 @@ size_t FpTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
       const uint64_t k = e->key.load(kAcq);
       if (k >= cursor) buf.emplace_back(k, e->value.load(kAcq));
     }
-    next = l->next.load(kAcq);
+    next = l->sibling.load(kAcq);
     if (!vlock::validate(versions_->word(off), v)) continue;
     std::sort(buf.begin(), buf.end());
     for (const auto& kv : buf) {
@@ -334,7 +334,7 @@ void FpTree::release_log(uint32_t i) { log_busy_.fetch_and(~(1u << i), kRel); }
 // Steps and crash argument:
 //  a) Allocate N (OutOfSpace: nothing changed). Write N: the entries with
 //     keys >= sep (the median), plus (key, value) when key >= sep, their
-//     fingerprints, bitmap, next = L.next, lock 0; flush N. N is unreachable:
+//     fingerprints, bitmap, next = L.sibling, lock 0; flush N. N is unreachable:
 //     a crash leaves a block that recovery reclaims.
 //  b) Take a free micro-log; store new_leaf = N, then cur = L (the commit
 //     word), persist the log. Its fence also makes N durable. A crash from
@@ -343,7 +343,7 @@ void FpTree::release_log(uint32_t i) { log_busy_.fetch_and(~(1u << i), kRel); }
 //     persist line 0. Durable prefixes of line 0: {} (L unchanged, N
 //     unreachable: recovery resets the log and the allocator frees N: undo),
 //     {next} (N reachable, L still holds N's keys too: recovery sees
-//     L.next == N and clears from L every key >= N's smallest key: redo),
+//     L.sibling == N and clears from L every key >= N's smallest key: redo),
 //     {next, bitmap} (split done; recovery's trim changes nothing).
 //  d) Reset the log (cur = 0), persist.
 // Then the separator goes into the DRAM inner tree (InnerTree protocol: L
@@ -379,7 +379,7 @@ Status FpTree::split_insert(uint64_t off, uint64_t key, Value value) {
     ++j;
   }
   pm::store(&n->bitmap, (uint64_t{1} << j) - 1);
-  pm::store(&n->next, l->next.load(kRlx));
+  pm::store(&n->sibling, l->sibling.load(kRlx));
   pm::store<uint8_t>(&n->lock, 0);
   pm::flush(n, layout_.entries_offset + j * kEntryBytes, {"fptree.split.new_leaf"});
   // b) the micro-log
@@ -392,7 +392,7 @@ Status FpTree::split_insert(uint64_t off, uint64_t key, Value value) {
   // c) L: link N, then drop the moved half
   uint64_t low_bits = 0;
   for (uint32_t i = 0; i < m; ++i) low_bits |= uint64_t{1} << ks[i].second;
-  pm::store(&l->next, noff);
+  pm::store(&l->sibling, noff);
   pm::store(&l->bitmap, low_bits);
   pm::persist(&l->bitmap, sizeof(uint64_t), {"fptree.split.leaf"});
   // d) reset the log
@@ -452,7 +452,7 @@ Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
   // removes (empty leaves stay on the chain until recovery unlinks them):
   // the publish NAW below replaces the whole old chain, freed after it.
   std::vector<uint64_t> old;
-  for (uint64_t off = head(); off != 0; off = leaf(off)->next.load(kAcq)) {
+  for (uint64_t off = head(); off != 0; off = leaf(off)->sibling.load(kAcq)) {
     if (leaf(off)->bitmap.load(kAcq) != 0) {
       return Status::InvalidArgument("fptree bulk_load: the index is not empty");
     }
@@ -491,7 +491,7 @@ Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
       pm::store<uint8_t>(&l->fp[j], fingerprint(sorted[from + j].first));
     }
     pm::store(&l->bitmap, (uint64_t{1} << cnt) - 1);
-    pm::store(&l->next, i + 1 < nleaves ? leaves[i + 1] : 0);
+    pm::store(&l->sibling, i + 1 < nleaves ? leaves[i + 1] : 0);
     pm::store<uint8_t>(&l->lock, 0);
     pm::flush(l, layout_.entries_offset + cnt * kEntryBytes, {"fptree.bulk.leaf"});
     refs[i] = {i == 0 ? 0 : sorted[from].first, off};
@@ -527,7 +527,7 @@ Status FpTree::check_leaf(uint64_t off, const char* what) const {
 Status FpTree::walk_chain(std::vector<uint64_t>* chain) const {
   chain->clear();
   std::unordered_set<uint64_t> seen;
-  for (uint64_t off = head(); off != 0; off = leaf(off)->next.load(kRlx)) {
+  for (uint64_t off = head(); off != 0; off = leaf(off)->sibling.load(kRlx)) {
     Status s = check_leaf(off, chain->empty() ? "head leaf" : "next leaf");
     if (!s.ok()) return s;
     if (!seen.insert(off).second) {
@@ -578,7 +578,7 @@ Status FpTree::rebuild_inner(const std::vector<uint64_t>& chain) {
 // Recovery (paper §4, recovery), single-threaded; it may itself crash and
 // run again, so every write is idempotent:
 //  1) Validate the root object.
-//  2) Every active split micro-log {L, N}: if L.next == N (the split's link
+//  2) Every active split micro-log {L, N}: if L.sibling == N (the split's link
 //     is durable), finish it: clear from L's bitmap every key >= N's
 //     smallest key (one aligned store, persisted; a no-op when the split had
 //     completed); otherwise N was never linked: leave it unreachable (undo;
@@ -590,7 +590,7 @@ Status FpTree::rebuild_inner(const std::vector<uint64_t>& chain) {
 //     cleanly closed pool a lost leaf is Corruption, nothing reclaimed); the
 //     allocator frees every other block (an undone split's N, leaves of an
 //     unpublished bulk load, leaves unlinked by an earlier recovery).
-//  4b) Unlink every empty leaf but the head (prev.next = leaf.next, one
+//  4b) Unlink every empty leaf but the head (prev.sibling = leaf.sibling, one
 //     aligned store, persisted: the chain loses a leaf with no keys, so the
 //     content is unchanged) and free it.
 //  5) Rebuild the DRAM inner nodes, check the result with verify() and the
@@ -618,7 +618,7 @@ Status FpTree::recover() {
     const uint64_t nn = lg.new_leaf.load(kRlx);
     Status s = check_leaf(cur, "split log's current leaf");
     if (!s.ok()) return s;
-    if (leaf(cur)->next.load(kRlx) == nn) {
+    if (leaf(cur)->sibling.load(kRlx) == nn) {
       s = check_leaf(nn, "split log's new leaf");
       if (!s.ok()) return s;
       uint64_t live = leaf(nn)->bitmap.load(kRlx);
@@ -658,7 +658,7 @@ Status FpTree::recover() {
       Leaf* l = leaf(off);
       if (l->lock.load(kRlx) != 0) pm::store<uint8_t>(&l->lock, 0);
       chain.push_back(off);
-      off = l->next.load(kRlx);
+      off = l->sibling.load(kRlx);
     }
   }
 
@@ -671,15 +671,15 @@ Status FpTree::recover() {
   });
   if (!s.ok()) return s;
 
-  // 4b) unlink every empty leaf but the head; once prev.next is durable the
+  // 4b) unlink every empty leaf but the head; once prev.sibling is durable the
   // leaf is unreachable: freed here, or by the next recovery's pass if a
   // crash comes first.
   std::vector<uint64_t> kept;
   for (uint64_t off : chain) {
     if (!kept.empty() && leaf(off)->bitmap.load(kRlx) == 0) {
       Leaf* prev = leaf(kept.back());
-      pm::store(&prev->next, leaf(off)->next.load(kRlx));
-      pm::persist(&prev->next, sizeof(uint64_t), {"fptree.recover.unlink"});
+      pm::store(&prev->sibling, leaf(off)->sibling.load(kRlx));
+      pm::persist(&prev->sibling, sizeof(uint64_t), {"fptree.recover.unlink"});
       pool_->allocator().free(off);
     } else {
       kept.push_back(off);
@@ -719,26 +719,15 @@ Status FpTree::verify(VerifyReport* report) const {
       return Status::Corruption("fptree: split log " + std::to_string(li) + " is active");
     }
   }
-  s = inner_->verify();
+  std::vector<inner::LeafRef> refs;
+  s = inner_->verify_routes(
+      kLayout, chain, [&](uint64_t off) { return lows_->word(off).load(kRlx); }, &refs);
   if (!s.ok()) return s;
-  const std::vector<inner::LeafRef> refs = inner_->leaves();
-  if (refs.size() != chain.size()) {
-    return Status::Corruption("fptree: the inner nodes route " + std::to_string(refs.size()) +
-                              " leaves, the chain holds " + std::to_string(chain.size()));
-  }
   VerifyReport r;
   bool any = false;
   uint64_t prev_max = 0;
   for (size_t i = 0; i < chain.size(); ++i) {
     const uint64_t off = chain[i];
-    if (refs[i].second != off) {
-      return Status::Corruption("fptree: the inner nodes route leaf " + hex(refs[i].second) +
-                                " where the chain holds " + hex(off));
-    }
-    if (lows_->word(off).load(kRlx) != refs[i].first) {
-      return Status::Corruption("fptree: low key of leaf " + hex(off) +
-                                " differs from its separator");
-    }
     const Leaf* l = leaf(off);
     if (l->lock.load(kRlx) != 0) return Status::Corruption("fptree: leaf " + hex(off) + " locked");
     const uint64_t lo = refs[i].first;
@@ -792,11 +781,11 @@ std::vector<std::pair<std::string, std::string>> FpTree::ablation_notes() const 
        "committed by the root object's fence, one flush per pool creation"},
       {"fptree.split.log_reset",
        "redundant for consistency: an active log left after a completed split is a no-op in "
-       "recovery (if L.next is still N, L holds no key >= N's smallest key, since L covers "
+       "recovery (if L.sibling is still N, L holds no key >= N's smallest key, since L covers "
        "[lo, sep) and N [sep, hi) for good, so the trim clears nothing; if L was split again, "
-       "L.next != N and N stays reachable through the chain, so nothing is freed); a torn "
+       "L.sibling != N and N stays reachable through the chain, so nothing is freed); a torn "
        "rewrite of the stale log by the next split in its slot (L2, N2) reads {L, N2}, which "
-       "is that split's own log if L2 == L and otherwise an undo (L.next != N2, N2 not yet "
+       "is that split's own log if L2 == L and otherwise an undo (L.sibling != N2, N2 not yet "
        "reachable); kept so that no log is active at rest (the paper's protocol; verify() "
        "requires it), one persist per split"},
   };

@@ -132,7 +132,7 @@ static_assert(sizeof(Entry) == kEntryBytes);
 ///   ------ ----  -----------------------------------------------------------
 ///        0    8  bitmap: bit i set = slot i holds a live entry (the commit
 ///                word of every insert and delete: one aligned 8 B store)
-///        8    8  next: offset of the next leaf in key order (0 = last)
+///        8    8  sibling: offset of the next leaf in key order (0 = last)
 ///       16    1  lock byte: the paper's writer lock; always written 0
 ///                (writers lock a DRAM version, see Concurrency); recovery
 ///                clears a 1 left by an earlier version's crash
@@ -146,20 +146,20 @@ static_assert(sizeof(Entry) == kEntryBytes);
 ///      768        44    64           0              0 B
 ///     1024        47    64           0            208 B
 ///   C is the largest slot count whose fingerprints fit in line 0 next to the
-///   bitmap, next pointer and lock byte (so an insert commits with one persist
+///   bitmap, sibling pointer and lock byte (so an insert commits with one persist
 ///   of line 0, and a split with one more); at 1024 B that limit (47), not the
 ///   block, bounds the slots.
 /// This struct is line 0, the header (the first 17 + C bytes); entries
 /// follow at Layout::entries_offset.
 struct Leaf {
   std::atomic<uint64_t> bitmap;
-  std::atomic<uint64_t> next;
+  std::atomic<uint64_t> sibling;
   std::atomic<uint8_t> lock;
   std::atomic<uint8_t> fp[kMaxSlots];
 };
 static_assert(sizeof(Leaf) == 64);
 static_assert(offsetof(Leaf, bitmap) == 0);
-static_assert(offsetof(Leaf, next) == 8);
+static_assert(offsetof(Leaf, sibling) == 8);
 static_assert(offsetof(Leaf, lock) == 16);
 static_assert(offsetof(Leaf, fp) == kFpOffset);
 static_assert(offsetof(SplitLog, cur) == 0 && offsetof(SplitLog, new_leaf) == 8);

@@ -100,13 +100,14 @@ std::vector<uint64_t> LbTree::anchors() const {
 std::vector<uint64_t> LbTree::spread_anchors() const {
   // Two passes over the chain (count, then pick), O(1) DRAM.
   uint64_t n = 0;
-  for (uint64_t off = root_->head; off != 0; off = leaf(off).next(leaf(off).alt()).load(kAcq)) ++n;
+  for (uint64_t off = root_->head; off != 0; off = leaf(off).sibling(leaf(off).alt()).load(kAcq))
+    ++n;
   const uint64_t k = std::min<uint64_t>(n, kAnchorSlots);
   std::vector<uint64_t> out;
   out.reserve(k);
   uint64_t pos = 0;
   for (uint64_t off = root_->head; off != 0 && out.size() < k;
-       off = leaf(off).next(leaf(off).alt()).load(kAcq), ++pos) {
+       off = leaf(off).sibling(leaf(off).alt()).load(kAcq), ++pos) {
     if (pos == out.size() * n / k) out.push_back(off);
   }
   return out;
@@ -212,7 +213,7 @@ size_t LbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
         if (k >= cursor) buf.emplace_back(k, l.ent(j, i).value.load(kAcq));
       }
     }
-    const uint64_t next = l.next(alt).load(kAcq);
+    const uint64_t next = l.sibling(alt).load(kAcq);
     if (!vlock::validate(ver, v)) continue;
     std::sort(buf.begin(), buf.end());
     for (const auto& kv : buf) {
@@ -312,11 +313,11 @@ Status LbTree::insert(uint64_t key, Value value) {
 // Crash argument. (1) The new leaf N is allocated before anything changes
 // (OutOfSpace: nothing changed). N receives the upper half of L's entries
 // (7 per 256 B block, in the block's last slots: its header line stays
-// free), live headers with their bits and fingerprints, alt = 0, next[0] =
+// free), live headers with their bits and fingerprints, alt = 0, sibling[0] =
 // L's live sibling; the lines of N that were written are
 // flushed while nothing points to it (a crash leaves an unreachable block
 // that recovery reclaims); step (2)'s fence makes them durable.
-// (2) L's unused sibling pointer next[!alt] := N, and for each block j >= 1
+// (2) L's unused sibling pointer sibling[!alt] := N, and for each block j >= 1
 // the spare header := the live one without the moved bits; these are
 // persisted while alt still selects the old pointer and headers, so they are
 // invisible. (3) One NAW of L's word 0 flips alt and clears the moved bits
@@ -378,7 +379,7 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
     }
     pm::store(&n.b[j].hdr[0], h.w0);
     pm::store(&n.b[j].hdr[1], h.w1);
-    pm::store(&n.b[j].tail[0], j == 0 ? l.next(alt).load(kRlx) : uint64_t{0});
+    pm::store(&n.b[j].tail[0], j == 0 ? l.sibling(alt).load(kRlx) : uint64_t{0});
     pm::store(&n.b[j].tail[1], uint64_t{0});
   }
   for (uint32_t j = 0; j < blocks_; ++j) {
@@ -391,8 +392,8 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
   lows_->word(noff).store(sep, std::memory_order_release);
 
   // (2) L's spare sibling pointer and spare headers.
-  pm::store(&l.next(!alt), noff);
-  pm::flush(&l.next(!alt), sizeof(uint64_t), {"lbtree.split.spare"});
+  pm::store(&l.sibling(!alt), noff);
+  pm::flush(&l.sibling(!alt), sizeof(uint64_t), {"lbtree.split.spare"});
   for (uint32_t j = 1; j < blocks_; ++j) {
     Header h = load_header(l.live_hdr(j, alt));
     h.w0 &= ~moved_bits[j];
@@ -433,7 +434,7 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
 //
 // Crash argument. Every new leaf (the second one on) is allocated first
 // (OutOfSpace: nothing changed, blocks freed), filled, linked to the next
-// (next[0]) and persisted while unreachable. The first leaf's entries go into
+// (sibling[0]) and persisted while unreachable. The first leaf's entries go into
 // the head leaf, which is empty: its slots are free, so writing them, the
 // fingerprints of word 1, the spare headers of blocks >= 1 and the spare
 // sibling pointer (-> the second leaf) changes nothing visible; the head is
@@ -455,12 +456,12 @@ Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
   if (leaf_count(head) != 0)
     return Status::InvalidArgument("lbtree bulk_load: the tree is not empty");
   std::vector<uint64_t> old;
-  for (uint64_t off = head.next(halt).load(kRlx); off != 0;) {
+  for (uint64_t off = head.sibling(halt).load(kRlx); off != 0;) {
     const Leaf l = leaf(off);
     if (leaf_count(l) != 0)
       return Status::InvalidArgument("lbtree bulk_load: the tree is not empty");
     old.push_back(off);
-    off = l.next(l.alt()).load(kRlx);
+    off = l.sibling(l.alt()).load(kRlx);
   }
   if (sorted.empty()) return Status::Ok();
   const uint32_t cap = head.capacity();
@@ -503,7 +504,7 @@ Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
         pm::store(&hp[0], h.w0);
       }
     }
-    pm::store(&l.next(alt), idx + 1 < nleaves ? offs[idx + 1] : uint64_t{0});
+    pm::store(&l.sibling(alt), idx + 1 < nleaves ? offs[idx + 1] : uint64_t{0});
     return h0;
   };
   for (size_t idx = nleaves; idx-- > 1;) {
@@ -511,7 +512,7 @@ Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
     const Header h0 = fill_leaf(idx, false);
     pm::store(&l.b[0].hdr[1], h0.w1);
     pm::store(&l.b[0].hdr[0], h0.w0);
-    pm::store(&l.next(true), uint64_t{0});
+    pm::store(&l.sibling(true), uint64_t{0});
     for (uint32_t j = 1; j < blocks_; ++j) {
       pm::store(&l.b[j].tail[0], uint64_t{0});
       pm::store(&l.b[j].tail[1], uint64_t{0});
@@ -687,7 +688,7 @@ Status LbTree::walk_segment(const std::vector<uint64_t>& anchor, size_t i, pm::A
     if (!st.ok()) break;
     if (off == head || !li.empty) lows_->word(off).store(off == head ? 0 : li.min, kRlx);
     out->push_back(li);
-    off = l.next(alt).load(kRlx);
+    off = l.sibling(alt).load(kRlx);
   }
   if (dirty) pm::fence({"lbtree.recover.unlock"});
   return st;
@@ -830,7 +831,7 @@ Status LbTree::verify(VerifyReport* report) const {
     r.keys += ks.size();
     chain.push_back(off);
     keys.push_back(std::move(ks));
-    off = l.next(alt).load(kAcq);
+    off = l.sibling(alt).load(kAcq);
   }
   r.leaves = chain.size();
   if (r.leaves != leaves_.load()) {

@@ -25,8 +25,8 @@
 //    4-7   64..127    1  slots 3..6
 //   8-11  128..191    2  slots 7..10
 //  12-14  192..239    3  slots 11..13
-//     15  240..247    3  sibling pointer next[0] (pool offset, 0 = last leaf)
-//     15  248..255    3  sibling pointer next[1]; next[alt] is live
+//     15  240..247    3  sibling pointer sibling[0] (pool offset, 0 = last leaf)
+//     15  248..255    3  sibling pointer sibling[1]; sibling[alt] is live
 //
 // Blocks 1..m-1 (multi-256 B leaves, distributed headers, paper §3.4): the same
 // 14 slots in units 1..14, and two headers, unit 0 and unit 15 (same format as
@@ -92,7 +92,7 @@ static_assert(sizeof(Entry) == 16);
 struct alignas(kBlockBytes) Block {
   std::atomic<uint64_t> hdr[2];   ///< unit 0: word 0, word 1 of the header
   Entry ent[kSlots];              ///< units 1..14
-  std::atomic<uint64_t> tail[2];  ///< unit 15: block 0: next[0], next[1];
+  std::atomic<uint64_t> tail[2];  ///< unit 15: block 0: sibling[0], sibling[1];
                                   ///< blocks >= 1: the alternate header
 };
 static_assert(offsetof(Block, hdr) == 0);     // unit 0
@@ -160,7 +160,7 @@ struct Leaf {
   /// Line (0 or 3) of block j that holds its live header under `alt`.
   uint32_t header_line(uint32_t j, bool alt) const { return j == 0 || !alt ? 0 : 3; }
   /// The live sibling pointer under `alt`.
-  std::atomic<uint64_t>& next(bool alt) const { return b[0].tail[alt ? 1 : 0]; }
+  std::atomic<uint64_t>& sibling(bool alt) const { return b[0].tail[alt ? 1 : 0]; }
   /// Slot i of block j.
   Entry& ent(uint32_t j, uint32_t i) const { return b[j].ent[i]; }
   /// Address of line l of block j.

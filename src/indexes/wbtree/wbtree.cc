@@ -148,7 +148,7 @@ inline int WbTree::last_le(Node* n, uint64_t key) const {
 }
 
 inline uint64_t WbTree::child_at(Node* n, int pos) const {
-  return pos < 0 ? n->link.load(kAcq)
+  return pos < 0 ? n->leftmost_or_sibling.load(kAcq)
                  : entries(n)[sa_slot(n, static_cast<uint32_t>(pos))].value.load(kAcq);
 }
 
@@ -176,7 +176,7 @@ inline bool WbTree::locate(uint64_t key, Loc* out) const {
     uint64_t child = 0;
     uint64_t clow = low;
     if (p < 0) {
-      child = n->link.load(kAcq);
+      child = n->leftmost_or_sibling.load(kAcq);
     } else {
       const Entry& e = entries(n)[sa_slot(n, static_cast<uint32_t>(p))];
       child = e.value.load(kAcq);
@@ -282,7 +282,8 @@ std::vector<WbTree::Sorted> WbTree::sorted_entries(Node* n) const {
 // 0..k-1 (already sorted), slot array 0..k-1, bitmap with bit 0 set; flushes
 // it (the caller fences). The block is unreachable until a later NAW or a
 // committed log publishes it, so the order of these stores is free.
-void WbTree::init_node(uint64_t off, uint32_t level, uint64_t link, std::span<const Sorted> items) {
+void WbTree::init_node(uint64_t off, uint32_t level, uint64_t leftmost_or_sibling,
+                       std::span<const Sorted> items) {
   Node* n = node(off);
   const uint32_t k = static_cast<uint32_t>(items.size());
   uint64_t bm = kValidBit;
@@ -297,7 +298,7 @@ void WbTree::init_node(uint64_t off, uint32_t level, uint64_t link, std::span<co
   }
   pm::store(&n->bitmap, bm);
   pm::store(&n->level_magic, static_cast<uint64_t>(kNodeMagic) << 32 | level);
-  pm::store(&n->link, link);
+  pm::store(&n->leftmost_or_sibling, leftmost_or_sibling);
   store_slot_array(n, sa, 1 + cap_);
   pm::flush(n, eoff_ + k * kEntryBytes, {"wbtree.new_node"});
 }
@@ -435,7 +436,7 @@ size_t WbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
       const Entry& e = entries(n)[sa_slot(n, j)];
       buf[got++] = {e.key.load(kAcq), e.value.load(kAcq)};
     }
-    const uint64_t next = n->link.load(kAcq);
+    const uint64_t next = n->leftmost_or_sibling.load(kAcq);
     if (!vlock::validate(w, v)) continue;
     out->insert(out->end(), buf, buf + got);
     if (out->size() == count || next == 0) return out->size();
@@ -629,7 +630,7 @@ Status WbTree::remove(uint64_t key) {
 // Crash argument. a) Every new node is allocated before anything changes
 // (OutOfSpace leaves the tree untouched) and written and flushed while
 // unreachable. b) Every word of an existing node that changes (S's bitmap,
-// with bit 0 clear; a leaf's next link; the parent's new entry and bitmap;
+// with bit 0 clear; a leaf's sibling; the parent's new entry and bitmap;
 // the root word) is logged as {offset, old, new} in the log block; the new
 // nodes and the records are made durable by one fence. A crash before the
 // commit NAW: the log state is 0 (its records are ignored), nothing in place
@@ -653,7 +654,7 @@ Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value valu
   }
   const bool grow = !inner_dram_ && top == 0;
   const size_t fresh_count = (h - top) + (grow ? 1 : 0);
-  // Records: per split node its bitmap plus a leaf's link or a received
+  // Records: per split node its bitmap plus a leaf's sibling or a received
   // entry (2 words); the parent 3, the root word 1.
   if (3 * (h - top) + 4 > kLogRecords) {
     return Status::Corruption("wbtree: tree of " + std::to_string(h) +
@@ -674,7 +675,7 @@ Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value valu
   // Lock every node that changes (top-down; only SMOs, serialised on
   // smo_mu_, lock inner nodes, so nothing waits here but for readers'
   // spins) and the new nodes (a scan may reach the new leaf through the
-  // split leaf's next link as soon as the leaf is unlocked).
+  // split leaf's sibling as soon as the leaf is unlocked).
   std::vector<std::atomic<uint64_t>*> held;
   if (grow) {
     held.push_back(&root_lock_);
@@ -715,11 +716,11 @@ Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value valu
         right.insert(at, Sorted{up_key, up_child, 0});
       }
     }
-    init_node(noff, s->level(), leaf ? s->link.load(kRlx) : items[m].value, right);
+    init_node(noff, s->level(), leaf ? s->leftmost_or_sibling.load(kRlx) : items[m].value, right);
     t.set(&s->bitmap, keep);
     t.nodes.push_back(soff);
     if (leaf) {
-      t.set(&s->link, noff);
+      t.set(&s->leftmost_or_sibling, noff);
     }
     pm::count_smo();
     if (leaf) {
@@ -888,7 +889,7 @@ Status WbTree::walk(std::vector<uint64_t>* nodes, std::vector<uint64_t>* leaves)
   std::unordered_set<uint64_t> seen;
   const uint64_t root = root_word();
   if (inner_dram_) {
-    for (uint64_t off = root; off != 0; off = node(off)->link) {
+    for (uint64_t off = root; off != 0; off = node(off)->leftmost_or_sibling) {
       Status s = check_node(off, off == root ? "first leaf" : "next leaf");
       if (!s.ok()) return s;
       if (node(off)->level() != 0)
@@ -914,7 +915,7 @@ Status WbTree::walk(std::vector<uint64_t>* nodes, std::vector<uint64_t>* leaves)
       leaves->push_back(off);
       continue;
     }
-    std::vector<uint64_t> children{n->link.load(kAcq)};
+    std::vector<uint64_t> children{n->leftmost_or_sibling.load(kAcq)};
     const uint64_t bm = n->bitmap.load(kRlx);
     for (uint32_t sl = 0; sl < cap_; ++sl) {
       if (bm & slot_bit(sl)) children.push_back(entries(n)[sl].value);
@@ -1070,7 +1071,7 @@ Status WbTree::recover() {
 // unlink_empty_leaves). Touches no PM.
 Status WbTree::rebuild_inner(double fill) {
   std::vector<inner::LeafRef> refs;
-  for (uint64_t off = root_word(); off != 0; off = node(off)->link.load(kAcq)) {
+  for (uint64_t off = root_word(); off != 0; off = node(off)->leftmost_or_sibling.load(kAcq)) {
     Node* n = node(off);
     uint64_t low = 0;
     if (!refs.empty()) {
@@ -1092,14 +1093,14 @@ Status WbTree::rebuild_inner(double fill) {
 // inner=dram recovery: a leaf's lower bound is not stored (only the DRAM
 // inner nodes knew it), so the rebuild takes each leaf's smallest key as its
 // lower bound; an empty leaf has none and is unlinked from the chain (unless
-// it is the only leaf). Each unlink is one NAW of its predecessor's next link
+// it is the only leaf). Each unlink is one NAW of its predecessor's sibling
 // (or of the root word for the first leaf) that skips only empty leaves: every
 // crash state is a chain with the same content. The skipped leaves are
 // freed after the NAWs (the allocator pass has ended); a crash first leaves
 // them unreachable, for the next recovery's pass to reclaim.
 void WbTree::unlink_empty_leaves() {
   std::vector<uint64_t> chain, kept;
-  for (uint64_t off = root_word(); off != 0; off = node(off)->link.load(kAcq)) {
+  for (uint64_t off = root_word(); off != 0; off = node(off)->leftmost_or_sibling.load(kAcq)) {
     chain.push_back(off);
     if (sa_count(node(off)) != 0) kept.push_back(off);
   }
@@ -1110,7 +1111,8 @@ void WbTree::unlink_empty_leaves() {
   for (size_t i = 0; i < kept.size(); ++i) {
     const uint64_t next = i + 1 < kept.size() ? kept[i + 1] : 0;
     Node* n = node(kept[i]);
-    if (n->link.load(kRlx) != next) pm::naw(&n->link, next, {"wbtree.recover.unlink"});
+    if (n->leftmost_or_sibling.load(kRlx) != next)
+      pm::naw(&n->leftmost_or_sibling, next, {"wbtree.recover.unlink"});
   }
   size_t k = 0;
   for (uint64_t off : chain) {
@@ -1193,7 +1195,7 @@ Status WbTree::verify_subtree(uint64_t off, uint32_t level, uint64_t lo, bool ha
     return Status::Ok();
   }
   ++r->inner_nodes;
-  s = verify_subtree(n->link, level - 1, lo, items.empty() ? has_hi : true,
+  s = verify_subtree(n->leftmost_or_sibling, level - 1, lo, items.empty() ? has_hi : true,
                      items.empty() ? hi : items.front().key, leaves, r);
   for (size_t j = 0; s.ok() && j < items.size(); ++j) {
     const bool last = j + 1 == items.size();
@@ -1229,21 +1231,11 @@ Status WbTree::verify(VerifyReport* report) const {
     }
     // The DRAM inner nodes route exactly the chain, each leaf within its
     // bounds.
-    s = tree_->verify();
+    std::vector<inner::LeafRef> refs;
+    s = tree_->verify_routes(
+        kLayout, leaves, [&](uint64_t off) { return low_of(off); }, &refs);
     if (!s.ok()) return s;
-    const std::vector<inner::LeafRef> refs = tree_->leaves();
-    if (refs.size() != leaves.size()) {
-      return Status::Corruption("wbtree: DRAM inner nodes route " + std::to_string(refs.size()) +
-                                " leaves, the chain has " + std::to_string(leaves.size()));
-    }
     for (size_t i = 0; i < refs.size(); ++i) {
-      if (refs[i].second != leaves[i]) {
-        return Status::Corruption("wbtree: DRAM inner nodes route leaf " + hex(refs[i].second) +
-                                  " where the chain has " + hex(leaves[i]));
-      }
-      if (low_of(leaves[i]) != refs[i].first) {
-        return Status::Corruption("wbtree: leaf " + hex(leaves[i]) + " lower bound mismatch");
-      }
       for (const Sorted& e : sorted_entries(node(leaves[i]))) {
         if (e.key < refs[i].first || (i + 1 < refs.size() && e.key >= refs[i + 1].first)) {
           return Status::Corruption("wbtree: key " + hex(e.key) + " outside the bounds of leaf " +
@@ -1261,9 +1253,10 @@ Status WbTree::verify(VerifyReport* report) const {
   if (!s.ok()) return s;
   for (size_t i = 0; i < order.size(); ++i) {
     const uint64_t want = i + 1 < order.size() ? order[i + 1] : 0;
-    if (node(order[i])->link != want) {
-      return Status::Corruption("wbtree: leaf " + hex(order[i]) + " next link " +
-                                hex(node(order[i])->link) + ", expected " + hex(want));
+    if (node(order[i])->leftmost_or_sibling != want) {
+      return Status::Corruption("wbtree: leaf " + hex(order[i]) + " sibling " +
+                                hex(node(order[i])->leftmost_or_sibling) + ", expected " +
+                                hex(want));
     }
   }
   r.height = node(root)->level() + 1;

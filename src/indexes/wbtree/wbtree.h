@@ -31,7 +31,7 @@
 //    inner=dram: InnerTree::find, the leaf's version, search, validate the
 //    leaf and the route (inner_tree.h). A reader never dereferences a child
 //    before its parent validated, and every node word a writer may store
-//    concurrently (bitmap, level, link, slot array, entries) is a
+//    concurrently (bitmap, level, leftmost_or_sibling, slot array, entries) is a
 //    std::atomic<uint64_t> read with acquire loads; the slot array's bytes
 //    are read and written as whole 8-byte words.
 //  - Leaf writers (insert without a split, update, remove) lock only the
@@ -204,7 +204,8 @@ static_assert(sizeof(Entry) == kEntryBytes);
 ///        0    8  bitmap (std::atomic): bit 0 = slot array valid, bit i+1 =
 ///                entry slot i in use; written only by NAW (or the split log)
 ///        8    8  level (low 32 bits, 0 = leaf) | kNodeMagic << 32; once
-///       16    8  leaf: next leaf (0 = last); inner node: leftmost child
+///       16    8  leftmost_or_sibling: leaf: its sibling, the next leaf (0 =
+///                last); inner node: its leftmost child
 ///       24  1+c  slot array: byte 24 = count n, bytes 25..24+n = entry slot
 ///                indices in ascending key order; meaningful only while the
 ///                bitmap's bit 0 is set; read and written only as the 8-byte
@@ -220,7 +221,9 @@ static_assert(sizeof(Entry) == kEntryBytes);
 struct Node {
   std::atomic<uint64_t> bitmap;
   std::atomic<uint64_t> level_magic;  ///< level (low 32 bits) | kNodeMagic << 32
-  std::atomic<uint64_t> link;         ///< leaf: next leaf; inner node: leftmost child
+  /// Leaf: its sibling (the next leaf, 0 = last); inner node: its leftmost
+  /// child (one word, as in the paper's node layout).
+  std::atomic<uint64_t> leftmost_or_sibling;
   /// Level (0 = leaf).
   uint32_t level() const {
     return static_cast<uint32_t>(level_magic.load(std::memory_order_acquire));
@@ -232,7 +235,7 @@ struct Node {
 };
 static_assert(offsetof(Node, bitmap) == 0);
 static_assert(offsetof(Node, level_magic) == 8);
-static_assert(offsetof(Node, link) == 16);
+static_assert(offsetof(Node, leftmost_or_sibling) == 16);
 static_assert(sizeof(Node) == kSlotArrayOffset);
 static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
 static_assert(offsetof(LogRecord, off) == 0 && offsetof(LogRecord, old_value) == 8 &&
@@ -346,7 +349,8 @@ class WbTree final : public PersistentIndex {
   void smo_path(uint64_t key, std::vector<uint64_t>* path) const;
   void leaf_insert(Node* x, int p, uint64_t key, Value value);
   std::vector<Sorted> sorted_entries(Node* n) const;
-  void init_node(uint64_t off, uint32_t level, uint64_t link, std::span<const Sorted> items);
+  void init_node(uint64_t off, uint32_t level, uint64_t leftmost_or_sibling,
+                 std::span<const Sorted> items);
   void write_slot_array(Node* n, uint64_t bitmap, const char* site);
   void apply_records(const LogRecord* recs, size_t n, const char* site);
   Status split(const std::vector<uint64_t>& path, uint64_t key, Value value);
