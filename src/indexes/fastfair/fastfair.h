@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "indexes/common/entry.h"
 #include "indexes/common/persistent.h"
 #include "indexes/common/version_lock.h"
 #include "nvindex/index.h"
@@ -90,12 +91,8 @@ static_assert(offsetof(RootObject, root_node) == 16);
 static_assert(offsetof(RootObject, reserved) == 24);
 static_assert(sizeof(RootObject) == 64);
 
-/// One entry slot (16 B; never straddles a line). Words are atomics because
-/// optimistic readers load them while a writer may store them.
-struct Entry {
-  std::atomic<uint64_t> key;
-  std::atomic<uint64_t> value;
-};
+/// One entry slot: the shared 16 B slot (common/entry.h).
+using nvindex::Entry;
 static_assert(sizeof(Entry) == kEntryBytes);
 
 /// A node: one allocator block of node_size bytes; line 0 is this header.

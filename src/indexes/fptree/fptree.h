@@ -40,6 +40,7 @@
 #include <utility>
 #include <vector>
 
+#include "indexes/common/entry.h"
 #include "indexes/common/inner_tree.h"
 #include "indexes/common/persistent.h"
 #include "indexes/common/version_lock.h"
@@ -118,12 +119,8 @@ static_assert(offsetof(RootObject, reserved) == 32);
 static_assert(offsetof(RootObject, logs) == 64);
 static_assert(sizeof(RootObject) == kRootBytes);
 
-/// One entry slot (16 B, never straddles a line). Atomics because optimistic
-/// readers load them while a writer may store them.
-struct Entry {
-  std::atomic<uint64_t> key;
-  std::atomic<uint64_t> value;
-};
+/// One entry slot: the shared 16 B slot (common/entry.h).
+using nvindex::Entry;
 static_assert(sizeof(Entry) == kEntryBytes);
 
 /// A leaf (one allocator block of node_size bytes; 768 B leaves take a

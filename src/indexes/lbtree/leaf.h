@@ -55,6 +55,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "indexes/common/entry.h"
 #include "indexes/common/fingerprint.h"
 #include "nvindex/pm/persist.h"
 
@@ -80,13 +81,8 @@ inline constexpr uint64_t line_mask(uint32_t l) {
   return l == 0 ? 0x7 : l == 1 ? 0x78 : l == 2 ? 0x780 : 0x3800;
 }
 
-/// One slot: 16 B, never straddles a line.
-struct Entry {
-  std::atomic<uint64_t> key;
-  std::atomic<uint64_t> value;
-};
-static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
-static_assert(sizeof(Entry) == 16);
+/// One entry slot: the shared 16 B slot (common/entry.h).
+using nvindex::Entry;
 
 /// One 256 B block (see the table above).
 struct alignas(kBlockBytes) Block {

@@ -71,6 +71,7 @@
 #include <utility>
 #include <vector>
 
+#include "indexes/common/entry.h"
 #include "indexes/common/inner_tree.h"
 #include "indexes/common/persistent.h"
 #include "indexes/common/prefetch.h"
@@ -190,12 +191,8 @@ static_assert(sizeof(Log) <= kLogBytes);
 /// Records the log holds.
 inline constexpr uint32_t kLogRecords = (kLogBytes - 64) / sizeof(LogRecord);
 
-/// One entry slot (16 B, 16 B aligned: never straddles a line). Atomic words:
-/// optimistic readers load them while a writer may store them.
-struct Entry {
-  std::atomic<uint64_t> key;
-  std::atomic<uint64_t> value;
-};
+/// One entry slot: the shared 16 B slot (common/entry.h).
+using nvindex::Entry;
 static_assert(sizeof(Entry) == kEntryBytes);
 
 /// A node (one allocator block of node_size bytes):
