@@ -157,8 +157,9 @@ TEST(Pool, CleanPoolOpenedWithoutRecoveryStaysClean) {
 }
 
 // The close record (pool.h): written at a clean close of a session whose
-// allocator worked, read at open, kept until recovery consumes it, put back
-// by restore_close_record, left alone by a session that never recovered.
+// allocator worked, read at open, kept until a recovery consumes it (on
+// media and in DRAM), left alone by a session that never recovered or whose
+// recovery failed.
 TEST(Pool, CloseRecordRoundTrip) {
   TempPool tp;
   PoolHeaderInfo info;
@@ -184,20 +185,10 @@ TEST(Pool, CloseRecordRoundTrip) {
   ASSERT_TRUE(Pool::read_header(tp.path(), &info).ok());
   EXPECT_EQ(info.close_bytes, 3u * 256);
   {
+    // A failed recovery: the pass never ends, the record is not consumed;
+    // the pool stays unclean and keeps its record.
     std::unique_ptr<Pool> pool;
     ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());
-    pool->consume_close_record();
-    PoolHeaderInfo during;
-    ASSERT_TRUE(Pool::read_header(tp.path(), &during).ok());
-    EXPECT_EQ(during.close_bytes, 0u);
-    EXPECT_FALSE(during.close_keys.has_value());
-    EXPECT_EQ(pool->close_record().bytes, 3u * 256) << "the values read at open stay";
-    pool->restore_close_record();
-    ASSERT_TRUE(Pool::read_header(tp.path(), &during).ok());
-    EXPECT_EQ(during.close_bytes, 3u * 256);
-    EXPECT_EQ(during.close_keys, std::optional<uint64_t>(7));
-    // A failed recovery: the pass never ends, the pool stays unclean and
-    // keeps its record.
     pool->allocator().begin_recovery();
   }
   ASSERT_TRUE(Pool::read_header(tp.path(), &info).ok());
@@ -211,12 +202,37 @@ TEST(Pool, CloseRecordRoundTrip) {
     pool->allocator().begin_recovery();
     ASSERT_TRUE(pool->allocator().mark_reachable(pool->root()).ok());
     ASSERT_TRUE(pool->allocator().mark_reachable(pool->root() - 256).ok());
-    pool->consume_close_record();
+    pool->consume_close_record(512);
+    PoolHeaderInfo during;
+    ASSERT_TRUE(Pool::read_header(tp.path(), &during).ok());
+    EXPECT_EQ(during.close_bytes, 0u) << "consumed on media";
+    EXPECT_FALSE(during.close_keys.has_value());
+    EXPECT_EQ(pool->close_record().bytes, 0u) << "and in DRAM";
+    EXPECT_EQ(pool->close_record_at_open().bytes, 3u * 256);
+    EXPECT_EQ(pool->reached_bytes(), 512u);
     pool->allocator().end_recovery();
   }
   ASSERT_TRUE(Pool::read_header(tp.path(), &info).ok());
   EXPECT_TRUE(info.clean_shutdown);
   EXPECT_EQ(info.close_bytes, 2u * 256);
+  EXPECT_FALSE(info.close_keys.has_value());
+}
+
+// A pool without an index (root 0) gets no close record: there is nothing
+// it could describe.
+TEST(Pool, NoCloseRecordWithoutARoot) {
+  TempPool tp;
+  {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::create(tp.path(), 8ull << 20, "test", Mode::kEmulated, &pool).ok());
+    uint64_t off = 0;
+    ASSERT_TRUE(pool->allocator().allocate(256, &off).ok());
+    pool->set_close_keys(1);
+  }
+  PoolHeaderInfo info;
+  ASSERT_TRUE(Pool::read_header(tp.path(), &info).ok());
+  EXPECT_TRUE(info.clean_shutdown);
+  EXPECT_EQ(info.close_bytes, 0u);
   EXPECT_FALSE(info.close_keys.has_value());
 }
 

@@ -321,6 +321,7 @@ Status Pool::open(const std::string& path, std::string_view layout, Mode mode,
   pool->close_record_.bytes = pool->header()->close_bytes.load(std::memory_order_acquire);
   const uint64_t keys = pool->header()->close_keys_plus_one.load(std::memory_order_acquire);
   if (pool->close_record_.bytes != 0 && keys != 0) pool->close_record_.keys = keys - 1;
+  pool->close_record_at_open_ = pool->close_record_;
   naw(&pool->header()->clean_shutdown, 0, {"pool.open.clean_flag"});
   *out = std::move(pool);
   return Status::Ok();
@@ -395,7 +396,7 @@ Pool::~Pool() {
   // never recovered keeps the record it had). It shares the header's line 1
   // with the clean flag and is persisted before the flag's NAW; a crash
   // between them leaves a record of the state on media, with the flag 0.
-  const bool record = whole && allocator_->ready();
+  const bool record = whole && allocator_->ready() && root() != 0;
   const uint64_t bytes = record ? allocator_->bytes_in_use() : 0;
   allocator_.reset();
   if (anonymous_) {
@@ -412,18 +413,13 @@ Pool::~Pool() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void Pool::consume_close_record() {
+void Pool::consume_close_record(uint64_t reached_bytes) {
+  reached_bytes_ = reached_bytes;
   if (close_record_.bytes == 0 || anonymous_) return;
   store(&header()->close_bytes, uint64_t{0});
   store(&header()->close_keys_plus_one, uint64_t{0});
   persist(&header()->close_bytes, 2 * sizeof(uint64_t), {"pool.recover.close_record"});
-}
-
-void Pool::restore_close_record() {
-  if (close_record_.bytes == 0 || anonymous_) return;
-  store(&header()->close_bytes, close_record_.bytes);
-  store(&header()->close_keys_plus_one, close_record_.keys ? *close_record_.keys + 1 : 0);
-  persist(&header()->close_bytes, 2 * sizeof(uint64_t), {"pool.recover.close_record"});
+  close_record_ = CloseRecord{};
 }
 
 std::string_view Pool::layout() const {

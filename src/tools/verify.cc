@@ -9,7 +9,7 @@
 // "rebuild_seconds", "structure_ok", "error", "keys", "leaves",
 // "inner_nodes", "height", "pm_bytes", "dram_bytes", "reachable_bytes",
 // "allocated_bytes_at_close" and "keys_at_close": the pool's close record,
-// null when the last session did not close cleanly). A cleanly closed pool
+// null when there is none: no clean close since the last recovery). A cleanly closed pool
 // whose structure reaches fewer or other blocks, or holds another number of
 // keys, than its close record fails recovery with Corruption (exit 1).
 // Exit codes: 0 the structure is sound, 1 corruption (of the pool or the
@@ -88,10 +88,10 @@ int run_verify(const VerifyArgs& a) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const IndexInfo info = index->info();
-  // Right after recovery the allocator holds exactly the blocks the
-  // structure reaches; the close record (pool.h) says what was allocated at
-  // the last clean close, which recovery has checked against it.
-  const pm::Pool::CloseRecord& record = pool->close_record();
+  // The close record (pool.h) read at open: what was allocated at the last
+  // clean close, which recovery's reachability pass has checked against
+  // what the structure reaches (reached_bytes, before recovery's repairs).
+  const pm::Pool::CloseRecord record = pool->close_record_at_open();
   VerifyReport report;
   Status st = index->verify(&report);
   if (a.format == "json") {
@@ -110,7 +110,7 @@ int run_verify(const VerifyArgs& a) {
                      {"height", report.height},
                      {"pm_bytes", info.pm_bytes},
                      {"dram_bytes", info.dram_bytes},
-                     {"reachable_bytes", info.pm_bytes}};
+                     {"reachable_bytes", pool->reached_bytes()}};
     j["allocated_bytes_at_close"] =
         record.bytes != 0 ? nlohmann::json(record.bytes) : nlohmann::json(nullptr);
     j["keys_at_close"] = record.keys ? nlohmann::json(*record.keys) : nlohmann::json(nullptr);
@@ -127,10 +127,10 @@ int run_verify(const VerifyArgs& a) {
     std::printf("allocated:       %llu bytes in blocks at the last clean close\n",
                 static_cast<unsigned long long>(record.bytes));
   } else {
-    std::printf("allocated:       not recorded (the last session did not close cleanly)\n");
+    std::printf("allocated:       not recorded (no clean close since the last recovery)\n");
   }
-  std::printf("reachable:       %llu bytes in blocks\n",
-              static_cast<unsigned long long>(info.pm_bytes));
+  std::printf("reachable:       %llu bytes in blocks (recovery's reachability pass)\n",
+              static_cast<unsigned long long>(pool->reached_bytes()));
   if (!st.ok()) {
     std::printf("structure:       CORRUPT: %s\n", st.ToString().c_str());
     return 1;

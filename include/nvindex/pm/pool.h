@@ -32,11 +32,11 @@
 // recovery compares what the structure reaches with them (a redirected
 // child or sibling offset loses blocks and keys; see
 // src/indexes/common/persistent.h). ~Pool writes both words (persisted)
-// before the clean-shutdown NAW. Recovery clears them (consume_close_record)
-// once its reachability pass agrees, before it changes the structure, so a
-// record never outlives the state it describes; a recovery that finds a
-// mismatch leaves (or puts back) the record, so every later open reports
-// the damage again.
+// before the clean-shutdown NAW, when the pool holds an index (root != 0).
+// Recovery clears them (consume_close_record) once its reachability pass
+// agrees, before it changes the structure, so a record never outlives the
+// state it describes; a recovery that finds a mismatch leaves the record, so
+// every later open reports the damage again.
 //
 // Create writes and persists every field and the allocator metadata first,
 // then writes and persists the magic: a crash during create leaves a file
@@ -212,18 +212,25 @@ class Pool {
     std::optional<uint64_t> keys;
   };
   const CloseRecord& close_record() const { return close_record_; }
-  /// Clears the persistent close record (both words, one persisted line)
-  /// when there is one; close_record() keeps the values read at open.
-  /// Called by recovery once its reachability pass agrees with the record,
-  /// before it changes the structure.
-  void consume_close_record();
-  /// Writes back the close record read at open (persisted): a recovery that
-  /// consumed it and then found damage leaves it for the next open.
-  void restore_close_record();
+  /// The close record as read at open (for reports; close_record() is empty
+  /// once recovery consumed it).
+  const CloseRecord& close_record_at_open() const { return close_record_at_open_; }
+  /// Clears the close record, on media (both words, one persisted line;
+  /// nothing is written when there is none) and in close_record(), and
+  /// remembers `reached_bytes` for reached_bytes(). Called by recovery once
+  /// its reachability pass agrees with the record, before it changes the
+  /// structure (and with 0 when an index is created on a pool without one).
+  void consume_close_record(uint64_t reached_bytes);
+  /// The bytes in blocks the last recovery's reachability pass reached (0
+  /// when none ran in this session): what `nvindex verify` reports as
+  /// reachable, before recovery's own repairs freed or allocated blocks.
+  uint64_t reached_bytes() const { return reached_bytes_; }
   /// The key count ~Pool records for this session's clean close (an index
-  /// calls it as it is destroyed). Without it the record says "keys not
-  /// recorded".
-  void set_close_keys(uint64_t keys) { close_keys_ = keys; }
+  /// calls it as it is destroyed); nullopt: "keys not recorded".
+  void set_close_keys(std::optional<uint64_t> keys) { close_keys_ = keys; }
+  /// True for a pool made by create_anonymous (nothing persists; no close
+  /// record is kept).
+  bool anonymous() const { return anonymous_; }
 
   /// The pool's block allocator (lives as long as the pool).
   Allocator& allocator() { return *allocator_; }
@@ -240,7 +247,9 @@ class Pool {
   bool was_clean_ = false;
   bool keep_unclean_ = false;
   CloseRecord close_record_;
+  CloseRecord close_record_at_open_;
   std::optional<uint64_t> close_keys_;
+  uint64_t reached_bytes_ = 0;
   bool anonymous_ = false;
   ::pmem2_map* map_ = nullptr;
   int fd_ = -1;

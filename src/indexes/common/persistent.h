@@ -1,9 +1,8 @@
 // The scaffolding every persistent index shares (DESIGN.md §4, §6): the pool
 // and the recovery facts info() reports, the root-object check that starts
 // every recover(), the allocator's reachability pass with the damage check
-// against the pool's close record, the key check that ends a recovery, the
-// key count recorded at a clean close, and the create-or-recover factory
-// that times recovery.
+// against the pool's close record, the key count recorded at a clean close,
+// and the create-or-recover factory that times recovery.
 //
 // A persistent index derives from PersistentIndex, calls these from its own
 // recover() and destructor, and its factory is one call of
@@ -14,6 +13,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -77,61 +78,64 @@ class PersistentIndex : public Index<uint64_t> {
   }
 
   /// The reachability pass of a recovery (allocator.h): begins the pass,
-  /// marks the root object, then calls mark(allocator), which marks every
-  /// block the structure reaches and returns the first error. Then the
-  /// damage check: on a pool with a close record (pool.h) the bytes of the
-  /// marked blocks must equal the bytes allocated at that clean close, else
-  /// a block is lost or a free one is reached: Corruption. Only when every
-  /// mark succeeded and the check passed does it consume the close record
-  /// and end the pass (every unmarked block goes back to the free lists).
-  /// On error the pass stays open: nothing is reclaimed, allocate() stays
-  /// Busy, and ~Pool leaves the pool "not clean", so a damaged pool is
-  /// reported, never repaired by freeing what a lost offset used to reach.
-  /// The caller must not have changed the structure before this returns
-  /// (so a crash before the record is consumed leaves the state it
-  /// describes). Errors: those of mark and mark_reachable (Corruption: a
-  /// block reached twice or not a block), Corruption (close record).
+  /// marks the root object, then calls mark(allocator, &keys), which marks
+  /// every block the structure reaches, counts the keys it holds (as found:
+  /// live entries of its leaves) and returns the first error. Then the damage
+  /// check: on a pool with a close record (pool.h) the bytes of the marked
+  /// blocks must equal the bytes allocated at that clean close, and the keys
+  /// the key count recorded then; a lost or redirected offset loses blocks
+  /// or keys, a flipped bit keys: Corruption. Only when every mark succeeded
+  /// and the record agrees does it consume the record and end the pass
+  /// (every unmarked block goes back to the free lists). On error the pass
+  /// stays open: nothing is reclaimed, allocate() stays Busy, the record
+  /// stays, and ~Pool leaves the pool "not clean", so a damaged pool is
+  /// reported at every open, never repaired by freeing what a lost offset
+  /// used to reach. The caller must not have changed the structure before
+  /// this returns (so a crash before the record is consumed leaves the
+  /// state it describes; after, recovery is a crash recovery). Errors:
+  /// those of mark and mark_reachable (Corruption: a block reached twice or
+  /// not a block), Corruption (close record).
   template <class Mark>
   Status reclaim_unreachable(std::string_view index, Mark&& mark) {
     pm::Allocator& alloc = pool_->allocator();
     alloc.begin_recovery();
+    uint64_t keys = 0;
     Status s = alloc.mark_reachable(pool_->root());
-    if (s.ok()) s = mark(alloc);
+    if (s.ok()) s = mark(alloc, &keys);
     if (!s.ok()) return s;
-    const uint64_t recorded = pool_->close_record().bytes;
+    const pm::Pool::CloseRecord& record = pool_->close_record();
     const uint64_t reached = alloc.bytes_in_use();
-    if (recorded != 0 && reached != recorded) {
+    if (record.bytes != 0 && reached != record.bytes) {
       return Status::Corruption(
-          std::string(index) + ": the pool was closed cleanly with " + std::to_string(recorded) +
-          " bytes in allocated blocks, but the structure reaches " + std::to_string(reached) +
-          " (a lost or redirected offset; nothing reclaimed)");
+          std::string(index) + ": the pool was closed cleanly with " +
+          std::to_string(record.bytes) + " bytes in allocated blocks, but the structure reaches " +
+          std::to_string(reached) + " (a lost or redirected offset; nothing reclaimed)");
     }
-    pool_->consume_close_record();
+    if (record.bytes != 0 && record.keys && keys != *record.keys) {
+      return Status::Corruption(std::string(index) + ": the pool was closed cleanly with " +
+                                std::to_string(*record.keys) + " keys, the structure holds " +
+                                std::to_string(keys) + " (damage; nothing reclaimed)");
+    }
+    pool_->consume_close_record(reached);
     alloc.end_recovery();
     return Status::Ok();
   }
 
-  /// The key check that ends a recovery: on a pool whose close record holds
-  /// a key count, `keys` (what the recovered structure holds) must equal it.
-  /// On a mismatch the record is written back (so the next open reports it
-  /// again) and the result is Corruption "<index>: the pool was closed
-  /// cleanly with N keys, the recovered structure holds M".
-  Status check_recovered_keys(std::string_view index, uint64_t keys) {
-    const auto& want = pool_->close_record().keys;
-    if (!want || *want == keys) return Status::Ok();
-    pool_->restore_close_record();
-    return Status::Corruption(std::string(index) + ": the pool was closed cleanly with " +
-                              std::to_string(*want) + " keys, the recovered structure holds " +
-                              std::to_string(keys));
-  }
-
   /// Records the key count for the pool's close record; called by the
-  /// index's destructor (no concurrent writers). Runs verify(): a structure
-  /// that fails it records no key count. Does nothing for an index that
-  /// never finished opening (create or recover failed).
-  void record_close_keys() {
-    VerifyReport r;
-    if (opened_ && verify(&r).ok()) pool_->set_close_keys(r.keys);
+  /// index's destructor (no concurrent writers). Runs verify() (so a close
+  /// costs one traversal of the structure): a structure that fails it, or a
+  /// verify() that cannot allocate, records no key count. Does nothing for an
+  /// index that never finished opening (create or recover failed) or on an
+  /// anonymous pool (it keeps no record).
+  void record_close_keys() noexcept {
+    if (!opened_ || pool_->anonymous()) return;
+    pool_->set_close_keys(std::nullopt);
+    try {
+      VerifyReport r;
+      if (verify(&r).ok()) pool_->set_close_keys(r.keys);
+    } catch (const std::bad_alloc&) {
+      // No key count: the record says "keys not recorded".
+    }
   }
 
   pm::Pool* const pool_;
@@ -158,6 +162,8 @@ Status open_persistent_index(const IndexOptions& options, std::string_view layou
   if (Status s = check_index_pool(options, layout); !s.ok()) return s;
   auto idx = std::make_unique<T>(options.pool);
   if (options.pool->root() == 0) {
+    // A pool without an index has nothing a close record could describe.
+    options.pool->consume_close_record(0);
     if (Status s = create(*idx); !s.ok()) return s;
   } else {
     const auto t0 = std::chrono::steady_clock::now();

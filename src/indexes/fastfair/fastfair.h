@@ -228,6 +228,9 @@ class FastFair final : public PersistentIndex {
   void retire(uint64_t off);
   Status walk_levels(std::vector<std::vector<uint64_t>>* levels) const;
   Status normalize(uint64_t off);
+  /// Keys node `off` holds as normalize() would leave it (entries below its
+  /// upper bound, each equal pair counted once), without writing anything.
+  uint64_t settled_keys(uint64_t off) const;
   Status repair_separators();
 
   RootObject* root_obj_ = nullptr;
