@@ -7,6 +7,8 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "util/quote.h"
+
 namespace nvindex::bench {
 
 std::string_view trace_verb_name(TraceVerb verb) {
@@ -74,15 +76,6 @@ std::string where(const std::string& path, uint64_t line) {
   return path + ":" + std::to_string(line) + ": ";
 }
 
-std::string quoted(std::string_view s) {
-  constexpr size_t kMax = 40;
-  std::string q = "'";
-  q.append(s.substr(0, kMax));
-  if (s.size() > kMax) q += "...";
-  q += "'";
-  return q;
-}
-
 /// Calls fn(line_number, line) for each line of `text` (1-based numbers).
 template <class Fn>
 Status for_each_line(std::string_view text, Fn fn) {
@@ -120,19 +113,20 @@ Status read_trace(const std::string& path, bool load_file, std::vector<TraceOp>*
     } else {
       return Status::Corruption(where(path, number) +
                                 "expected INSERT, READ, UPDATE or SCAN, got unknown verb " +
-                                quoted(f[0]));
+                                quote_input(f[0]));
     }
     if (load_file && op.verb != TraceVerb::kInsert) {
       return Status::Corruption(where(path, number) +
-                                "expected INSERT <key> in a load file, got verb " + quoted(f[0]));
+                                "expected INSERT <key> in a load file, got verb " +
+                                quote_input(f[0]));
     }
     if (n < 2) {
-      return Status::Corruption(where(path, number) + "expected a key after " + quoted(f[0]));
+      return Status::Corruption(where(path, number) + "expected a key after " + quote_input(f[0]));
     }
     if (!parse_u64(f[1], &op.key)) {
       const bool string_key = f[1].substr(0, 4) == "user";
       return Status::Corruption(where(path, number) + "expected a decimal uint64 key, got " +
-                                quoted(f[1]) +
+                                quote_input(f[1]) +
                                 (string_key ? " (string-key traces are not supported)" : ""));
     }
     const int want = op.verb == TraceVerb::kScan ? 3 : 2;
@@ -143,14 +137,15 @@ Status read_trace(const std::string& path, bool load_file, std::vector<TraceOp>*
       }
       if (!parse_u64(f[2], &count) || count == 0 || count > UINT32_MAX) {
         return Status::Corruption(where(path, number) +
-                                  "expected a scan count in [1, 4294967295], got " + quoted(f[2]));
+                                  "expected a scan count in [1, 4294967295], got " +
+                                  quote_input(f[2]));
       }
       op.count = static_cast<uint32_t>(count);
     }
     if (n > want) {
       return Status::Corruption(where(path, number) + "expected end of line after " +
                                 (want == 3 ? "SCAN <key> <count>" : "<verb> <key>") + ", got " +
-                                quoted(f[want]));
+                                quote_input(f[want]));
     }
     out->push_back(op);
     return Status::Ok();
@@ -176,7 +171,7 @@ Status read_keys_file(const std::string& path, std::vector<uint64_t>* out, uint6
       while (b < e && is_space(line[b])) ++b;
       while (e > b && is_space(line[e - 1])) --e;
       return Status::Corruption(where(path, number) + "expected a decimal uint64 key, got " +
-                                quoted(line.substr(b, e - b)));
+                                quote_input(line.substr(b, e - b)));
     }
     if (seen.insert(key).second) {
       out->push_back(key);

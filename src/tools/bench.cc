@@ -24,6 +24,7 @@
 #include "tools/cli_checks.h"
 #include "tools/commands.h"
 #include "tools/index_opts.h"
+#include "util/quote.h"
 
 namespace nvindex::tools {
 namespace {
@@ -115,8 +116,8 @@ Status parse_index_spec(const std::string& text, IndexSpec* out) {
     for (char c : v) ok = ok && c >= '0' && c <= '9';
     if (ok) n = std::stoull(v);
     if (!ok || n == 0 || n > UINT32_MAX) {
-      return Status::InvalidArgument("--index " + text + ": node_size must be a byte count, got '" +
-                                     v + "'");
+      return Status::InvalidArgument("--index " + text + ": node_size must be a byte count, got " +
+                                     quote_input(v));
     }
     out->node_size = static_cast<uint32_t>(n);
     out->extra.erase(it);

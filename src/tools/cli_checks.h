@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "util/quote.h"
+
 namespace nvindex::tools {
 
 /// A CLI11 check: the value is a number in [lo, hi], or in (lo, hi] when
@@ -39,7 +41,7 @@ inline CLI::Validator in_range(long double lo, long double hi, std::string range
         const size_t first = s.find_first_not_of(" \t");
         const bool signed_below = lo >= 0 && first != std::string::npos && s[first] == '-';
         if (!number || signed_below || v > hi || v < lo || (lo_open && v == lo)) {
-          return "must be " + range + ", got '" + s + "'";
+          return "must be " + range + ", got " + quote_input(s);
         }
         return std::string();
       },

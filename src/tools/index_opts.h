@@ -9,6 +9,7 @@
 
 #include "nvindex/index.h"
 #include "nvindex/status.h"
+#include "util/quote.h"
 
 namespace nvindex::tools {
 
@@ -20,7 +21,7 @@ inline Status parse_index_opts(const std::vector<std::string>& kvs,
   for (const std::string& kv : kvs) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
-      return Status::InvalidArgument("--index-opt expects name=value, got '" + kv + "'");
+      return Status::InvalidArgument("--index-opt expects name=value, got " + quote_input(kv));
     }
     (*out)[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
