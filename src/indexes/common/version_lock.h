@@ -8,8 +8,8 @@
 // (read_lock), read the node, and check that the version did not change
 // (validate). Writers set the locked bit with a compare-and-swap (lock, or
 // upgrade from a version read earlier); unlock() clears it and increments the
-// version in one atomic add, so every reader that overlapped the write fails
-// its validation.
+// version in one release store (only the holder writes a locked word), so
+// every reader that overlapped the write fails its validation.
 //
 // LockTable maps the pool offset of a node to its lock word without touching
 // the node: the lock words live in DRAM (they are never persisted, so a crash
