@@ -453,15 +453,8 @@ INSTANTIATE_TEST_SUITE_P(Registered, Conformance,
                          ::testing::ValuesIn(testing::registered_index_cases()),
                          [](const auto& info) { return info.param.label; });
 
-std::vector<IndexCase> persistent_cases() {
-  std::vector<IndexCase> out;
-  for (IndexCase& c : testing::registered_index_cases()) {
-    if (find_index_entry(c.name)->caps.persistent) out.push_back(std::move(c));
-  }
-  return out;
-}
-
-INSTANTIATE_TEST_SUITE_P(Registered, PersistentConformance, ::testing::ValuesIn(persistent_cases()),
+INSTANTIATE_TEST_SUITE_P(Registered, PersistentConformance,
+                         ::testing::ValuesIn(testing::persistent_index_cases()),
                          [](const auto& info) { return info.param.label; });
 
 }  // namespace

@@ -52,14 +52,6 @@ const char* name_of(Damage d) {
   return "?";
 }
 
-std::vector<IndexCase> persistent_cases() {
-  std::vector<IndexCase> out;
-  for (IndexCase& c : testing::registered_index_cases()) {
-    if (find_index_entry(c.name)->caps.persistent) out.push_back(std::move(c));
-  }
-  return out;
-}
-
 class DamagedPool : public ::testing::TestWithParam<IndexCase> {};
 
 TEST_P(DamagedPool, NeverVerifiesOkWithAnotherKeyCount) {
@@ -157,7 +149,8 @@ TEST_P(DamagedPool, NeverVerifiesOkWithAnotherKeyCount) {
   EXPECT_GT(opened, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Registered, DamagedPool, ::testing::ValuesIn(persistent_cases()),
+INSTANTIATE_TEST_SUITE_P(Registered, DamagedPool,
+                         ::testing::ValuesIn(testing::persistent_index_cases()),
                          [](const auto& info) { return info.param.label; });
 
 }  // namespace

@@ -12,14 +12,19 @@
 
 namespace nvindex::pm::testing {
 
-/// A pool file path unique to this process and test, removed on destruction:
-/// /dev/shm/nvindex-pmtest-<pid>-<suite>.<test>-<tag>.pool
+/// A pool file path unique to this process and test, removed before first use
+/// and on destruction: /dev/shm/nvindex-pmtest-<pid>-<suite>.<test>-<tag>.pool
+/// (a '/' of a parameterised test's name becomes '_').
 class TempPool {
  public:
   explicit TempPool(const std::string& tag = "p") {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = "/dev/shm/nvindex-pmtest-" + std::to_string(::getpid()) + "-" +
-            info->test_suite_name() + "." + info->name() + "-" + tag + ".pool";
+    std::string test = std::string(info->test_suite_name()) + "." + info->name();
+    for (char& c : test) {
+      if (c == '/') c = '_';
+    }
+    path_ =
+        "/dev/shm/nvindex-pmtest-" + std::to_string(::getpid()) + "-" + test + "-" + tag + ".pool";
     std::remove(path_.c_str());
   }
   ~TempPool() { std::remove(path_.c_str()); }

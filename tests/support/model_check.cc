@@ -421,25 +421,14 @@ Status open_test_index(std::string_view name, IndexOptions options, TestIndex* o
   return make_index<uint64_t>(name, options, &out->index);
 }
 
-FileIndex::FileIndex(std::string index, std::string tag) : name_(std::move(index)) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string test = info == nullptr ? std::string("none")
-                                     : std::string(info->test_suite_name()) + "." + info->name();
-  for (char& c : test) {
-    if (c == '/') c = '_';
-  }
-  path_ = "/dev/shm/nvindex-test-" + std::to_string(::getpid()) + "-" + test + "-" + tag + ".pool";
-  std::remove(path_.c_str());
-}
+FileIndex::FileIndex(std::string index, const std::string& tag)
+    : name_(std::move(index)), file_(tag) {}
 
-FileIndex::~FileIndex() {
-  close();
-  std::remove(path_.c_str());
-}
+FileIndex::~FileIndex() { close(); }  // then file_ removes the file
 
 Status FileIndex::create(IndexOptions options, uint64_t pool_bytes) {
   close();
-  Status s = pm::Pool::create(path_, pool_bytes, name_, pm::Mode::kEmulated, &pool);
+  Status s = pm::Pool::create(path(), pool_bytes, name_, pm::Mode::kEmulated, &pool);
   if (!s.ok()) return s;
   options.pool = pool.get();
   return make_index<uint64_t>(name_, options, &index);
@@ -447,7 +436,7 @@ Status FileIndex::create(IndexOptions options, uint64_t pool_bytes) {
 
 Status FileIndex::open_pool() {
   close();
-  return pm::Pool::open(path_, name_, pm::Mode::kEmulated, &pool);
+  return pm::Pool::open(path(), name_, pm::Mode::kEmulated, &pool);
 }
 
 Status FileIndex::reopen(IndexOptions options) {
@@ -485,6 +474,14 @@ void expect_equals_model(Index<uint64_t>& idx, const std::map<uint64_t, Value>& 
   Status s = idx.verify(&r);
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_EQ(r.keys, model.size());
+}
+
+std::vector<IndexCase> persistent_index_cases() {
+  std::vector<IndexCase> out;
+  for (IndexCase& c : registered_index_cases()) {
+    if (find_index_entry(c.name)->caps.persistent) out.push_back(std::move(c));
+  }
+  return out;
 }
 
 std::vector<IndexCase> registered_index_cases() {

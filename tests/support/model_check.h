@@ -21,6 +21,7 @@
 
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
+#include "pm_test_util.h"
 
 namespace nvindex::testing {
 
@@ -81,15 +82,15 @@ void run_concurrent_test(Index<uint64_t>& idx, unsigned threads, uint64_t seed,
 namespace nvindex::testing {
 
 /// A persistent index in a pool file under /dev/shm, for tests that close and
-/// reopen a pool or damage its bytes. The path is unique to this process and
-/// test (/dev/shm/nvindex-test-<pid>-<suite>.<test>-<tag>.pool); the file is
-/// removed before first use and on destruction. Members are destroyed index
+/// reopen a pool or damage its bytes. The path is pm::testing::TempPool's
+/// (unique to this process, test and tag); the file is removed before first
+/// use and on destruction. Members are destroyed index
 /// first, then pool, so destroying a FileIndex is a clean close.
 class FileIndex {
  public:
   /// `index` is the registry name (also the pool's layout name); `tag`
   /// distinguishes several files in one test.
-  explicit FileIndex(std::string index, std::string tag = "p");
+  explicit FileIndex(std::string index, const std::string& tag = "p");
   ~FileIndex();
   FileIndex(const FileIndex&) = delete;
   FileIndex& operator=(const FileIndex&) = delete;
@@ -112,7 +113,7 @@ class FileIndex {
   /// the next open recovers it as after a crash. For tests that build a
   /// crash state by hand.
   void crash();
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
   const std::string& name() const { return name_; }
 
   std::unique_ptr<pm::Pool> pool;
@@ -120,7 +121,7 @@ class FileIndex {
 
  private:
   std::string name_;
-  std::string path_;
+  pm::testing::TempPool file_;
 };
 
 /// Checks that `idx` holds exactly `model`: a full scan (ordered indexes) or
@@ -148,6 +149,9 @@ struct IndexCase {
 /// non-default value of each declared option at the entry's smallest and
 /// largest accepted size.
 std::vector<IndexCase> registered_index_cases();
+
+/// registered_index_cases() of the persistent indexes only.
+std::vector<IndexCase> persistent_index_cases();
 
 /// Prints a case by its label (test parameter names in failure messages).
 void PrintTo(const IndexCase& c, std::ostream* os);
