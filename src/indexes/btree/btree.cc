@@ -868,12 +868,8 @@ Status btree_damage_for_test(Index<uint64_t>* idx, BtreeDamage damage) {
 }
 
 Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  const uint32_t ns = options.node_size;
-  if (!btree_valid_node_size(ns)) {
-    return Status::InvalidArgument("btree: node_size " + std::to_string(ns) +
-                                   " bytes: must be a multiple of 64 in [128, 4096]");
-  }
-  *out = std::make_unique<Btree>(ns);
+  // make_index() has checked the node size (btree_valid_node_size).
+  *out = std::make_unique<Btree>(options.node_size);
   return Status::Ok();
 }
 

@@ -141,26 +141,28 @@ class PersistentIndex : public Index<uint64_t> {
   pm::Pool* const pool_;
 
  private:
-  template <class T, class Create, class Recover>
+  template <class T, class Create, class Recover, class... Args>
   friend Status open_persistent_index(const IndexOptions&, std::string_view, Create&&, Recover&&,
-                                      std::unique_ptr<Index<uint64_t>>*);
+                                      std::unique_ptr<Index<uint64_t>>*, Args&&...);
   bool opened_ = false;  ///< create or recover succeeded
   bool recovered_ = false;
   double recovery_seconds_ = 0;
 };
 
 /// The factory every persistent index shares: checks IndexOptions::pool
-/// (present, layout == `layout`: check_index_pool), constructs T(pool), then
+/// (present, layout == `layout`: check_index_pool), constructs
+/// T(pool, args...), then
 /// on a pool without a root calls create(T&) (a new index; make_index has
 /// checked the node size), otherwise recover(T&), timed (wall clock) into
 /// info().recovery_seconds with info().recovered set. On success *out owns
 /// the index. Errors: check_index_pool's, then those of create or recover
 /// (nothing is stored in *out).
-template <class T, class Create, class Recover>
+template <class T, class Create, class Recover, class... Args>
 Status open_persistent_index(const IndexOptions& options, std::string_view layout, Create&& create,
-                             Recover&& recover, std::unique_ptr<Index<uint64_t>>* out) {
+                             Recover&& recover, std::unique_ptr<Index<uint64_t>>* out,
+                             Args&&... args) {
   if (Status s = check_index_pool(options, layout); !s.ok()) return s;
-  auto idx = std::make_unique<T>(options.pool);
+  auto idx = std::make_unique<T>(options.pool, std::forward<Args>(args)...);
   if (options.pool->root() == 0) {
     // A pool without an index has nothing a close record could describe.
     options.pool->consume_close_record(0);

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "indexes/common/factory.h"
+#include "indexes/common/persistent.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
@@ -104,10 +105,11 @@ static_assert(offsetof(Node, reserved) == 32);
 static_assert(sizeof(Node) == kHeaderBytes);
 static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
 
-class BugList final : public Index<uint64_t> {
+class BugList final : public PersistentIndex {
  public:
   BugList(pm::Pool* pool, std::string name, Bug bug)
-      : pool_(pool), name_(std::move(name)), bug_(bug) {}
+      : PersistentIndex(pool), name_(std::move(name)), bug_(bug) {}
+  ~BugList() override { record_close_keys(); }
 
   Status create(uint32_t node_size);
   Status recover();
@@ -170,13 +172,11 @@ class BugList final : public Index<uint64_t> {
   Status split(uint64_t xoff);
   Status walk(std::vector<uint64_t>* chain) const;
 
-  pm::Pool* pool_;
   std::string name_;
   Bug bug_;
   RootObject* root_ = nullptr;
   uint32_t node_size_ = 0;
   uint32_t cap_ = 0;
-  bool recovered_ = false;
 };
 
 Status BugList::create(uint32_t node_size) {
@@ -361,12 +361,7 @@ Status BugList::walk(std::vector<uint64_t>* chain) const {
 // under the reader rule, and recovery runs again). split-two-naw has no such
 // repair: that is its bug.
 Status BugList::recover() {
-  const uint64_t ro = pool_->root();
-  if (!pool_->contains(ro, sizeof(RootObject)) || ro % 64 != 0) {
-    return Status::Corruption(name_ + ": root object offset out of range");
-  }
-  root_ = pool_->ptr<RootObject>(ro);
-  if (root_->magic != kRootMagic) return Status::Corruption(name_ + ": bad root object magic");
+  if (Status s = open_root_object(name_, kRootMagic, &root_); !s.ok()) return s;
   const uint64_t ns = root_->node_size;
   if (ns < 128 || ns > 1024 || (ns & (ns - 1)) != 0) {
     return Status::Corruption(name_ + ": bad node size in root object");
@@ -379,13 +374,16 @@ Status BugList::recover() {
   std::vector<uint64_t> chain;
   Status s = walk(&chain);
   if (!s.ok()) return s;
-  pm::Allocator& alloc = pool_->allocator();
-  alloc.begin_recovery();
-  s = alloc.mark_reachable(ro);
-  for (uint64_t off : chain) {
-    if (s.ok()) s = alloc.mark_reachable(off);
-  }
-  alloc.end_recovery();
+  // Nothing is written before the pass (common/persistent.h): it checks what
+  // the chain reaches against the pool's close record first, and ends only
+  // when every mark succeeded.
+  s = reclaim_unreachable(name_, [&](pm::Allocator& alloc, uint64_t* keys) {
+    for (uint64_t off : chain) {
+      if (Status m = alloc.mark_reachable(off); !m.ok()) return m;
+      *keys += static_cast<uint64_t>(std::popcount(live(off)));
+    }
+    return Status::Ok();
+  });
   if (!s.ok()) return s;
   if (bug_ != Bug::kSplitTwoNaw) {
     for (uint64_t off : chain) {
@@ -395,23 +393,15 @@ Status BugList::recover() {
       }
     }
   }
-  recovered_ = true;
   VerifyReport r;
   return verify(&r);
 }
 
 IndexInfo BugList::info() const {
-  IndexInfo i;
-  i.name = name_;
-  i.description =
-      bug_ == Bug::kSplitTwoNaw ? kBugSplitTwoNawDescription : kBugPublishBeforePersistDescription;
-  i.caps.ordered = true;
-  i.caps.persistent = true;
-  i.caps.placement = Placement::kPmOnly;
-  i.node_size = node_size_;
-  i.pm_bytes = pool_->allocator().bytes_in_use();
-  i.recovered = recovered_;
-  return i;
+  return persistent_info(
+      name_,
+      bug_ == Bug::kSplitTwoNaw ? kBugSplitTwoNawDescription : kBugPublishBeforePersistDescription,
+      {.ordered = true, .persistent = true, .placement = Placement::kPmOnly}, node_size_, 0);
 }
 
 // Checks: the chain (walk), every bitmap bit names a slot below capacity,
@@ -447,26 +437,14 @@ Status BugList::verify(VerifyReport* report) const {
 
 Status make_bug_list(const IndexOptions& options, std::string_view name, Bug bug,
                      std::unique_ptr<Index<uint64_t>>* out) {
-  if (Status s = check_index_pool(options, name); !s.ok()) return s;
-  // make_index() has checked the value against kBugOptions.
+  // make_index() has checked the node size and the value of "bug" against
+  // kBugOptions; a recovered list keeps its stored node size.
   if (auto it = options.extra.find("bug"); it != options.extra.end() && it->second == "none") {
     bug = Bug::kNone;
   }
-  auto idx = std::make_unique<BugList>(options.pool, std::string(name), bug);
-  Status s;
-  if (options.pool->root() == 0) {
-    const uint32_t ns = options.node_size;
-    if (!bug_list_valid_node_size(ns)) {
-      return Status::InvalidArgument(std::string(name) + ": node_size " + std::to_string(ns) +
-                                     " invalid (a power of two in 128..1024 bytes)");
-    }
-    s = idx->create(ns);
-  } else {
-    s = idx->recover();
-  }
-  if (!s.ok()) return s;
-  *out = std::move(idx);
-  return Status::Ok();
+  return open_persistent_index<BugList>(
+      options, name, [&](BugList& l) { return l.create(options.node_size); },
+      [](BugList& l) { return l.recover(); }, out, std::string(name), bug);
 }
 
 }  // namespace
