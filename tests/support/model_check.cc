@@ -225,18 +225,8 @@ class ModelRun {
   }
 
   void check_final() {
-    check_verify();
-    if (::testing::Test::HasFatalFailure()) return;
-    for (const auto& [k, v] : model_) {
-      const std::optional<Value> got = idx_.lookup(k);
-      ASSERT_EQ(got, std::optional<Value>(v)) << "final lookup(" << k << "), seed " << seed_;
-    }
-    if (!ordered_) return;
-    Pairs got;
-    idx_.scan(0, std::numeric_limits<size_t>::max(), &got);
-    const Pairs want(model_.begin(), model_.end());
-    ASSERT_EQ(got, want) << "final full scan, seed " << seed_ << ": got " << pairs_to_string(got)
-                         << ", want " << pairs_to_string(want);
+    SCOPED_TRACE("final check, seed " + std::to_string(seed_));
+    expect_equals_model(idx_, model_);
   }
 
   Model& model() { return model_; }
@@ -457,23 +447,19 @@ void FileIndex::close() {
 }
 
 void expect_equals_model(Index<uint64_t>& idx, const std::map<uint64_t, Value>& model) {
-  if (idx.info().caps.ordered) {
-    Pairs out;
-    idx.scan(0, model.size() + 10, &out);
-    ASSERT_EQ(out.size(), model.size());
-    size_t i = 0;
-    for (const auto& [k, v] : model) {
-      ASSERT_EQ(out[i].first, k) << "scan position " << i;
-      ASSERT_EQ(out[i].second, v) << "key " << k;
-      ++i;
-    }
-  } else {
-    for (const auto& [k, v] : model) ASSERT_EQ(idx.lookup(k), std::optional<Value>(v)) << k;
-  }
   VerifyReport r;
-  Status s = idx.verify(&r);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  EXPECT_EQ(r.keys, model.size());
+  const Status s = idx.verify(&r);
+  ASSERT_TRUE(s.ok()) << "verify() failed: " << s.ToString();
+  ASSERT_EQ(r.keys, model.size()) << "verify() key count";
+  for (const auto& [k, v] : model) {
+    ASSERT_EQ(idx.lookup(k), std::optional<Value>(v)) << "lookup(" << k << ")";
+  }
+  if (!idx.info().caps.ordered) return;
+  Pairs got;
+  idx.scan(0, std::numeric_limits<size_t>::max(), &got);
+  const Pairs want(model.begin(), model.end());
+  ASSERT_EQ(got, want) << "full scan: got " << pairs_to_string(got) << ", want "
+                       << pairs_to_string(want);
 }
 
 std::vector<IndexCase> persistent_index_cases() {

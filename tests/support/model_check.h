@@ -124,10 +124,10 @@ class FileIndex {
   pm::testing::TempPool file_;
 };
 
-/// Checks that `idx` holds exactly `model`: a full scan (ordered indexes) or
-/// one lookup per model key plus verify()'s key count (unordered ones), and
-/// verify() passes with report.keys == model.size(). Fatal failure on the
-/// first difference.
+/// Checks that `idx` holds exactly `model`: verify() passes with
+/// report.keys == model.size(), every model key looks up its value, and (for
+/// ordered indexes) a full scan equals the model. Fatal failure on the first
+/// difference. run_model_test's final check is this one.
 void expect_equals_model(Index<uint64_t>& idx, const std::map<uint64_t, Value>& model);
 
 /// One configuration of a registered index the conformance suite runs: a
