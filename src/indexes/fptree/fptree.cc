@@ -58,7 +58,7 @@ bool Layout::of(uint32_t node_size, Layout* out) {
 
 // ---------------------------------------------------------------- basics
 
-FpTree::FpTree(pm::Pool* pool) : PersistentIndex(pool) {}
+FpTree::FpTree(pm::Pool* pool, double fill) : PersistentIndex(pool), fill_(fill) {}
 
 FpTree::~FpTree() { record_close_keys(); }
 
@@ -800,16 +800,8 @@ Status make_fptree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>
   // make_index() has checked the node size and fill factor; a recovered
   // tree keeps its own node size.
   return open_persistent_index<fptree::FpTree>(
-      options, fptree::kLayout,
-      [&](fptree::FpTree& t) {
-        t.set_fill_factor(options.fill_factor);
-        return t.create(options.node_size);
-      },
-      [&](fptree::FpTree& t) {
-        t.set_fill_factor(options.fill_factor);
-        return t.recover();
-      },
-      out);
+      options, fptree::kLayout, [&](fptree::FpTree& t) { return t.create(options.node_size); },
+      [&](fptree::FpTree& t) { return t.recover(); }, out, options.fill_factor);
 }
 
 }  // namespace nvindex

@@ -176,7 +176,9 @@ struct Layout {
 /// The FP-Tree. Created by make_fptree().
 class FpTree final : public PersistentIndex {
  public:
-  explicit FpTree(pm::Pool* pool);
+  /// `fill`: IndexOptions::fill_factor, (0, 1] (checked by make_index),
+  /// used by bulk_load().
+  FpTree(pm::Pool* pool, double fill);
   ~FpTree() override;
 
   /// Creates an empty tree (one empty head leaf) in a pool with no root
@@ -210,9 +212,6 @@ class FpTree final : public PersistentIndex {
   /// flushes and fences (see fptree.cc "Ablation notes").
   std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
 
-  /// IndexOptions::fill_factor, used by bulk_load() (make_index checks it
-  /// is in (0, 1]).
-  void set_fill_factor(double fill) { fill_ = fill; }
   /// Entry slots per leaf (C).
   uint32_t slots() const { return layout_.slots; }
   /// The leaf at pool offset `off` (never 0).
@@ -249,7 +248,7 @@ class FpTree final : public PersistentIndex {
   std::unique_ptr<LockTable> lows_;      ///< DRAM: each leaf's low key (immutable)
   std::unique_ptr<inner::InnerTree> inner_;
   std::atomic<uint32_t> log_busy_{0};  ///< DRAM: bit i = split log i in use
-  double fill_ = 1.0;
+  const double fill_;
 };
 
 }  // namespace fptree

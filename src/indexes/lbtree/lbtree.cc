@@ -49,7 +49,7 @@ std::array<uint32_t, kSlots> fill_order(uint32_t header_line) {
 
 // ---------------------------------------------------------------- basics
 
-LbTree::LbTree(pm::Pool* pool) : PersistentIndex(pool) {}
+LbTree::LbTree(pm::Pool* pool, double fill) : PersistentIndex(pool), fill_(fill) {}
 
 LbTree::~LbTree() {
   if (!ready_) return;  // creation or recovery failed: touch nothing
@@ -926,16 +926,8 @@ Status make_lbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>
   // recovered tree keeps its stored leaf size and rebuilds on
   // options.threads threads.
   return open_persistent_index<lbtree::LbTree>(
-      options, lbtree::kLayout,
-      [&](lbtree::LbTree& t) {
-        t.set_fill(options.fill_factor);
-        return t.create(options.node_size);
-      },
-      [&](lbtree::LbTree& t) {
-        t.set_fill(options.fill_factor);
-        return t.recover(options.threads);
-      },
-      out);
+      options, lbtree::kLayout, [&](lbtree::LbTree& t) { return t.create(options.node_size); },
+      [&](lbtree::LbTree& t) { return t.recover(options.threads); }, out, options.fill_factor);
 }
 
 }  // namespace nvindex

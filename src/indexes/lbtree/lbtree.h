@@ -133,7 +133,9 @@ inline bool valid_leaf_size(uint64_t s) { return s == 256 || s == 512 || s == 76
 /// The LB+-tree. Created by make_lbtree().
 class LbTree final : public PersistentIndex {
  public:
-  explicit LbTree(pm::Pool* pool);
+  /// `fill`: IndexOptions::fill_factor, (0, 1] (checked by make_index), the
+  /// fill of the inner nodes built by bulk load and recovery.
+  LbTree(pm::Pool* pool, double fill);
   /// Clean close: recomputes the anchors (persisted, selector by NAW) so the
   /// next recovery splits the chain evenly. Touches nothing else.
   ~LbTree() override;
@@ -177,8 +179,6 @@ class LbTree final : public PersistentIndex {
   double rebuild_seconds() const { return rebuild_seconds_; }
   unsigned rebuild_threads() const { return rebuild_threads_; }
   uint64_t chain_leaves() const { return leaves_.load(std::memory_order_relaxed); }
-  /// Fill factor of the inner nodes built by bulk load and recovery.
-  void set_fill(double f) { fill_ = f; }
 
  private:
   inner::Route lock_leaf_for(uint64_t key);
@@ -215,7 +215,7 @@ class LbTree final : public PersistentIndex {
   RootObject* root_ = nullptr;
   uint32_t leaf_size_ = 0;
   uint32_t blocks_ = 1;
-  double fill_ = 1.0;
+  const double fill_;
   std::unique_ptr<inner::InnerTree> tree_;
   std::unique_ptr<LockTable> versions_;  ///< DRAM version per leaf
   std::unique_ptr<LockTable> lows_;      ///< DRAM word per leaf: its low key (separator)

@@ -85,7 +85,7 @@ struct WbTree::SplitWal {
 
 // ---------------------------------------------------------------- basics
 
-WbTree::WbTree(pm::Pool* pool) : PersistentIndex(pool) {}
+WbTree::WbTree(pm::Pool* pool, double fill) : PersistentIndex(pool), fill_(fill) {}
 
 WbTree::~WbTree() { record_close_keys(); }
 
@@ -1328,15 +1328,8 @@ Status make_wbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>
   const bool inner_dram = inner != options.extra.end() && inner->second == "dram";
   return open_persistent_index<wbtree::WbTree>(
       options, wbtree::kLayout,
-      [&](wbtree::WbTree& t) {
-        t.set_fill_factor(options.fill_factor);
-        return t.create(options.node_size, inner_dram);
-      },
-      [&](wbtree::WbTree& t) {
-        t.set_fill_factor(options.fill_factor);
-        return t.recover();
-      },
-      out);
+      [&](wbtree::WbTree& t) { return t.create(options.node_size, inner_dram); },
+      [&](wbtree::WbTree& t) { return t.recover(); }, out, options.fill_factor);
 }
 
 }  // namespace nvindex

@@ -245,7 +245,9 @@ uint32_t capacity_for(uint32_t node_size, uint32_t* entries_offset);
 /// The wB+-tree. Created by make_wbtree().
 class WbTree final : public PersistentIndex {
  public:
-  explicit WbTree(pm::Pool* pool);
+  /// `fill`: IndexOptions::fill_factor, (0, 1] (checked by make_index),
+  /// used by bulk_load().
+  WbTree(pm::Pool* pool, double fill);
   ~WbTree() override;
 
   /// Creates an empty tree (one empty leaf, the root object and the log) in a
@@ -277,9 +279,6 @@ class WbTree final : public PersistentIndex {
   /// flushes and fences (see wbtree.cc "Ablation notes").
   std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
 
-  /// Sets the bulk-load fill factor, (0, 1] (make_wbtree passes
-  /// IndexOptions::fill_factor).
-  void set_fill_factor(double f) { fill_ = f; }
   /// Entry slots per node.
   uint32_t capacity() const { return cap_; }
   /// True when the inner nodes live in DRAM.
@@ -366,7 +365,7 @@ class WbTree final : public PersistentIndex {
   uint32_t cap_ = 0;
   uint32_t eoff_ = 0;
   bool inner_dram_ = false;
-  double fill_ = 1.0;
+  const double fill_;
   /// DRAM version lock per node (keyed by pool offset); never persisted.
   std::unique_ptr<LockTable> locks_;
   /// inner=pm: DRAM version lock of the root word (an SMO that changes the
