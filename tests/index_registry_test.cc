@@ -19,11 +19,14 @@
 namespace nvindex {
 namespace {
 
-/// An index made through make_index() with `threads` and `extra`, in a fresh
-/// anonymous pool (layout = its name) when it is persistent.
+/// An index made through make_index<K>() with `threads` and `extra`, in a
+/// fresh anonymous pool (layout = pool_layout(name, key type)) when it is
+/// persistent (and has a factory for K: otherwise make_index's refusal is
+/// the point, with no pool).
+template <class K = uint64_t>
 struct Made {
   std::unique_ptr<pm::Pool> pool;
-  std::unique_ptr<Index<uint64_t>> index;
+  std::unique_ptr<Index<K>> index;
   Status status;
 
   Made(const IndexEntry& e, unsigned threads, std::map<std::string, std::string> extra = {}) {
@@ -31,12 +34,12 @@ struct Made {
     o.node_size = smallest_node_size(e.name);
     o.threads = threads;
     o.extra = std::move(extra);
-    if (e.caps.persistent) {
-      status = pm::Pool::create_anonymous(16ull << 20, e.name, &pool);
+    if (e.caps.persistent && (key_type_of<K> == KeyType::kInteger || e.caps.string_keys)) {
+      status = pm::Pool::create_anonymous(16ull << 20, pool_layout(e.name, key_type_of<K>), &pool);
       if (!status.ok()) return;
       o.pool = pool.get();
     }
-    status = make_index<uint64_t>(e.name, o, &index);
+    status = make_index<K>(e.name, o, &index);
   }
 };
 
@@ -51,12 +54,12 @@ std::string show(const Capabilities& c) {
 TEST(Registry, CapsOfEveryIndexAreItsEntrys) {
   for (const IndexEntry& e : registered_indexes()) {
     SCOPED_TRACE(std::string(e.name));
-    Made two(e, 2);
+    Made<> two(e, 2);
     ASSERT_TRUE(two.status.ok()) << two.status.ToString();
     const Capabilities c2 = two.index->info().caps;
     EXPECT_EQ(c2, e.caps) << "instance: " << show(c2) << "\nentry:    " << show(e.caps);
     // One thread: the same, except that thread_safe may be dropped.
-    Made one(e, 1);
+    Made<> one(e, 1);
     ASSERT_TRUE(one.status.ok()) << one.status.ToString();
     Capabilities c1 = one.index->info().caps;
     EXPECT_TRUE(!c1.thread_safe || e.caps.thread_safe) << show(c1);
@@ -65,10 +68,74 @@ TEST(Registry, CapsOfEveryIndexAreItsEntrys) {
   }
 }
 
+TEST(Registry, StringKeyInstancesClaimWhatTheEntrySays) {
+  int with = 0;
+  for (const IndexEntry& e : registered_indexes()) {
+    SCOPED_TRACE(std::string(e.name));
+    EXPECT_EQ(e.caps.string_keys, e.make_string != nullptr);
+    Made<std::string_view> two(e, 2);
+    if (!e.caps.string_keys) {
+      EXPECT_EQ(two.status.code(), Code::kInvalidArgument);
+      EXPECT_NE(two.status.message().find("has no string keys (indexes with string keys: "),
+                std::string::npos)
+          << two.status.ToString();
+      EXPECT_EQ(two.index, nullptr);
+      continue;
+    }
+    ++with;
+    ASSERT_TRUE(two.status.ok()) << two.status.ToString();
+    EXPECT_EQ(two.index->info().caps, e.caps) << show(two.index->info().caps);
+    // A key of kMaxKeyBytes fits, one byte more changes nothing.
+    const std::string longest(kMaxKeyBytes, 'k');
+    const std::string too_long(kMaxKeyBytes + 1, 'k');
+    EXPECT_TRUE(two.index->insert(longest, 1).ok());
+    for (Status s : {two.index->insert(too_long, 2), two.index->update(too_long, 2),
+                     two.index->remove(too_long)}) {
+      EXPECT_EQ(s.code(), Code::kInvalidArgument);
+      EXPECT_NE(s.message().find("key of 256 bytes is longer than 255"), std::string::npos)
+          << s.ToString();
+    }
+    EXPECT_EQ(two.index->lookup(too_long), std::nullopt);
+    EXPECT_EQ(two.index->lookup(longest), std::optional<Value>(1));
+    VerifyReport r;
+    ASSERT_TRUE(two.index->verify(&r).ok());
+    EXPECT_EQ(r.keys, 1u);
+  }
+  EXPECT_GE(with, 1) << "absl-btree has string keys";
+}
+
+TEST(Registry, UnknownStringIndexListsTheKnownOnes) {
+  std::unique_ptr<Index<std::string_view>> idx;
+  const Status s = make_index<std::string_view>("no-such-index", IndexOptions{}, &idx);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("unknown index 'no-such-index' for string keys (known: "),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_NE(s.message().find("absl-btree"), std::string::npos) << s.ToString();
+}
+
+TEST(Registry, PoolLayoutNamesTheKeyType) {
+  EXPECT_EQ(pool_layout("fastfair", KeyType::kInteger), "fastfair");
+  EXPECT_EQ(pool_layout("fastfair", KeyType::kString), "fastfair:string");
+  EXPECT_EQ(parse_pool_layout("fastfair:string"),
+            std::make_pair(std::string_view("fastfair"), KeyType::kString));
+  EXPECT_EQ(parse_pool_layout("fastfair"),
+            std::make_pair(std::string_view("fastfair"), KeyType::kInteger));
+  KeyType t{};
+  EXPECT_TRUE(parse_key_type("string", &t).ok());
+  EXPECT_EQ(t, KeyType::kString);
+  EXPECT_TRUE(parse_key_type("int", &t).ok());
+  EXPECT_EQ(t, KeyType::kInteger);
+  const Status bad = parse_key_type("strng", &t);
+  EXPECT_EQ(bad.code(), Code::kInvalidArgument);
+  EXPECT_NE(bad.message().find("(valid: integer, string)"), std::string::npos);
+  EXPECT_EQ(key_type_name(KeyType::kString), "string");
+}
+
 TEST(Registry, UnknownOptionIsRefusedNamingTheValidOnes) {
   for (const IndexEntry& e : registered_indexes()) {
     SCOPED_TRACE(std::string(e.name));
-    Made m(e, 2, {{"innr", "dram"}});
+    Made<> m(e, 2, {{"innr", "dram"}});
     EXPECT_EQ(m.status.code(), Code::kInvalidArgument) << m.status.ToString();
     EXPECT_EQ(m.index, nullptr);
     const std::string& msg = m.status.message();
@@ -91,11 +158,11 @@ TEST(Registry, EveryDeclaredValueIsTakenAndNoOther) {
       EXPECT_FALSE(o.meaning.empty());
       std::string valid;
       for (std::string_view v : o.values) {
-        Made m(e, 2, {{std::string(o.name), std::string(v)}});
+        Made<> m(e, 2, {{std::string(o.name), std::string(v)}});
         EXPECT_TRUE(m.status.ok()) << v << ": " << m.status.ToString();
         valid += (valid.empty() ? "" : ", ") + std::string(v);
       }
-      Made bad(e, 2, {{std::string(o.name), "not-a-value"}});
+      Made<> bad(e, 2, {{std::string(o.name), "not-a-value"}});
       EXPECT_EQ(bad.status.code(), Code::kInvalidArgument);
       EXPECT_NE(bad.status.message().find(std::string(o.name) +
                                           "='not-a-value' invalid (valid: " + valid + ")"),

@@ -2,8 +2,15 @@
 // Index<K>, is created by name through make_index<K>(), and describes itself
 // through IndexInfo so that the harness runs only what it claims.
 //
-// Keys: K = uint64_t (compared numerically). Byte-string keys (K =
-// std::string_view) come with a later issue. Values: 8 bytes, every 64-bit
+// Keys: K = uint64_t (compared numerically) or K = std::string_view, a byte
+// string of 0..kMaxKeyBytes (255) bytes compared byte-wise as unsigned
+// (memcmp over the common length, then the shorter key first: "ab" < "ab\0" <
+// "b"), the order of std::string_view's operator<. A string key may hold any
+// byte, NUL included. insert(), update() and remove() of a longer key return
+// InvalidArgument and change nothing; lookup() of one returns nullopt, and
+// scan() and find_last_less_than() compare it like any other key. An index
+// takes string keys when its registry entry has a string factory
+// (IndexEntry::make_string; caps.string_keys). Values: 8 bytes, every 64-bit
 // value including 0 is valid.
 //
 // Thread-safety: an index whose IndexInfo::caps.thread_safe is true accepts
@@ -20,6 +27,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -33,6 +41,55 @@ class Pool;
 
 /// An 8-byte value. Every value is valid, 0 included.
 using Value = uint64_t;
+
+/// Longest byte-string key, bytes (a length fits one byte).
+inline constexpr size_t kMaxKeyBytes = 255;
+
+/// The key types an index can be instantiated for.
+enum class KeyType : uint8_t {
+  kInteger,  ///< uint64_t, compared numerically
+  kString,   ///< std::string_view of 0..kMaxKeyBytes bytes, compared byte-wise
+};
+/// "integer" or "string" (the values of `--key-type`).
+std::string_view key_type_name(KeyType t);
+/// Parses "integer" (also "int") or "string"; InvalidArgument naming the
+/// valid values otherwise.
+Status parse_key_type(std::string_view text, KeyType* out);
+
+/// The KeyType of K (uint64_t or std::string_view).
+template <class K>
+inline constexpr KeyType key_type_of =
+    std::is_same_v<K, std::string_view> ? KeyType::kString : KeyType::kInteger;
+
+/// True when `key` is a key an index accepts: always for integer keys; for
+/// string keys at most kMaxKeyBytes bytes.
+inline bool key_fits(uint64_t) { return true; }
+inline bool key_fits(std::string_view key) { return key.size() <= kMaxKeyBytes; }
+
+/// The error insert(), update() and remove() return for a string key longer
+/// than kMaxKeyBytes: InvalidArgument "<index>: key of N bytes is longer
+/// than 255".
+Status key_too_long(std::string_view index, std::string_view key);
+
+/// The check insert(), update() and remove() of index `index` start with:
+/// Ok for a key that fits (key_fits), else key_too_long(index, key). Inline,
+/// so it costs one compare for string keys and nothing for integer keys.
+inline Status check_key(std::string_view, uint64_t) { return Status::Ok(); }
+inline Status check_key(std::string_view index, std::string_view key) {
+  if (key.size() > kMaxKeyBytes) [[unlikely]]
+    return key_too_long(index, key);
+  return Status::Ok();
+}
+
+/// The pool layout name (pm::Pool::layout(), 1..31 bytes) of index `index`
+/// instantiated for key type `t`: the index name for integer keys,
+/// "<index>:string" for string keys, so a pool of one key type is never
+/// opened as the other (check_index_pool refuses it).
+std::string pool_layout(std::string_view index, KeyType t);
+/// The inverse of pool_layout(): splits a layout into index name and key
+/// type ("fastfair:string" -> "fastfair", kString; "fastfair" -> "fastfair",
+/// kInteger).
+std::pair<std::string_view, KeyType> parse_pool_layout(std::string_view layout);
 
 /// The owned form of a key, as returned by scans: uint64_t for integer keys,
 /// std::string for byte-string keys.
@@ -60,7 +117,9 @@ struct Capabilities {
   bool ordered = false;      ///< scan() and find_last_less_than() work
   bool persistent = false;   ///< survives close/reopen and crashes (needs a pool)
   bool thread_safe = false;  ///< concurrent calls allowed (see file comment)
-  bool string_keys = false;  ///< has a std::string_view instantiation
+  /// has a std::string_view instantiation (IndexEntry::make_string); an
+  /// instance reports the same value whatever its key type.
+  bool string_keys = false;
   /// bulk_load() builds nodes directly at IndexOptions::fill_factor (false:
   /// the default bulk_load(), one insert() per pair, fill factor ignored).
   bool bulk_load = false;
@@ -190,8 +249,10 @@ class Index {
 };
 
 /// Creates (or, on a pool with a root, recovers) the index registered as
-/// `name`. Errors: InvalidArgument (unknown name: the message lists the known
-/// ones; a bad option), InvalidArgument (persistent index without a pool),
+/// `name`, for K = uint64_t or K = std::string_view. Errors: InvalidArgument
+/// (unknown name: the message lists the known ones; for string keys, an
+/// index without string keys: the message lists those with them; a bad
+/// option), InvalidArgument (persistent index without a pool),
 /// Corruption (the pool holds another index or a damaged one), OutOfSpace.
 template <class K>
 Status make_index(std::string_view name, const IndexOptions& options,
@@ -229,7 +290,13 @@ struct IndexEntry {
   /// (InvalidArgument), the tools check first (a usage error).
   bool (*node_size_ok)(uint32_t bytes);
   std::span<const OptionSpec> options;  ///< the IndexOptions::extra keys it reads
+  /// The factory for integer keys (make_index<uint64_t>).
   Status (*make)(const IndexOptions&, std::unique_ptr<Index<uint64_t>>*);
+  /// The factory for string keys (make_index<std::string_view>), nullptr
+  /// when the index has none; caps.string_keys says the same. A persistent
+  /// index's string instance lives in a pool of layout
+  /// pool_layout(name, KeyType::kString).
+  Status (*make_string)(const IndexOptions&, std::unique_ptr<Index<std::string_view>>*) = nullptr;
 };
 
 /// True for registry names ending in "-test": indexes that exist only to test
@@ -263,7 +330,8 @@ std::string option_summary(const IndexEntry& entry);
 /// factory.
 Status register_index(const IndexEntry& entry);
 
-/// Every registered index for uint64_t keys, in registration order.
+/// Every registered index, in registration order (all take integer keys;
+/// those with caps.string_keys take string keys too).
 std::span<const IndexEntry> registered_indexes();
 
 /// The registry entry named `name`, or nullptr.

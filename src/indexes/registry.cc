@@ -4,6 +4,7 @@
 #include <iterator>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "indexes/absl_btree/absl_btree.h"
@@ -24,6 +25,7 @@ namespace nvindex {
 namespace {
 
 constexpr Capabilities kVolatile{.ordered = true, .thread_safe = true};
+constexpr Capabilities kVolatileStrings{.ordered = true, .thread_safe = true, .string_keys = true};
 constexpr Capabilities kPmOnly{
     .ordered = true, .persistent = true, .thread_safe = true, .placement = Placement::kPmOnly};
 constexpr Capabilities kSelective{.ordered = true,
@@ -40,8 +42,16 @@ bool lbtree_node_size_ok(uint32_t s) { return lbtree::valid_leaf_size(s); }
 
 constexpr IndexEntry kIndexes[] = {
     // {name, description, caps (threads > 1, default options), min_node_size (0: no nodes),
-    //  node sizes, node_size_ok, options, factory}
-    {"absl-btree", kAbslBtreeDescription, kVolatile, 0, "", nullptr, {}, &make_absl_btree},
+    //  node sizes, node_size_ok, options, factory, string-key factory (absent: none)}
+    {"absl-btree",
+     kAbslBtreeDescription,
+     kVolatileStrings,
+     0,
+     "",
+     nullptr,
+     {},
+     &make_absl_btree,
+     &make_absl_btree_string},
     {"fastfair",
      kFastFairDescription,
      kPmOnly,
@@ -171,6 +181,10 @@ Status register_index(const IndexEntry& entry) {
   if (entry.name.empty() || entry.make == nullptr) {
     return Status::InvalidArgument("register_index: an entry needs a name and a factory");
   }
+  if (entry.caps.string_keys != (entry.make_string != nullptr)) {
+    return Status::InvalidArgument("register_index: '" + std::string(entry.name) +
+                                   "': caps.string_keys must say whether make_string is set");
+  }
   if (find_index_entry(entry.name) != nullptr) {
     return Status::InvalidArgument("register_index: '" + std::string(entry.name) +
                                    "' is registered already");
@@ -193,11 +207,74 @@ uint32_t smallest_node_size(std::string_view name) {
   return e != nullptr && e->min_node_size > 128 ? e->min_node_size : 128;
 }
 
-template <>
-Status make_index<uint64_t>(std::string_view name, const IndexOptions& options,
-                            std::unique_ptr<Index<uint64_t>>* out) {
+std::string_view key_type_name(KeyType t) { return t == KeyType::kString ? "string" : "integer"; }
+
+Status parse_key_type(std::string_view text, KeyType* out) {
+  if (text == "integer" || text == "int") {
+    *out = KeyType::kInteger;
+  } else if (text == "string") {
+    *out = KeyType::kString;
+  } else {
+    return Status::InvalidArgument("key type '" + std::string(text) +
+                                   "' invalid (valid: integer, string)");
+  }
+  return Status::Ok();
+}
+
+Status key_too_long(std::string_view index, std::string_view key) {
+  return Status::InvalidArgument(std::string(index) + ": key of " + std::to_string(key.size()) +
+                                 " bytes is longer than " + std::to_string(kMaxKeyBytes));
+}
+
+namespace {
+constexpr std::string_view kStringLayoutSuffix = ":string";
+}  // namespace
+
+std::string pool_layout(std::string_view index, KeyType t) {
+  std::string s(index);
+  if (t == KeyType::kString) s += kStringLayoutSuffix;
+  return s;
+}
+
+std::pair<std::string_view, KeyType> parse_pool_layout(std::string_view layout) {
+  if (layout.ends_with(kStringLayoutSuffix)) {
+    return {layout.substr(0, layout.size() - kStringLayoutSuffix.size()), KeyType::kString};
+  }
+  return {layout, KeyType::kInteger};
+}
+
+namespace {
+
+/// The factory of `e` for keys of type K (nullptr: none).
+template <class K>
+auto factory_of(const IndexEntry& e) {
+  if constexpr (std::is_same_v<K, std::string_view>) {
+    return e.make_string;
+  } else {
+    return e.make;
+  }
+}
+
+/// make_index<K>: finds the entry, checks what every index shares (options,
+/// fill factor, threads, node size of a new index), calls its factory for K.
+template <class K>
+Status make_index_of(std::string_view name, const IndexOptions& options,
+                     std::unique_ptr<Index<K>>* out) {
+  constexpr bool kString = std::is_same_v<K, std::string_view>;
   std::string known;
   for (const IndexEntry& e : entries()) {
+    const auto make = factory_of<K>(e);
+    if (e.name == name && make == nullptr) {
+      std::string with;
+      for (const IndexEntry& o : entries()) {
+        if (o.make_string == nullptr || is_test_only_index(o.name)) continue;
+        if (!with.empty()) with += ", ";
+        with += o.name;
+      }
+      return Status::InvalidArgument("index '" + std::string(name) +
+                                     "' has no string keys (indexes with string keys: " + with +
+                                     ")");
+    }
     if (e.name == name) {
       if (Status s = check_index_options(e, options.extra); !s.ok()) return s;
       if (!(options.fill_factor > 0 && options.fill_factor <= 1)) {
@@ -214,7 +291,7 @@ Status make_index<uint64_t>(std::string_view name, const IndexOptions& options,
       if (creates) {
         if (Status s = check_node_size(e, options.node_size); !s.ok()) return s;
       }
-      Status s = e.make(options, out);
+      Status s = make(options, out);
       // An index that failed to open (recover) a pool that holds one leaves
       // the pool "not clean", whatever its recovery got to (pool.h).
       if (!s.ok() && options.pool != nullptr && options.pool->root() != 0) {
@@ -222,11 +299,26 @@ Status make_index<uint64_t>(std::string_view name, const IndexOptions& options,
       }
       return s;
     }
+    if (make == nullptr) continue;
     if (!known.empty()) known += ", ";
     known += e.name;
   }
-  return Status::InvalidArgument("unknown index '" + std::string(name) + "' (known: " + known +
-                                 ")");
+  return Status::InvalidArgument("unknown index '" + std::string(name) + "'" +
+                                 (kString ? " for string keys" : "") + " (known: " + known + ")");
+}
+
+}  // namespace
+
+template <>
+Status make_index<uint64_t>(std::string_view name, const IndexOptions& options,
+                            std::unique_ptr<Index<uint64_t>>* out) {
+  return make_index_of<uint64_t>(name, options, out);
+}
+
+template <>
+Status make_index<std::string_view>(std::string_view name, const IndexOptions& options,
+                                    std::unique_ptr<Index<std::string_view>>* out) {
+  return make_index_of<std::string_view>(name, options, out);
 }
 
 }  // namespace nvindex

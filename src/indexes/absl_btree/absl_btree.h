@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "nvindex/index.h"
 
@@ -17,5 +18,11 @@ inline constexpr char kAbslBtreeDescription[] =
 /// lock and caps.thread_safe is false (callers must serialize every call).
 /// Ignores every other option. Never fails.
 Status make_absl_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+
+/// Factory for "absl-btree" with string keys (absl::btree_map<std::string,
+/// Value>; keys up to kMaxKeyBytes bytes, a longer one is InvalidArgument in
+/// insert, update and remove). Locking as make_absl_btree. Never fails.
+Status make_absl_btree_string(const IndexOptions& options,
+                              std::unique_ptr<Index<std::string_view>>* out);
 
 }  // namespace nvindex

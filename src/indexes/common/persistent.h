@@ -28,11 +28,13 @@
 
 namespace nvindex {
 
-/// Base of every persistent index over 8-byte keys: holds the pool (which
-/// must outlive the index) and the recovery facts of info().
-class PersistentIndex : public Index<uint64_t> {
+/// Base of every persistent index over keys K (uint64_t or
+/// std::string_view): holds the pool (which must outlive the index) and the
+/// recovery facts of info().
+template <class K>
+class PersistentIndexOf : public Index<K> {
  public:
-  explicit PersistentIndex(pm::Pool* pool) : pool_(pool) {}
+  explicit PersistentIndexOf(pm::Pool* pool) : pool_(pool) {}
 
  protected:
   /// info() fields every persistent index fills the same way: name,
@@ -132,7 +134,7 @@ class PersistentIndex : public Index<uint64_t> {
     pool_->set_close_keys(std::nullopt);
     try {
       VerifyReport r;
-      if (verify(&r).ok()) pool_->set_close_keys(r.keys);
+      if (this->verify(&r).ok()) pool_->set_close_keys(r.keys);
     } catch (const std::bad_alloc&) {
       // No key count: the record says "keys not recorded".
     }
@@ -141,26 +143,30 @@ class PersistentIndex : public Index<uint64_t> {
   pm::Pool* const pool_;
 
  private:
-  template <class T, class Create, class Recover, class... Args>
+  template <class T, class KT, class Create, class Recover, class... Args>
   friend Status open_persistent_index(const IndexOptions&, std::string_view, Create&&, Recover&&,
-                                      std::unique_ptr<Index<uint64_t>>*, Args&&...);
+                                      std::unique_ptr<Index<KT>>*, Args&&...);
   bool opened_ = false;  ///< create or recover succeeded
   bool recovered_ = false;
   double recovery_seconds_ = 0;
 };
 
-/// The factory every persistent index shares: checks IndexOptions::pool
-/// (present, layout == `layout`: check_index_pool), constructs
+/// The base of the persistent indexes over 8-byte keys.
+using PersistentIndex = PersistentIndexOf<uint64_t>;
+
+/// The factory every persistent index shares, for keys K (T derives from
+/// PersistentIndexOf<K>; `layout` is pool_layout(name, key_type_of<K>)):
+/// checks IndexOptions::pool (present, layout == `layout`:
+/// check_index_pool), constructs
 /// T(pool, args...), then
 /// on a pool without a root calls create(T&) (a new index; make_index has
 /// checked the node size), otherwise recover(T&), timed (wall clock) into
 /// info().recovery_seconds with info().recovered set. On success *out owns
 /// the index. Errors: check_index_pool's, then those of create or recover
 /// (nothing is stored in *out).
-template <class T, class Create, class Recover, class... Args>
+template <class T, class K, class Create, class Recover, class... Args>
 Status open_persistent_index(const IndexOptions& options, std::string_view layout, Create&& create,
-                             Recover&& recover, std::unique_ptr<Index<uint64_t>>* out,
-                             Args&&... args) {
+                             Recover&& recover, std::unique_ptr<Index<K>>* out, Args&&... args) {
   if (Status s = check_index_pool(options, layout); !s.ok()) return s;
   auto idx = std::make_unique<T>(options.pool, std::forward<Args>(args)...);
   if (options.pool->root() == 0) {
