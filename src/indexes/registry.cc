@@ -13,6 +13,7 @@
 #include "indexes/fastfair/fastfair.h"
 #include "indexes/fptree/fptree.h"
 #include "indexes/lbtree/lbtree.h"
+#include "indexes/p_bwtree/p_bwtree.h"
 #include "indexes/wbtree/wbtree.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
@@ -102,6 +103,19 @@ constexpr IndexEntry kIndexes[] = {
      nullptr,
      {},
      &make_divided_skiplist},
+    {"p-bwtree",
+     kPBwTreeDescription,
+     Capabilities{.ordered = true,
+                  .persistent = true,
+                  .thread_safe = true,
+                  .string_keys = true,
+                  .placement = Placement::kPmOnly},
+     128,
+     "a power of two in 128..4096 B (the base node)",
+     &p_bwtree::valid_node_size,
+     {},
+     &make_p_bwtree,
+     &make_p_bwtree_string},
 };
 
 }  // namespace
