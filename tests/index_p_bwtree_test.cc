@@ -290,9 +290,9 @@ TEST(PBwTree, StringKeysSurviveAReopen) {
   std::map<std::string, Value> model;
   {
     std::unique_ptr<pm::Pool> pool;
-    ASSERT_TRUE(pm::Pool::create(tp.path(), 64ull << 20, "p-bwtree:string", pm::Mode::kEmulated,
-                                 &pool)
-                    .ok());
+    ASSERT_TRUE(
+        pm::Pool::create(tp.path(), 64ull << 20, "p-bwtree:string", pm::Mode::kEmulated, &pool)
+            .ok());
     std::unique_ptr<Index<std::string_view>> idx;
     IndexOptions o;
     o.pool = pool.get();

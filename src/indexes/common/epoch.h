@@ -170,8 +170,8 @@ class EpochManager {
  private:
   struct alignas(64) Slot {
     std::atomic<uint64_t> announce{kIdle};
-    uint32_t depth = 0;          ///< nesting of this thread's Guards
-    uint32_t since_reclaim = 0;  ///< retirements since the last reclaim
+    uint32_t depth = 0;                                  ///< nesting of this thread's Guards
+    uint32_t since_reclaim = 0;                          ///< retirements since the last reclaim
     std::vector<std::pair<uint64_t, uint64_t>> retired;  ///< (item, epoch at retirement)
   };
 

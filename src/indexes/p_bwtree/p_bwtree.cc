@@ -96,9 +96,7 @@ struct Codec<std::string_view> {
     img[24] = static_cast<char>(static_cast<uint8_t>(k.size()));
     if (!k.empty()) std::memcpy(img + 25, k.data(), k.size());
   }
-  static std::string_view delta_key(const char* r) {
-    return {r + 25, static_cast<uint8_t>(r[24])};
-  }
+  static std::string_view delta_key(const char* r) { return {r + 25, static_cast<uint8_t>(r[24])}; }
   static uint32_t base_bytes(const Items& items, const std::string_view* high) {
     size_t n = 32 + 16 * items.size() + (high != nullptr ? high->size() : 0);
     for (const auto& it : items) n += it.first.size();
@@ -112,7 +110,8 @@ struct Codec<std::string_view> {
       put_at(slot, items[i].second);
       put_at(slot + 8, static_cast<uint16_t>(heap));
       put_at(slot + 10, static_cast<uint16_t>(items[i].first.size()));
-      if (!items[i].first.empty()) std::memcpy(img + heap, items[i].first.data(), items[i].first.size());
+      if (!items[i].first.empty())
+        std::memcpy(img + heap, items[i].first.data(), items[i].first.size());
       heap += items[i].first.size();
     }
     b->high_off = static_cast<uint16_t>(heap);
@@ -131,9 +130,7 @@ struct Codec<std::string_view> {
     const auto* b = reinterpret_cast<const Base*>(r);
     return {r + b->high_off, b->high_len};
   }
-  static uint32_t stated_delta_bytes(const char* r) {
-    return 25 + static_cast<uint8_t>(r[24]);
-  }
+  static uint32_t stated_delta_bytes(const char* r) { return 25 + static_cast<uint8_t>(r[24]); }
   static bool base_fits(const char* r, uint32_t block) {
     const auto* b = reinterpret_cast<const Base*>(r);
     if (b->bytes > block || 32 + 16ull * b->h.count > b->bytes) return false;
@@ -226,7 +223,7 @@ class PBwTree final : public PersistentIndexOf<K> {
 
   /// The logical content of a node as one chain shows it.
   struct View {
-    Items items;           ///< ascending, only keys below high
+    Items items;  ///< ascending, only keys below high
     bool has_high = false;
     K high{};
     uint64_t right = kNoNode;
@@ -393,7 +390,9 @@ class PBwTree final : public PersistentIndexOf<K> {
 
   /// Whether `boundary` sends key k to the right (k >= boundary; strict:
   /// k > boundary, for the "keys below k" descent).
-  static bool beyond(K boundary, K k, bool strict) { return strict ? boundary < k : !(k < boundary); }
+  static bool beyond(K boundary, K k, bool strict) {
+    return strict ? boundary < k : !(k < boundary);
+  }
 
   /// The child (or right sibling) of inner node chain `head` for key k.
   Route route_inner(uint64_t head, K k, bool strict) const {
@@ -420,7 +419,8 @@ class PBwTree final : public PersistentIndexOf<K> {
       int64_t i = base_floor(r, k, strict);
       if (i < 0) i = 0;  // only for k at the node's low key (strict), never taken
       const K bk = C::base_key(r, static_cast<uint32_t>(i));
-      if (!has_best || best.sep < bk) best = Route{false, C::base_val(r, static_cast<uint32_t>(i)), bk};
+      if (!has_best || best.sep < bk)
+        best = Route{false, C::base_val(r, static_cast<uint32_t>(i)), bk};
       return best;
     }
   }
@@ -485,7 +485,8 @@ class PBwTree final : public PersistentIndexOf<K> {
           v->right = reinterpret_cast<const Base*>(r)->right;
         }
         v->items.reserve(h->count + deltas.size());
-        for (uint32_t i = 0; i < h->count; ++i) v->items.emplace_back(C::base_key(r, i), C::base_val(r, i));
+        for (uint32_t i = 0; i < h->count; ++i)
+          v->items.emplace_back(C::base_key(r, i), C::base_val(r, i));
         break;
       }
       if (h->type == kSplit && !split_seen) {
@@ -579,7 +580,8 @@ class PBwTree final : public PersistentIndexOf<K> {
       return split(id, head, parent, v);
     }
     uint64_t b = 0;
-    if (!write_base(v.leaf, v.items, v.has_high ? &v.high : nullptr, v.right, &b).ok()) return false;
+    if (!write_base(v.leaf, v.items, v.has_high ? &v.high : nullptr, v.right, &b).ok())
+      return false;
     if (!publish(id, head, b)) {
       pool_->allocator().free(b);  // never published
       return false;
@@ -749,8 +751,8 @@ class PBwTree final : public PersistentIndexOf<K> {
   std::vector<uint64_t> reserve_;
   std::atomic<bool> reserve_low_{true};
   std::atomic<bool> defer_posts_{false};  ///< tests: a splitter leaves its post to helpers
-  std::atomic<bool> full_{false};     ///< an allocation failed: count removes as room
-  std::atomic<int64_t> room_{0};      ///< removes (in a full pool) not yet refilled by inserts
+  std::atomic<bool> full_{false};         ///< an allocation failed: count removes as room
+  std::atomic<int64_t> room_{0};          ///< removes (in a full pool) not yet refilled by inserts
   RootObject* root_ = nullptr;
   std::atomic<std::atomic<uint64_t>*> dir_[kMaxChunks];
   mutable std::mutex id_mu_;
@@ -819,7 +821,8 @@ Status PBwTree<K>::check_chain(uint64_t id, uint64_t head, std::vector<uint64_t>
     }
     first = false;
     const bool base = h->type == kBaseLeaf || h->type == kBaseInner;
-    const bool fits_node = leaf ? h->type != kIndexEntry : (h->type == kSplit || h->type == kIndexEntry);
+    const bool fits_node =
+        leaf ? h->type != kIndexEntry : (h->type == kSplit || h->type == kIndexEntry);
     if (base ? (h->depth != 0 || (h->type == kBaseLeaf) != (leaf != 0) || !C::base_fits(r, block))
              : (!is_delta(h->type) || h->depth == 0 || !fits_node ||
                 C::stated_delta_bytes(r) > block)) {
@@ -842,8 +845,7 @@ Status PBwTree<K>::check_chain(uint64_t id, uint64_t head, std::vector<uint64_t>
       collect(head, &v);
       if (v.items.size() != hdr(head)->count) {
         return Status::Corruption(where + ": holds " + std::to_string(v.items.size()) +
-                                  " entries, its head counts " +
-                                  std::to_string(hdr(head)->count));
+                                  " entries, its head counts " + std::to_string(hdr(head)->count));
       }
       if (leaf) *keys += v.items.size();
       return Status::Ok();
@@ -866,8 +868,8 @@ Status PBwTree<K>::recover() {
     if (off == 0) continue;
     if (c != chunks || pool_->allocator().block_size(off) < kChunkBytes ||
         !pool_->contains(off, kChunkBytes)) {
-      return Status::Corruption(std::string(kName) + ": mapping chunk " + std::to_string(c) + " at " +
-                                hex(off) + " is not a chunk in order");
+      return Status::Corruption(std::string(kName) + ": mapping chunk " + std::to_string(c) +
+                                " at " + hex(off) + " is not a chunk in order");
     }
     dir_[c].store(reinterpret_cast<std::atomic<uint64_t>*>(pool_->base() + off), kRlx);
     ++chunks;
@@ -944,9 +946,9 @@ void PBwTree<K>::compact_after_recovery() {
         if (head == 0) break;
         const RecordHeader* h = hdr(head);
         const auto* b = reinterpret_cast<const Base*>(rec(head));
-        if (h->depth == 0 && (b->bytes <= node_size_
-                                  ? pool_->allocator().block_size(head) == node_size_
-                                  : !over_node_size(h->flags & kLeafFlag, h->count, b->bytes))) {
+        if (h->depth == 0 &&
+            (b->bytes <= node_size_ ? pool_->allocator().block_size(head) == node_size_
+                                    : !over_node_size(h->flags & kLeafFlag, h->count, b->bytes))) {
           break;
         }
         if (!consolidate(id, head, kNoNode)) break;
@@ -989,8 +991,8 @@ Status PBwTree<K>::modify(Op op, K key, Value value) {
     // room removes made, from the reserve.
     const bool may_reserve = op != Op::kInsert || room_.load(kRlx) > 0;
     *used_reserve() = false;
-    if (Status s = write_delta(loc.head, type, key, op == Op::kRemove ? 0 : value, count, &d,
-                               may_reserve);
+    if (Status s =
+            write_delta(loc.head, type, key, op == Op::kRemove ? 0 : value, count, &d, may_reserve);
         !s.ok()) {
       return s;
     }
@@ -1114,7 +1116,8 @@ Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats) const {
       }
       seen[id] = 1;
       const uint64_t head = word(id)->load(kAcq) & ~kDirty;
-      if (head == 0) return Status::Corruption(idx + ": node " + std::to_string(id) + " has no record");
+      if (head == 0)
+        return Status::Corruption(idx + ": node " + std::to_string(id) + " has no record");
       collect(head, &v);
       stats->nodes++;
       stats->max_depth = std::max<uint64_t>(stats->max_depth, hdr(head)->depth);
@@ -1123,7 +1126,8 @@ Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats) const {
         if (hdr(o)->type == kIndexEntry) stats->index_deltas++;
       }
       if (first_node) leaf_level = v.leaf;
-      if (v.leaf != leaf_level) return Status::Corruption(idx + ": mixed level " + std::to_string(level));
+      if (v.leaf != leaf_level)
+        return Status::Corruption(idx + ": mixed level " + std::to_string(level));
       if (want < expected.size() && expected[want].second == id) {
         if (!(expected[want].first == lo)) {
           return Status::Corruption(idx + ": node " + std::to_string(id) +
@@ -1221,8 +1225,7 @@ template bool defer_index_entries<std::string_view>(Index<std::string_view>&, bo
 template std::optional<Events> events_of<uint64_t>(const Index<uint64_t>&);
 template std::optional<Events> events_of<std::string_view>(const Index<std::string_view>&);
 template std::optional<ChainStats> chain_stats_of<uint64_t>(const Index<uint64_t>&);
-template std::optional<ChainStats> chain_stats_of<std::string_view>(
-    const Index<std::string_view>&);
+template std::optional<ChainStats> chain_stats_of<std::string_view>(const Index<std::string_view>&);
 
 }  // namespace p_bwtree
 
@@ -1233,9 +1236,8 @@ template <class K>
 Status make_p_bwtree_of(const IndexOptions& options, std::unique_ptr<Index<K>>* out) {
   using p_bwtree::PBwTree;
   return open_persistent_index<PBwTree<K>>(
-      options, pool_layout("p-bwtree", key_type_of<K>),
-      [](PBwTree<K>& t) { return t.create(); }, [](PBwTree<K>& t) { return t.recover(); }, out,
-      options.node_size);
+      options, pool_layout("p-bwtree", key_type_of<K>), [](PBwTree<K>& t) { return t.create(); },
+      [](PBwTree<K>& t) { return t.recover(); }, out, options.node_size);
 }
 }  // namespace
 
