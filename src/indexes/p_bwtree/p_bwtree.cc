@@ -786,7 +786,7 @@ Status PBwTree<K>::create() {
   pm::store(word(0), leaf);
   pm::persist(word(0), 8, {"p-bwtree.create.word"});
   pm::store(&root_->root_id, uint64_t{0});
-  pm::persist(p, 32, {"p-bwtree.create.root"});
+  pm::persist(p, kRootBytes, {"p-bwtree.create.root"});  // the zeroed directory too
   next_id_ = 1;
   pool_->set_root(ro);
   return fill_reserve();
