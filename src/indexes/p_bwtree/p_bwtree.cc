@@ -769,8 +769,10 @@ class PBwTree final : public PersistentIndexOf<K> {
   std::atomic<uint64_t> ev_consolidations_{0}, ev_splits_{0}, ev_index_entries_{0}, ev_helped_{0},
       ev_root_grows_{0}, ev_cas_failures_{0};
 
-  Status walk_levels(VerifyReport* report, ChainStats* stats) const;
+  Status walk_levels(VerifyReport* report, ChainStats* stats,
+                     std::vector<OwnedKey<K>>* unposted = nullptr) const;
   void compact_after_recovery();
+  void fold_chains();
   Status check_chain(uint64_t id, uint64_t head, std::vector<uint64_t>* children, uint64_t* keys);
 };
 
@@ -944,6 +946,23 @@ Status PBwTree<K>::recover() {
 /// (no reader exists yet). A step that cannot allocate leaves the chain.
 template <class K>
 void PBwTree<K>::compact_after_recovery() {
+  // Completes every split a crash left half done (second half: the index
+  // entry, or the root growth), by the lookups that would help it, then
+  // folds the chains; repeated while the folding splits again.
+  for (int round = 0; round < 8; ++round) {
+    fold_chains();
+    std::vector<OwnedKey<K>> lows;
+    VerifyReport r;
+    ChainStats cs;
+    if (!walk_levels(&r, &cs, &lows).ok() || lows.empty()) break;
+    for (const OwnedKey<K>& k : lows) (void)lookup(K(k));
+  }
+  fold_chains();
+}
+
+/// One folding pass of compact_after_recovery: every chain to one base.
+template <class K>
+void PBwTree<K>::fold_chains() {
   bool changed = true;
   for (int pass = 0; changed && pass < 16; ++pass) {  // splits add nodes: a few passes
     changed = false;
@@ -1100,7 +1119,8 @@ std::optional<std::pair<OwnedKey<K>, Value>> PBwTree<K>::find_last_less_than(K k
 /// and inside [low, high), and that every child an inner node names is on
 /// the next level with that low key.
 template <class K>
-Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats) const {
+Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats,
+                               std::vector<OwnedKey<K>>* unposted) const {
   *report = VerifyReport{};
   *stats = ChainStats{};
   EpochManager::Guard g(epoch_);
@@ -1143,6 +1163,7 @@ Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats) const {
         ++want;
       } else {
         stats->unposted_splits++;
+        if (unposted != nullptr) unposted->emplace_back(lo);
       }
       if (hdr(head)->count != v.items.size()) {
         return Status::Corruption(idx + ": node " + std::to_string(id) + " counts " +
