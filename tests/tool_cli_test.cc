@@ -443,6 +443,13 @@ TEST_F(Cli, PersistentIndexKeepPoolThenVerifyAndInfo) {
   EXPECT_NE(v.out.find("keys:            2000"), std::string::npos) << v.out;
   Outcome wrong = nvindex("verify --index btree --pool " + pool);
   EXPECT_EQ(wrong.rc, 2);
+  // An integer-key pool opened for string keys: refused (its layout is
+  // "fastfair", a string-key pool's is "fastfair:string"), the pool intact.
+  const std::string before = slurp(pool);
+  Outcome as_string = nvindex("verify --index fastfair --key-type string --pool " + pool);
+  EXPECT_EQ(as_string.rc, 2) << as_string.err;
+  EXPECT_EQ(slurp(pool), before);
+  EXPECT_EQ(nvindex("verify --index fastfair --key-type text --pool " + pool).rc, 2);
   fs::remove(pool);
 }
 
