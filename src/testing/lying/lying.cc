@@ -7,7 +7,9 @@
 //  - drops every 10th insert (counted over all inserts) while returning Ok;
 //  - returns the value with its upper 32 bits inverted for every 16th
 //    successful lookup (the value no longer matches its key's tag).
-// Updates, removes, scans and verify() are honest. Not persistent.
+// Updates, removes, scans, verify() and the key-length check (check_key:
+// a string key over 255 bytes is InvalidArgument) are honest. Not
+// persistent.
 //
 // Thread-safety: every method takes the mutex; thread-safe (and claims it).
 #include "testing/lying/lying.h"
@@ -22,12 +24,14 @@ template <class K>
 class LyingIndex final : public Index<K> {
  public:
   Status insert(K key, Value value) override {
+    if (Status st = check_key("lying-test", key); !st.ok()) return st;  // honest: too long
     std::lock_guard lock(mu_);
     if (++inserts_ % 10 == 0) return Status::Ok();  // the lie: nothing stored
     return map_.try_emplace(OwnedKey<K>(key), value).second ? Status::Ok()
                                                             : Status::AlreadyExists();
   }
   Status update(K key, Value value) override {
+    if (Status st = check_key("lying-test", key); !st.ok()) return st;  // honest: too long
     std::lock_guard lock(mu_);
     auto it = map_.find(key);
     if (it == map_.end()) return Status::NotFound();
@@ -35,6 +39,7 @@ class LyingIndex final : public Index<K> {
     return Status::Ok();
   }
   Status remove(K key) override {
+    if (Status st = check_key("lying-test", key); !st.ok()) return st;  // honest: too long
     std::lock_guard lock(mu_);
     auto it = map_.find(key);
     if (it == map_.end()) return Status::NotFound();
