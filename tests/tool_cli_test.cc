@@ -539,6 +539,8 @@ TEST_F(Cli, KeyTypeOptionsAreCheckedBeforeAnyWork) {
       {"--index btree --key-type string", "index 'btree' does not take string keys"},
       {"--index btree --key-type string", "absl-btree"},
       {"--index absl-btree --key-type string --key-size 12", "use --key-size"},
+      {"--index absl-btree --key-type string --key-size 010", "--key-size"},  // not octal 8
+      {"--index absl-btree --key-type string --key-size -1", "--key-size"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.args);

@@ -657,7 +657,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--key-size", a.key_size,
                   "String keys: bytes of a generated key, \"user\" + the key's decimal "
                   "zero-padded, 5..255 (24 holds every 64-bit key; smaller sizes need keys that "
-                  "fit, e.g. --sequential-keys)");
+                  "fit, e.g. --sequential-keys)")
+      ->check(no_sign());
   cmd->add_option("--keys-file", a.spec.keys_file,
                   "Load keys from this file, one key a line: a decimal key, or with --key-type "
                   "string the line's bytes (e.g. a word list)");
