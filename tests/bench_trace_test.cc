@@ -324,18 +324,25 @@ TEST(StringTrace, RealSamplesReadAsStringsAndRefusedAsNumbers) {
   EXPECT_EQ(table[remap[ops[0].key] - 1], "user5247664635010229000");
 }
 
+/// The workload of the shared string trace pair load_string_<w> /
+/// txn_string_<w> over `threads` threads (make_workload's status).
+Status make_string_trace(const char* w, unsigned threads, Workload* out) {
+  WorkloadSpec spec;
+  spec.threads = threads;
+  spec.key_type = KeyType::kString;
+  spec.trace_load = ycsb(std::string("load_string_") + w);
+  spec.trace_run = ycsb(std::string("txn_string_") + w);
+  return make_workload(spec, out);
+}
+
 // One thread: every expectation is exact, and checked here against a replay
 // over the strings themselves (std::set<std::string>, byte order), so rank
 // ids must order as their strings do for the scans to agree.
 TEST(StringTrace, WorkloadIdsAreByteOrderRanksAndExpectationsMatchAStringReplay) {
   for (const char* w : {"workloada", "workloadc", "workloade"}) {
     SCOPED_TRACE(w);
-    WorkloadSpec spec;
-    spec.key_type = KeyType::kString;
-    spec.trace_load = ycsb(std::string("load_string_") + w);
-    spec.trace_run = ycsb(std::string("txn_string_") + w);
     Workload sw;
-    Status s = make_workload(spec, &sw);
+    Status s = make_string_trace(w, 1, &sw);
     ASSERT_TRUE(s.ok()) << s.ToString();
     EXPECT_EQ(sw.load_keys.size(), 10000u);
     EXPECT_EQ(sw.total_operations(), 10000u);
@@ -386,13 +393,8 @@ TEST(StringTrace, SharedSamplesReplayWithoutFailures) {
   for (const char* w : {"workloada", "workloadc", "workloade"}) {
     for (unsigned threads : {1u, 2u}) {
       SCOPED_TRACE(std::string(w) + " threads " + std::to_string(threads));
-      WorkloadSpec spec;
-      spec.threads = threads;
-      spec.key_type = KeyType::kString;
-      spec.trace_load = ycsb(std::string("load_string_") + w);
-      spec.trace_run = ycsb(std::string("txn_string_") + w);
       Workload wl;
-      Status s = make_workload(spec, &wl);
+      Status s = make_string_trace(w, threads, &wl);
       ASSERT_TRUE(s.ok()) << s.ToString();
       BenchOptions o;
       o.pm.mode = pm::Mode::kEmulated;
