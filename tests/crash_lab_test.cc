@@ -200,13 +200,14 @@ TEST(StringKeys, AKeyNoOperationWroteIsReported) {
   const std::string e = idx.take_key_error();
   EXPECT_NE(e.find("'z-invented' (10 bytes), which no operation wrote"), std::string::npos) << e;
   EXPECT_EQ(idx.take_key_error(), "");
-  // make_keyed_index refuses an index without string keys (a test double
+  // make_keyed_index refuses an index without string keys (a broken test double
   // that never gets them) by name.
-  ASSERT_FALSE(find_index_entry("lying-test")->caps.string_keys);
+  ASSERT_FALSE(find_index_entry("bug-split-two-naw-test")->caps.string_keys);
   std::unique_ptr<Index<uint64_t>> none;
-  const Status s = make_keyed_index("lying-test", KeyType::kString, io, &none);
+  const Status s = make_keyed_index("bug-split-two-naw-test", KeyType::kString, io, &none);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
-  EXPECT_NE(s.message().find("'lying-test' has no string keys"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("'bug-split-two-naw-test' has no string keys"), std::string::npos)
+      << s.ToString();
 }
 
 // --- the proof that the lab works: deliberately broken indexes are caught.

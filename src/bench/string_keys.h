@@ -29,6 +29,8 @@
 // Thread-safety: pure functions; a StringKeyList is immutable after build().
 #pragma once
 
+#include <xxhash.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <deque>
@@ -63,15 +65,10 @@ void format_string_key(uint64_t id, uint32_t key_size, char* out);
 /// The same as a std::string.
 std::string formatted_string_key(uint64_t id, uint32_t key_size);
 
-/// FNV-1a 64 over the key's bytes: the hash make_value() takes for a string
-/// key (the file comment).
+/// XXH3 64 (xxHash) of the key's bytes: the hash make_value() takes for a
+/// string key (the file comment).
 inline uint64_t string_key_hash(std::string_view key) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : key) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
+  return XXH3_64bits(key.data(), key.size());
 }
 
 /// How ids name string keys: the workload's table (ids 1..table.size()) and

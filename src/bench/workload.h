@@ -251,7 +251,7 @@ Status make_workload(const WorkloadSpec& spec, Workload* out);
 /// are a hash of the key, the lower 32 bits the version. A value read back for
 /// `key` whose upper half does not match is wrong (another key's value or
 /// garbage), whatever the interleaving. With string keys the driver passes
-/// string_key_hash(key) (FNV-1a 64 of the key's bytes) as `key`.
+/// string_key_hash(key) (XXH3 64 of the key's bytes) as `key`.
 inline uint64_t make_value(uint64_t key, uint32_t version) {
   uint64_t h = key * 0x9E3779B97F4A7C15ull;
   h ^= h >> 29;
