@@ -328,6 +328,9 @@ class Btree final : public Index<typename KP::Key> {
   using K = typename KP::Key;
   using Owned = typename KP::Owned;
   using Search = typename KP::Search;
+  // How the tree passes a search key: by value when it is one word (integer
+  // keys: in a register, as before the template), else by reference.
+  using SearchArg = std::conditional_t<sizeof(Search) <= 8, Search, const Search&>;
   using Stored = typename KP::Stored;
   using N = Node<KP>;
   static constexpr unsigned W = KP::kWords;
@@ -549,13 +552,13 @@ class Btree final : public Index<typename KP::Key> {
   static Search search_long(K key) { return KP::search(key); }
 
   // First slot i with keys[i] >= key (linear search, Ni et al. §3.1).
-  unsigned leaf_lower_bound(const N* n, unsigned cnt, const Search& key) const {
+  unsigned leaf_lower_bound(const N* n, unsigned cnt, SearchArg key) const {
     unsigned i = 0;
     while (i < cnt && KP::slot_lt(keys(n), cap(n), i, key)) ++i;
     return i;
   }
   // Child slot for key: first i with key < keys[i] (or cnt).
-  unsigned child_pos(const N* n, unsigned cnt, const Search& key) const {
+  unsigned child_pos(const N* n, unsigned cnt, SearchArg key) const {
     unsigned i = 0;
     while (i < cnt && !KP::lt_slot(key, keys(n), cap(n), i)) ++i;
     return i;
@@ -569,7 +572,7 @@ class Btree final : public Index<typename KP::Key> {
   // With `before` (find_last_less_than of string keys) the node must instead
   // hold the keys just below `key`: low < key <= high.
   template <bool before = false>
-  bool settle(const Search& key, N** n, uint64_t* v, bool* moved_right) const {
+  bool settle(SearchArg key, N** n, uint64_t* v, bool* moved_right) const {
     for (;;) {
       if (!read_lock((*n)->version, v)) return false;
       if constexpr (before) {
@@ -605,7 +608,7 @@ class Btree final : public Index<typename KP::Key> {
   // `before`: the leaf whose range holds the keys just below `key` (low <
   // key <= high; `key` must not be the smallest key).
   template <bool before = false>
-  N* find_leaf(const Search& key, uint64_t* v_out) const {
+  N* find_leaf(SearchArg key, uint64_t* v_out) const {
     for (unsigned spins = 0;; cpu_relax(&spins)) {
       N* n = root_.load(std::memory_order_acquire);
       for (;;) {
@@ -651,7 +654,7 @@ class Btree final : public Index<typename KP::Key> {
 
   // The leaf for `key` (the low fence of `next`) after a scan left a leaf:
   // `next` itself when it still covers key, else a search from the root.
-  N* step_right(N* next, const Search& key, uint64_t* v_out) const {
+  N* step_right(N* next, SearchArg key, uint64_t* v_out) const {
     uint64_t v;
     if (read_lock(next->version, &v) && !KP::lt_slot(key, next->low, 1, 0) &&
         (ld(next->sibling) == nullptr || KP::lt_slot(key, next->high, 1, 0)) &&
@@ -671,8 +674,8 @@ class Btree final : public Index<typename KP::Key> {
     }
   }
 
-  bool try_insert(const Search& key, Value value, Stored* fresh, bool* made, Status* s);
-  bool try_remove(const Search& key, Status* s);
+  bool try_insert(SearchArg key, Value value, Stored* fresh, bool* made, Status* s);
+  bool try_remove(SearchArg key, Status* s);
   void split(N* parent, uint64_t pv, unsigned pos, N* n, uint64_t v, uint64_t rv);
   N* split_node(N* n, Stored* sep);
   void merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, unsigned pos, N* n, uint64_t v);
@@ -704,7 +707,7 @@ class Btree final : public Index<typename KP::Key> {
 // is made once (*fresh, *made; for string keys its record, allocated before
 // the leaf is locked) and kept across restarts.
 template <class KP>
-bool Btree<KP>::try_insert(const Search& key, Value value, Stored* fresh, bool* made, Status* s) {
+bool Btree<KP>::try_insert(SearchArg key, Value value, Stored* fresh, bool* made, Status* s) {
   uint64_t rv = 0;
   read_lock(root_lock_, &rv);
   N* n = root_.load(std::memory_order_acquire);
@@ -849,7 +852,7 @@ Node<KP>* Btree<KP>::split_node(N* n, Stored* sep) {
 // path is merged with or rebalanced against a sibling first, and a root with
 // a single child is replaced by that child; then the key leaves its leaf.
 template <class KP>
-bool Btree<KP>::try_remove(const Search& key, Status* s) {
+bool Btree<KP>::try_remove(SearchArg key, Status* s) {
   uint64_t rv = 0;
   read_lock(root_lock_, &rv);
   N* n = root_.load(std::memory_order_acquire);
