@@ -732,7 +732,8 @@ Status PMasstree<K>::create() {
   // Crash argument: leaf and root object are persisted before Pool::set_root
   // (a NAW) publishes them; a crash earlier leaves a pool without a root,
   // whose blocks the next create reclaims (allocate_root_object).
-  pm::persist(node(leaf), sizeof(Node), {"p-masstree.create.leaf"});
+  // The leaf's flush is ordered by the root object's fence below.
+  pm::flush(node(leaf), sizeof(Node), {"p-masstree.create.leaf"});
   root_ = tree(ro);
   pm::fill(root_, 0, sizeof(TreeRoot));
   pm::store(&root_->magic, kRootMagic);
