@@ -941,6 +941,7 @@ Status PMasstree<K>::verify_tree(const TreeRoot* t, unsigned d, std::string* pre
             if (tree(val)->magic == kLayerMagic) {
               if (d + 1 >= kMaxDepth) return corrupt("layer too deep", val);
               append_slice(prefix, ks, 8);
+              r->pm_bytes += this->pool_->allocator().block_size(val);
               Status s = verify_tree(tree(val), d + 1, prefix, r);
               prefix->resize(size_t{8} * d);
               if (!s.ok()) return s;
@@ -951,10 +952,12 @@ Status PMasstree<K>::verify_tree(const TreeRoot* t, unsigned d, std::string* pre
                 rec->key().substr(0, size_t{8} * d) != *prefix || slice_of(rec->key(), d) != ks) {
               return corrupt("bad suffix record", val);
             }
+            r->pm_bytes += this->pool_->allocator().block_size(val);
           }
         }
         ++r->keys;
       }
+      r->pm_bytes += kNodeBytes;
       if (level > 0) {
         ++r->inner_nodes;
         const uint64_t lm = n->leftmost.load(kAcq);

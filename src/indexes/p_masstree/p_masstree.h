@@ -199,6 +199,9 @@ class PMasstree final : public PersistentIndexOf<K> {
   size_t scan(K start, size_t count, std::vector<std::pair<Owned, Value>>* out) override;
   std::optional<std::pair<Owned, Value>> find_last_less_than(K key) override;
   IndexInfo info() const override;
+  /// Also counts VerifyReport::pm_bytes: 512 B per node, the blocks of the
+  /// suffix records and layer headers reached (not the root object, nor
+  /// retired suffix records awaiting the destructor).
   Status verify(VerifyReport* report) const override;
   std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
 
