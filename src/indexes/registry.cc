@@ -13,6 +13,7 @@
 #include "indexes/fastfair/fastfair.h"
 #include "indexes/fptree/fptree.h"
 #include "indexes/lbtree/lbtree.h"
+#include "indexes/p_masstree/p_masstree.h"
 #include "indexes/wbtree/wbtree.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
@@ -102,6 +103,19 @@ constexpr IndexEntry kIndexes[] = {
      nullptr,
      {},
      &make_divided_skiplist},
+    {"p-masstree",
+     kPMasstreeDescription,
+     Capabilities{.ordered = true,
+                  .persistent = true,
+                  .thread_safe = true,
+                  .string_keys = true,
+                  .placement = Placement::kPmOnly},
+     0,
+     "",
+     nullptr,
+     {},
+     &make_p_masstree,
+     &make_p_masstree_string},
 };
 
 }  // namespace
