@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct CrashCase {
     return key_type == KeyType::kString ? n + "_string" : n;
   }
 };
+
+/// Prints a case by its label (test parameter values in failure messages).
+inline void PrintTo(const CrashCase& c, std::ostream* os) { *os << c.label(); }
 
 /// Every persistent non-test index with integer keys, then those with
 /// string keys again with string keys, in registration order.
