@@ -29,6 +29,13 @@ uint64_t block_bytes(uint32_t node_size) {
   return std::bit_ceil(std::max<uint64_t>(pm::Allocator::kMinBlock, node_size));
 }
 
+uint64_t structure_bytes(const VerifyReport& r, const IndexInfo& info) {
+  if (r.pm_bytes != 0) return r.pm_bytes;
+  const uint64_t nodes =
+      r.leaves + (info.caps.placement == Placement::kSelective ? 0 : r.inner_nodes);
+  return nodes * block_bytes(info.node_size);
+}
+
 // ------------------------------------------------------------ image files
 
 namespace {
@@ -183,20 +190,20 @@ std::string check_content(const CheckContext& c, Index<uint64_t>& idx, Model* go
 }
 
 /// Check 4 of oracle.h (leak check): the allocator's bytes in use equal the
-/// nodes verify() counted (`r`) times their block size plus the overhead
+/// blocks verify() accounts for (`r`: structure_bytes) plus the overhead
 /// measured after creation. Skipped when that overhead is unknown. Returns
 /// "" or what failed.
 std::string check_accounting(const CheckContext& c, pm::Pool* pool, Index<uint64_t>& idx,
                              const VerifyReport& r) {
-  const IndexInfo info = idx.info();
   if (!c.overhead_known) return "";
-  const uint64_t nodes = r.leaves + (c.placement == Placement::kSelective ? 0 : r.inner_nodes);
-  const uint64_t want = nodes * block_bytes(info.node_size) + c.overhead;
+  const uint64_t structure = structure_bytes(r, idx.info());
+  const uint64_t want = structure + c.overhead;
   const uint64_t have = pool->allocator().bytes_in_use();
   if (have == want) return "";
   return "PM accounting after recovery: " + std::to_string(have) + " bytes in use, expected " +
-         std::to_string(want) + " (" + std::to_string(nodes) + " nodes x " +
-         std::to_string(block_bytes(info.node_size)) + " B + " + std::to_string(c.overhead) +
+         std::to_string(want) + " (" + std::to_string(structure) +
+         " B reached by verify(): " + std::to_string(r.leaves) + " leaves, " +
+         std::to_string(r.inner_nodes) + " inner nodes, + " + std::to_string(c.overhead) +
          " B overhead): a block leaked or lost";
 }
 

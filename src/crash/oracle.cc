@@ -203,19 +203,17 @@ class ScenarioRun {
     return Status::Ok();
   }
 
-  /// The allocator's bytes in use right after creation beyond the nodes
-  /// verify() counts (e.g. fastfair's 64 B root object), in bytes: the
-  /// constant of the leak check (oracle.h, check 4). Unknown when verify()
-  /// fails or counts no node.
+  /// The allocator's bytes in use right after creation beyond the blocks
+  /// verify() accounts for (detail::structure_bytes; e.g. fastfair's 64 B
+  /// root object), in bytes: the constant of the leak check (oracle.h, check
+  /// 4). Unknown when verify() fails or accounts for no block.
   void measure_overhead(const IndexInfo& info) {
     VerifyReport r;
     if (!idx_->verify(&r).ok()) return;
-    const uint64_t nodes =
-        r.leaves + (info.caps.placement == Placement::kSelective ? 0 : r.inner_nodes);
+    const uint64_t structure = detail::structure_bytes(r, info);
     const uint64_t in_use = pool_->allocator().bytes_in_use();
-    const uint64_t block = detail::block_bytes(info.node_size);
-    ctx_.overhead_known = nodes > 0 && in_use >= nodes * block;
-    ctx_.overhead = ctx_.overhead_known ? in_use - nodes * block : 0;
+    ctx_.overhead_known = structure > 0 && in_use >= structure;
+    ctx_.overhead = ctx_.overhead_known ? in_use - structure : 0;
   }
 
   /// Runs `op` on the live index.

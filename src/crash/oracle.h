@@ -23,10 +23,12 @@
 //     else appears; verify()'s key count agrees;
 //  4. no leaked or doubly owned PM block: a doubly owned block fails
 //     recovery (Allocator::mark_reachable); a leak is caught by accounting:
-//     Allocator::bytes_in_use() after recovery must equal the index's nodes
-//     (leaves + inner nodes from verify(), leaves only for selective
-//     persistence) times its node size plus the constant overhead measured
-//     right after creation (e.g. fastfair's 64 B root object);
+//     Allocator::bytes_in_use() after recovery must equal the bytes of the
+//     blocks verify() reached (VerifyReport::pm_bytes when the index counts
+//     them: key records, delta records; else its nodes, leaves + inner nodes
+//     or leaves only for selective persistence, times its node size) plus
+//     the constant overhead measured right after creation (e.g. fastfair's
+//     64 B root object);
 //  5. the index keeps working: inserts of fresh keys interleaved with the
 //     existing ones (enough to split several nodes), then removes of those
 //     and of every other existing key (merges), each result matched against
