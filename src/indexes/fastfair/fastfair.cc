@@ -266,6 +266,56 @@ void FastFairT<K>::retire_record(uint64_t word) {
   }
 }
 
+// Key record reclamation (string keys). An optimistic reader may hold a
+// record's offset it read from a slot before the slot was removed, and read
+// the record's bytes after, until its validation fails; so a retired record
+// may be freed (and reused) only when no operation that could have read the
+// slot is still running. Every public operation counts itself in active_
+// (acquire increment before it reads the tree, release decrement after its
+// last read). reclaim_records() takes the retired list first, then reads
+// active_ with an acq_rel RMW: if it is 1 (the caller alone), every other
+// operation either ended (its decrement precedes the RMW in active_'s
+// modification order, so its reads happen before the frees) or starts
+// after (its increment reads from the RMW's release sequence, so it sees
+// every slot removal made before the list was taken and cannot reach those
+// records). Otherwise the list goes back for a later try. Records retired
+// after the list was taken are not in it. A single-threaded user thus
+// reuses every remove's record at once; under concurrency records wait for
+// a quiescent remove, or the destructor.
+template <class K>
+class FastFairT<K>::InFlight {
+ public:
+  explicit InFlight(FastFairT* t) : t_(t) {
+    if constexpr (kStringKeys) t_->active_.fetch_add(1, std::memory_order_acquire);
+  }
+  ~InFlight() {
+    if constexpr (kStringKeys) t_->active_.fetch_sub(1, std::memory_order_release);
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  [[maybe_unused]] FastFairT* t_;
+};
+
+template <class K>
+void FastFairT<K>::reclaim_records() {
+  if constexpr (kStringKeys) {
+    std::vector<uint64_t> batch;
+    {
+      std::lock_guard g(retire_mu_);
+      if (retired_records_.empty()) return;
+      batch.swap(retired_records_);
+    }
+    if (active_.fetch_add(0, std::memory_order_acq_rel) == 1) {
+      for (uint64_t off : batch) free_key_record(*pool_, off);
+      return;
+    }
+    std::lock_guard g(retire_mu_);
+    retired_records_.insert(retired_records_.end(), batch.begin(), batch.end());
+  }
+}
+
 // ---------------------------------------------------------------- create
 
 template <class K>
@@ -615,6 +665,7 @@ std::optional<Value> FastFairT<K>::lookup_scalar(ProbeArg key) {
 
 template <class K>
 std::optional<Value> FastFairT<K>::lookup(K k) {
+  const InFlight in_flight(this);
   const Probe key = probe(k);
   if constexpr (kStringKeys) return lookup_scalar(key);
   switch (simd::search_level()) {
@@ -630,6 +681,7 @@ std::optional<Value> FastFairT<K>::lookup(K k) {
 
 template <class K>
 size_t FastFairT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) {
+  const InFlight in_flight(this);
   out->clear();
   if (count == 0) return 0;
   // Every key < cursor has been returned or skipped. String keys: the
@@ -689,6 +741,7 @@ size_t FastFairT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<
 
 template <class K>
 std::optional<std::pair<OwnedKey<K>, Value>> FastFairT<K>::find_last_less_than(K key) {
+  const InFlight in_flight(this);
   // The probe: integer keys, the last key <= key - 1; string keys, a strict
   // probe (the descent routes to the leaf covering keys just below it, and
   // last_le finds the last key < it).
@@ -732,6 +785,7 @@ Status FastFairT<K>::update(K k, Value value) {
   if constexpr (kStringKeys) {
     if (Status s = check_key(kLayout, k); !s.ok()) return s;
   }
+  const InFlight in_flight(this);
   const Probe key = probe(k);
   uint64_t off = 0;
   lock_covering(key, 0, &off);
@@ -766,6 +820,7 @@ Status FastFairT<K>::insert(K k, Value value) {
   } else {
     word = k;
   }
+  const InFlight in_flight(this);
   const auto fail = [&](Status s) {
     if constexpr (kStringKeys) free_key_record(*pool_, word);
     return s;
@@ -897,6 +952,7 @@ Status FastFairT<K>::remove(K k) {
   if constexpr (kStringKeys) {
     if (Status s = check_key(kLayout, k); !s.ok()) return s;
   }
+  const InFlight in_flight(this);
   const Probe key = probe(k);
   uint64_t off = 0;
   lock_covering(key, 0, &off);
@@ -912,10 +968,12 @@ Status FastFairT<K>::remove(K k) {
   unlock(off);
   // String keys: the slot is gone and durable (fast_delete ends with the
   // count NAW); an optimistic reader may still hold the record's offset, so
-  // the record is retired, freed at destruction (after a crash recovery
-  // reclaims it: no slot names it).
+  // the record is retired and freed once no other operation is in flight
+  // ("Key record reclamation"; after a crash recovery reclaims it: no slot
+  // names it).
   retire_record(word);
   if (n - 1 < cap_ / 4) try_merge(0, key);
+  reclaim_records();
   return Status::Ok();
 }
 
@@ -1391,6 +1449,13 @@ Status FastFairT<K>::verify(VerifyReport* report) const {
       if (leaf) {
         r.keys += cnt;
         ++r.leaves;
+        if constexpr (kStringKeys) {
+          // The records this leaf owns (fastfair.h): its entries' and its
+          // low_key's.
+          const pm::Allocator& alloc = pool_->allocator();
+          for (uint32_t i = 0; i < cnt; ++i) r.pm_bytes += alloc.block_size(e[i].key.load(kRlx));
+          if (low != 0) r.pm_bytes += alloc.block_size(low);
+        }
         if (n->leftmost.load(kRlx) != 0) return Status::Corruption("fastfair: leaf has a child");
         continue;
       }
@@ -1417,6 +1482,9 @@ Status FastFairT<K>::verify(VerifyReport* report) const {
       }
     }
   }
+  // String keys: the blocks reached are the nodes and the key records
+  // (VerifyReport::pm_bytes); integer keys report nodes only (pm_bytes 0).
+  if constexpr (kStringKeys) r.pm_bytes += (r.leaves + r.inner_nodes) * uint64_t{node_size_};
   *report = r;
   return Status::Ok();
 }

@@ -167,9 +167,13 @@ struct StringProbe {
 /// first, made by the leaf split). An inner node's low_key and its
 /// separators name the record of a leaf's low_key (a child's low_key equals
 /// its separator, a leftmost child's the parent's low_key), never their own.
-/// Records are freed only at destruction (retired like nodes): a removed
-/// key's record once the remove is durable, a separator record when a leaf
-/// merge unlinks the leaf that owned it (no separator names it then).
+/// A record is retired once no slot names it durably: a removed key's record
+/// after its remove's count NAW, a separator record after the leaf merge
+/// that unlinks its owner (no separator names it then). Retired records are
+/// freed when no other operation is in flight (see reclaim_records in
+/// fastfair.cc: an operation counter, so a single writer reuses the space of
+/// every remove at once), else at the next quiescent remove or at
+/// destruction. Nodes stay retired until destruction.
 template <class K>
 class FastFairT final : public PersistentIndexOf<K> {
  public:
@@ -231,8 +235,9 @@ class FastFairT final : public PersistentIndexOf<K> {
     std::lock_guard g(spare_mu_);
     return spare_.size();
   }
-  /// Key records retired by removes and leaf merges, freed at destruction
-  /// (string keys; 0 for integer keys).
+  /// Key records retired by removes and leaf merges and not yet freed
+  /// (string keys: freed when no other operation is in flight; 0 for
+  /// integer keys).
   size_t retired_records() const {
     std::lock_guard g(retire_mu_);
     return retired_records_.size();
@@ -306,6 +311,12 @@ class FastFairT final : public PersistentIndexOf<K> {
   void collapse_root();
   void retire(uint64_t off);
   void retire_record(uint64_t word);
+  /// String keys: frees the retired records if no operation but the
+  /// caller's is in flight (fastfair.cc, "Key record reclamation").
+  void reclaim_records();
+  /// String keys: counts the calling operation in active_ for its scope (no
+  /// code for integer keys).
+  class InFlight;
   Status walk_levels(std::vector<std::vector<uint64_t>>* levels) const;
   /// String keys: checks that every key word of the nodes (low keys, entries
   /// below count) names a key record, before recovery compares any. Errors:
@@ -330,6 +341,9 @@ class FastFairT final : public PersistentIndexOf<K> {
   mutable std::mutex retire_mu_;  ///< guards retired_ and retired_records_
   std::vector<uint64_t> retired_;
   std::vector<uint64_t> retired_records_;
+  /// String keys: operations in flight (every public operation counts
+  /// itself for its duration); unused for integer keys.
+  std::atomic<uint64_t> active_{0};
   /// Most spare node blocks kept between splits (see Stash in fastfair.cc).
   static constexpr size_t kMaxSpare = 64;
   mutable std::mutex spare_mu_;  ///< guards spare_
