@@ -8,6 +8,7 @@
 // live record once, and the PM cost of a string insert.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -250,13 +251,40 @@ TEST(FastFairString, RecoveryReclaimsUnpublishedAndRemovedRecords) {
   EXPECT_EQ(sp.pool->allocator().bytes_in_use(), string_tree_bytes(*sp.pool, *sp.ff(), model));
 }
 
+// The key word's prefix (top 16 bits) orders keys like their bytes: over
+// sorted keys that differ in, or end within, the first two bytes, the
+// prefixes never decrease.
+TEST(FastFairString, KeyPrefixIsMonotone) {
+  std::vector<std::string> keys = {"",
+                                   std::string(1, '\0'),
+                                   std::string(2, '\0'),
+                                   "a",
+                                   "a\x01",
+                                   "ab",
+                                   "abc",
+                                   "b",
+                                   "\x7f",
+                                   "\x80",
+                                   "\xff",
+                                   "\xff\xff\xff"};
+  keys.push_back(std::string("a") + '\0');
+  std::sort(keys.begin(), keys.end());
+  for (size_t i = 1; i < keys.size(); ++i) {
+    EXPECT_LE(fastfair::key_prefix(keys[i - 1]), fastfair::key_prefix(keys[i])) << i;
+  }
+  EXPECT_EQ(fastfair::key_prefix("ab"), 0x6162);
+  EXPECT_EQ(fastfair::key_prefix("a"), 0x6100);
+  EXPECT_EQ(fastfair::record_of(fastfair::key_word(0x1240, "zz")), 0x1240u);
+}
+
 // Damaged key words are Corruption at recovery, not a wild read or a
 // silently different tree: (0) an entry's word that is not the start of a
 // block; (1) two owners of one record (a leaf's low_key and its parent's
 // separator redirected to the leaf's first entry's record: every order and
-// separator check still holds, but the record would be marked twice).
+// separator check still holds, but the record would be marked twice); (2) a
+// word whose prefix bits are not its record's.
 TEST(FastFairString, RecoveryRefusesDamagedKeyWords) {
-  for (int damage = 0; damage < 2; ++damage) {
+  for (int damage = 0; damage < 3; ++damage) {
     StringPool sp("d" + std::to_string(damage));
     ASSERT_TRUE(sp.create(512).ok());
     for (int i = 0; i < 60; ++i)
@@ -268,9 +296,12 @@ TEST(FastFairString, RecoveryRefusesDamagedKeyWords) {
     fastfair::Node* child = ff.node(pe[0].value.load());
     if (damage == 0) {
       child->entries()[1].key.store(child->entries()[1].key.load() + 8);
+    } else if (damage == 2) {
+      child->entries()[1].key.store(child->entries()[1].key.load() ^ (uint64_t{1} << 48));
     } else {
       const uint64_t w = child->entries()[0].key.load();
-      ASSERT_EQ(key_record(*sp.pool, w), key_record(*sp.pool, child->low_key.load()));
+      ASSERT_EQ(key_record(*sp.pool, fastfair::record_of(w)),
+                key_record(*sp.pool, fastfair::record_of(child->low_key.load())));
       child->low_key.store(w);
       pe[0].key.store(w);
     }

@@ -101,7 +101,7 @@ FastFairT<K>::~FastFairT() {
   // their durable remove or leaf merge, and no thread can read them once the
   // index is gone.
   for (uint64_t off : retired_) pool_->allocator().free(off);
-  for (uint64_t off : retired_records_) free_key_record(*pool_, off);
+  for (uint64_t word : retired_records_) free_key_record(*pool_, record_of(word));
   for (uint64_t off : spare_) pool_->allocator().free(off);
   this->record_close_keys();
 }
@@ -126,7 +126,7 @@ inline typename FastFairT<K>::Probe FastFairT<K>::probe(K key) {
 template <class K>
 inline typename FastFairT<K>::Probe FastFairT<K>::probe_of_word(uint64_t word) const {
   if constexpr (kStringKeys) {
-    return StringProbe{key_record(*pool_, word), false};
+    return StringProbe{key_record(*pool_, record_of(word)), false};
   } else {
     return word;
   }
@@ -136,7 +136,9 @@ template <class K>
 inline bool FastFairT<K>::word_le(uint64_t word, ProbeArg p) const {
   if constexpr (kStringKeys) {
     if (word == 0) return true;  // minus infinity
-    const int c = key_record(*pool_, word).compare(p.key);
+    const uint16_t wp = static_cast<uint16_t>(word >> 48);
+    if (wp != p.prefix) return wp < p.prefix;  // settled without the record
+    const int c = key_record(*pool_, record_of(word)).compare(p.key);
     return c < 0 || (c == 0 && !p.strict);
   } else {
     return word <= p;
@@ -146,7 +148,8 @@ inline bool FastFairT<K>::word_le(uint64_t word, ProbeArg p) const {
 template <class K>
 inline bool FastFairT<K>::word_eq(uint64_t word, ProbeArg p) const {
   if constexpr (kStringKeys) {
-    return word != 0 && key_record(*pool_, word) == p.key;
+    return word != 0 && static_cast<uint16_t>(word >> 48) == p.prefix &&
+           key_record(*pool_, record_of(word)) == p.key;
   } else {
     return word == p;
   }
@@ -157,7 +160,8 @@ int FastFairT<K>::compare_words(uint64_t a, uint64_t b) const {
   if constexpr (kStringKeys) {
     if (a == b) return 0;
     if (a == 0 || b == 0) return a == 0 ? -1 : 1;
-    const int c = key_record(*pool_, a).compare(key_record(*pool_, b));
+    if ((a >> 48) != (b >> 48)) return (a >> 48) < (b >> 48) ? -1 : 1;
+    const int c = key_record(*pool_, record_of(a)).compare(key_record(*pool_, record_of(b)));
     return c < 0 ? -1 : (c > 0 ? 1 : 0);
   } else {
     return a < b ? -1 : (a > b ? 1 : 0);
@@ -192,7 +196,7 @@ inline int FastFairT<K>::last_le(Entry* e, uint32_t n, ProbeArg p) const {
 template <class K>
 OwnedKey<K> FastFairT<K>::owned_key(uint64_t word) const {
   if constexpr (kStringKeys) {
-    return std::string(key_record(*pool_, word));
+    return std::string(key_record(*pool_, record_of(word)));
   } else {
     return word;
   }
@@ -308,7 +312,7 @@ void FastFairT<K>::reclaim_records() {
       batch.swap(retired_records_);
     }
     if (active_.fetch_add(0, std::memory_order_acq_rel) == 1) {
-      for (uint64_t off : batch) free_key_record(*pool_, off);
+      for (uint64_t word : batch) free_key_record(*pool_, record_of(word));
       return;
     }
     std::lock_guard g(retire_mu_);
@@ -334,6 +338,9 @@ void FastFairT<K>::init_node(uint64_t off, uint32_t level, uint64_t low_key, uin
 
 template <class K>
 Status FastFairT<K>::create(uint32_t node_size) {
+  if (kStringKeys && pool_->size() > kRecordMask) {
+    return Status::InvalidArgument("fastfair: string keys need a pool below 2^48 bytes");
+  }
   node_size_ = node_size;
   cap_ = (node_size - kHeaderBytes) / kEntryBytes;
   prefetch_bytes_ = std::min<uint32_t>(node_size_, 512);
@@ -771,7 +778,7 @@ std::optional<std::pair<OwnedKey<K>, Value>> FastFairT<K>::find_last_less_than(K
     // (strictly smaller each round).
     if (low == 0) return std::nullopt;
     if constexpr (kStringKeys) {
-      target = StringProbe{key_record(*pool_, low), true};
+      target = StringProbe{key_record(*pool_, record_of(low)), true};
     } else {
       target = low - 1;
     }
@@ -814,15 +821,17 @@ Status FastFairT<K>::insert(K k, Value value) {
   uint64_t word = 0;
   if constexpr (kStringKeys) {
     if (Status s = check_key(kLayout, k); !s.ok()) return s;
-    if (Status s = store_key_record(*pool_, k, &word, {"fastfair.insert.key_record"}); !s.ok()) {
+    uint64_t rec = 0;
+    if (Status s = store_key_record(*pool_, k, &rec, {"fastfair.insert.key_record"}); !s.ok()) {
       return s;
     }
+    word = key_word(rec, k);
   } else {
     word = k;
   }
   const InFlight in_flight(this);
   const auto fail = [&](Status s) {
-    if constexpr (kStringKeys) free_key_record(*pool_, word);
+    if constexpr (kStringKeys) free_key_record(*pool_, record_of(word));
     return s;
   };
   const Probe key = probe(k);
@@ -854,12 +863,13 @@ Status FastFairT<K>::insert(K k, Value value) {
   uint64_t low_record = 0;
   if constexpr (kStringKeys) {
     const uint64_t first_moved = x->entries()[n / 2].key.load(kRlx);
-    s = store_key_record(*pool_, key_record(*pool_, first_moved), &low_record,
-                         {"fastfair.split.separator_record"});
+    const std::string_view moved = key_record(*pool_, record_of(first_moved));
+    s = store_key_record(*pool_, moved, &low_record, {"fastfair.split.separator_record"});
     if (!s.ok()) {
       unlock(off);
       return fail(s);
     }
+    low_record = key_word(low_record, moved);
   }
   uint64_t noff = 0;
   const Status took = stash.take(&noff);
@@ -1175,6 +1185,19 @@ void FastFairT<K>::for_each_settled(uint64_t off, F&& f) const {
   }
 }
 
+// String keys: a key word names a key record (check_key_record) and its
+// prefix bits are that record's key's prefix (a wrong prefix would order
+// keys differently from their bytes).
+template <class K>
+Status FastFairT<K>::check_key_word(uint64_t word) const {
+  if (Status s = check_key_record(*pool_, kLayout, record_of(word)); !s.ok()) return s;
+  if (word != key_word(record_of(word), key_record(*pool_, record_of(word)))) {
+    return Status::Corruption(std::string(kLayout) + ": key word " + hex(word) +
+                              " has a prefix that is not its record's");
+  }
+  return Status::Ok();
+}
+
 // String keys: every key word a recovery comparison may read (low keys;
 // entries below count, holes and entries beyond the upper bound included)
 // must name a key record before any is dereferenced, so a damaged word gives
@@ -1188,11 +1211,11 @@ Status FastFairT<K>::check_key_words(const std::vector<std::vector<uint64_t>>& l
         const uint64_t low = x->low_key.load(kRlx);
         // The leftmost node's low_key is 0 (minus infinity), checked below.
         if (j > 0 || low != 0) {
-          if (Status s = check_key_record(*pool_, kLayout, low); !s.ok()) return s;
+          if (Status s = check_key_word(low); !s.ok()) return s;
         }
         const Entry* e = const_cast<Node*>(x)->entries();
         for (uint32_t i = 0; i < clamp_count(x); ++i) {
-          if (Status s = check_key_record(*pool_, kLayout, e[i].key.load(kRlx)); !s.ok()) return s;
+          if (Status s = check_key_word(e[i].key.load(kRlx)); !s.ok()) return s;
         }
       }
     }
@@ -1275,6 +1298,9 @@ Status FastFairT<K>::recover() {
       !valid_node_size(static_cast<uint32_t>(root_obj_->node_size))) {
     return Status::Corruption("fastfair: root object has invalid node size " +
                               std::to_string(root_obj_->node_size));
+  }
+  if (kStringKeys && pool_->size() > kRecordMask) {
+    return Status::InvalidArgument("fastfair: string keys need a pool below 2^48 bytes");
   }
   node_size_ = static_cast<uint32_t>(root_obj_->node_size);
   cap_ = (node_size_ - kHeaderBytes) / kEntryBytes;
@@ -1367,12 +1393,12 @@ Status FastFairT<K>::recover() {
       for_each_settled(off, [&](uint32_t i) {
         ++*keys;
         if constexpr (kStringKeys) {
-          if (m.ok()) m = mark_key_record(*pool_, kLayout, e[i].key.load(kRlx));
+          if (m.ok()) m = mark_key_record(*pool_, kLayout, record_of(e[i].key.load(kRlx)));
         }
       });
       if constexpr (kStringKeys) {
         const uint64_t low = node(off)->low_key.load(kRlx);
-        if (m.ok() && low != 0) m = mark_key_record(*pool_, kLayout, low);
+        if (m.ok() && low != 0) m = mark_key_record(*pool_, kLayout, record_of(low));
       }
       if (!m.ok()) return m;
     }
@@ -1453,8 +1479,10 @@ Status FastFairT<K>::verify(VerifyReport* report) const {
           // The records this leaf owns (fastfair.h): its entries' and its
           // low_key's.
           const pm::Allocator& alloc = pool_->allocator();
-          for (uint32_t i = 0; i < cnt; ++i) r.pm_bytes += alloc.block_size(e[i].key.load(kRlx));
-          if (low != 0) r.pm_bytes += alloc.block_size(low);
+          for (uint32_t i = 0; i < cnt; ++i) {
+            r.pm_bytes += alloc.block_size(record_of(e[i].key.load(kRlx)));
+          }
+          if (low != 0) r.pm_bytes += alloc.block_size(record_of(low));
         }
         if (n->leftmost.load(kRlx) != 0) return Status::Corruption("fastfair: leaf has a child");
         continue;

@@ -142,10 +142,34 @@ static_assert(offsetof(Node, reserved) == 40);
 static_assert(sizeof(Node) == kHeaderBytes);
 static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
 
-/// Probe of a string-key search: the key, and whether the search wants the
-/// last entry < key (strict, find_last_less_than) instead of <= key.
+/// String keys: a key word is (prefix << 48) | record offset, where the
+/// record offset (key_record.h) is below 2^48 (pools are smaller: checked at
+/// create and recover) and the prefix is the key's first two bytes, big-endian,
+/// zero-padded (key_prefix). The prefix is monotone in the key (s <= t
+/// implies prefix(s) <= prefix(t)), so two different prefixes order their
+/// keys without reading either record; equal prefixes read the records.
+inline constexpr uint64_t kRecordMask = (uint64_t{1} << 48) - 1;
+/// The key record offset of a string key word.
+inline uint64_t record_of(uint64_t word) { return word & kRecordMask; }
+/// The 2-byte prefix of a string key: bytes 0 and 1 big-endian, 0 for a
+/// missing byte.
+inline uint16_t key_prefix(std::string_view k) {
+  const unsigned b0 = k.size() > 0 ? static_cast<uint8_t>(k[0]) : 0u;
+  const unsigned b1 = k.size() > 1 ? static_cast<uint8_t>(k[1]) : 0u;
+  return static_cast<uint16_t>(b0 << 8 | b1);
+}
+/// The key word naming the record at `off` that holds `key`.
+inline uint64_t key_word(uint64_t off, std::string_view key) {
+  return off | uint64_t{key_prefix(key)} << 48;
+}
+
+/// Probe of a string-key search: the key, its prefix, and whether the search
+/// wants the last entry < key (strict, find_last_less_than) instead of <=.
 struct StringProbe {
+  StringProbe() = default;
+  StringProbe(std::string_view k, bool s) : key(k), prefix(key_prefix(k)), strict(s) {}
   std::string_view key;
+  uint16_t prefix = 0;
   bool strict = false;
 };
 
@@ -154,8 +178,9 @@ struct StringProbe {
 ///
 /// The 8-byte key word of an entry (and a node's low_key) is the key itself
 /// for K = uint64_t, and for K = std::string_view the pool offset of a key
-/// record (common/key_record.h; 0 in a low_key = minus infinity, the
-/// leftmost node of a level). Both instances share every protocol: the
+/// record (common/key_record.h) with the key's 2-byte prefix in the top 16
+/// bits (key_word; 0 in a low_key = minus infinity, the leftmost node of a
+/// level). Both instances share every protocol: the
 /// reader rule's holes are equal WORDS (a shifted slot is a copy of its
 /// neighbour, so a hole names the same record), and only ordering
 /// comparisons dereference a record. Integer keys compile to the same code
@@ -322,6 +347,8 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// below count) names a key record, before recovery compares any. Errors:
   /// Corruption (check_key_record's).
   Status check_key_words(const std::vector<std::vector<uint64_t>>& levels) const;
+  /// One key word of check_key_words.
+  Status check_key_word(uint64_t word) const;
   Status normalize(uint64_t off);
   /// Calls f(slot) for each entry node `off` holds as normalize() would leave
   /// it (entries below its upper bound, each equal pair once), without
