@@ -6,8 +6,9 @@
 // departures from the paper and its code; fastfair.cc holds the crash argument of every
 // persistent update where the update is.
 //
-// Persistent layout (pool layout name "fastfair"): the root object and the
-// node, byte tables directly above their structs below.
+// Persistent layout (pool layout name "fastfair", "fastfair:string" for
+// byte-string keys): the root object and the node, byte tables directly
+// above their structs below; string keys' key words: FastFairT.
 //
 // Reader rule (transient duplicates, paper §3.2 mended): entries are sorted;
 // a slot i < count-1 with key[i] == key[i+1] is a hole and is skipped (the
@@ -68,7 +69,8 @@ Status make_fastfair_string(const IndexOptions& options,
 
 namespace fastfair {
 
-/// Pool layout name.
+/// Pool layout name of the integer-key tree, and the index name in messages;
+/// the string-key tree's layout is pool_layout(kLayout, KeyType::kString).
 inline constexpr char kLayout[] = "fastfair";
 /// Root object magic: "FFAIRv1\0" as a little-endian word.
 inline constexpr uint64_t kRootMagic = 0x0031764941524646ull;
