@@ -15,6 +15,7 @@
 
 #include "crash/images.h"
 #include "crash/runner.h"
+#include "crash/string_keys.h"
 #include "nvindex/pm/allocator.h"
 #include "pm/crashsim.h"
 #include "util/hex.h"
@@ -90,6 +91,7 @@ std::string read_content(Index<uint64_t>& idx, bool ordered, const std::vector<u
   if (ordered) {
     std::vector<std::pair<uint64_t, Value>> v;
     idx.scan(0, keys.size() + 64, &v);
+    if (std::string e = take_key_error(idx); !e.empty()) return "full scan: " + e;
     for (size_t i = 0; i < v.size(); ++i) {
       if (i > 0 && v[i].first <= v[i - 1].first) {
         return "full scan not strictly ascending at key " + key_text(v[i].first) +
@@ -144,7 +146,7 @@ Status make_scenario_index(const Options& o, pm::Pool* pool,
   io.pool = pool;
   io.node_size = o.node_size;
   io.extra = o.index_opts;
-  return make_index<uint64_t>(o.index, io, idx);
+  return make_keyed_index(o.index, o.key_type, io, idx);
 }
 
 namespace {
@@ -153,7 +155,7 @@ namespace {
 /// of Pool::open and make_index, their messages prefixed with the step.
 Status open_and_recover(const Options& o, const std::string& path, pm::Mode mode,
                         std::unique_ptr<pm::Pool>* pool, std::unique_ptr<Index<uint64_t>>* idx) {
-  Status s = pm::Pool::open(path, o.index, mode, pool);
+  Status s = pm::Pool::open(path, pool_layout(o.index, o.key_type), mode, pool);
   if (!s.ok()) return Status(s.code(), "Pool::open: " + s.ToString());
   s = make_scenario_index(o, pool->get(), idx);
   if (!s.ok()) return Status(s.code(), "recovery (make_index): " + s.ToString());
@@ -333,7 +335,7 @@ std::string recover_under_simulator(const Options& o, const std::vector<uint64_t
   Status s = write_image(path, image.data(), image.size());
   if (!s.ok()) return "cannot write the image: " + s.ToString();
   std::unique_ptr<pm::Pool>& pool = out->pool;
-  s = pm::Pool::open(path, o.index, pm::Mode::kCrashSim, &pool);
+  s = pm::Pool::open(path, pool_layout(o.index, o.key_type), pm::Mode::kCrashSim, &pool);
   if (!s.ok()) return "Pool::open: " + s.ToString();
   cs::Options so = o.sim;
   so.check_uninstrumented = true;

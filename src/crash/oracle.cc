@@ -102,7 +102,8 @@ class ScenarioRun {
     pm::PersistConfig cfg = pm::current_config();
     cfg.mode = pm::Mode::kCrashSim;
     pm::configure(cfg);
-    Status s = pm::Pool::create(pool_path, o_.pool_bytes, o_.index, pm::Mode::kCrashSim, &pool_);
+    Status s = pm::Pool::create(pool_path, o_.pool_bytes, pool_layout(o_.index, o_.key_type),
+                                pm::Mode::kCrashSim, &pool_);
     if (!s.ok()) return s;
     ::unlink(pool_path.c_str());  // the mapping stays; nothing else needs the name
     s = cs::Simulator::attach(pool_.get(), o_.sim, &sim_);
@@ -127,6 +128,7 @@ class ScenarioRun {
     ctx_.before = &before_;
     ctx_.after = &after_;
     tmpl_.index = o_.index;
+    tmpl_.key_type = o_.key_type;
     tmpl_.node_size = o_.node_size;
     tmpl_.seed = seed_;
     tmpl_.ops = o_.ops;
@@ -348,6 +350,9 @@ Status run_crash_test(const Options& o, Report* rep) {
   if (e == nullptr || !e->caps.persistent) {
     return Status::InvalidArgument("crashtest: '" + o.index +
                                    "' is not a registered persistent index");
+  }
+  if (o.key_type == KeyType::kString && !e->caps.string_keys) {
+    return Status::InvalidArgument("crashtest: '" + o.index + "' has no string keys");
   }
   if (o.ops == 0 || o.scenarios == 0) {
     return Status::InvalidArgument("crashtest: ops and scenarios must be >= 1");

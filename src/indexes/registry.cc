@@ -24,7 +24,6 @@ namespace nvindex {
 
 namespace {
 
-constexpr Capabilities kVolatile{.ordered = true, .thread_safe = true};
 constexpr Capabilities kVolatileStrings{.ordered = true, .thread_safe = true, .string_keys = true};
 constexpr Capabilities kPmOnlyStrings{.ordered = true,
                                       .persistent = true,
@@ -66,12 +65,13 @@ constexpr IndexEntry kIndexes[] = {
      &make_fastfair_string},
     {"btree",
      kBtreeDescription,
-     kVolatile,
+     kVolatileStrings,
      128,
      "a multiple of 64 in 128..4096 B",
      &btree_valid_node_size,
      {},
-     &make_btree},
+     &make_btree,
+     &make_btree_string},
     {"lbtree",
      kLbTreeDescription,
      kSelective,

@@ -11,8 +11,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <string>
 
+#include "nvindex/index.h"
 #include "util/quote.h"
 
 namespace nvindex::tools {
@@ -46,6 +48,17 @@ inline CLI::Validator in_range(long double lo, long double hi, std::string range
         return std::string();
       },
       range);
+}
+
+/// Adds `--key-type integer|string` (KeyType; "int" is taken for integer)
+/// to `cmd`, storing into *t; another value is a usage error naming the
+/// valid ones. `what` completes the help text ("keys of the scenarios").
+inline CLI::Option* add_key_type_option(CLI::App* cmd, KeyType* t, const std::string& what) {
+  static const std::map<std::string, KeyType> kNames = {
+      {"integer", KeyType::kInteger}, {"int", KeyType::kInteger}, {"string", KeyType::kString}};
+  return cmd->add_option("--key-type", *t, "integer|string: " + what)
+      ->transform(CLI::CheckedTransformer(kNames, CLI::ignore_case))
+      ->default_str("integer");
 }
 
 /// An unsigned integer option with no limit of its own (a seed).
