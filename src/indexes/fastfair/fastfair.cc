@@ -1524,7 +1524,7 @@ Status FastFairT<K>::verify(VerifyReport* report) const {
 // why each stays.
 template <class K>
 std::vector<std::pair<std::string, std::string>> FastFairT<K>::ablation_notes() const {
-  return {
+  std::vector<std::pair<std::string, std::string>> notes = {
       {"fastfair.create.leaf/fence",
        "redundant: the leaf's flush is committed by the fence of the root object's persist that "
        "follows at once, before the NAW that publishes both; one fence per pool creation"},
@@ -1545,6 +1545,19 @@ std::vector<std::pair<std::string, std::string>> FastFairT<K>::ablation_notes() 
        "is retired and freed when the index is destroyed, after which its block may be reused "
        "while the durable L.sibling still named it"},
   };
+  if constexpr (kStringKeys) {
+    notes.emplace_back(
+        "fastfair.insert.key_record/fence",
+        "redundant in fastfair: FAST insert persists a slot (flush and fence) before the store "
+        "that publishes the key (the count NAW of an append, the key store at slot p after a "
+        "shift), and that fence also commits the record's flushes; store_key_record fences for "
+        "callers without such a fence (one fence per insert that fastfair could save)");
+    notes.emplace_back(
+        "fastfair.split.separator_record/fence",
+        "redundant in fastfair: split() persists the new node (flush and fence) before X.sibling "
+        "publishes it, and that fence also commits the separator record's flushes");
+  }
+  return notes;
 }
 
 template class FastFairT<uint64_t>;
