@@ -26,8 +26,11 @@ namespace nvindex {
 namespace {
 
 constexpr Capabilities kVolatileStrings{.ordered = true, .thread_safe = true, .string_keys = true};
-constexpr Capabilities kPmOnly{
-    .ordered = true, .persistent = true, .thread_safe = true, .placement = Placement::kPmOnly};
+constexpr Capabilities kPmOnlyStrings{.ordered = true,
+                                      .persistent = true,
+                                      .thread_safe = true,
+                                      .string_keys = true,
+                                      .placement = Placement::kPmOnly};
 constexpr Capabilities kSelective{.ordered = true,
                                   .persistent = true,
                                   .thread_safe = true,
@@ -54,12 +57,13 @@ constexpr IndexEntry kIndexes[] = {
      &make_absl_btree_string},
     {"fastfair",
      kFastFairDescription,
-     kPmOnly,
+     kPmOnlyStrings,
      128,
      "a power of two in 128..4096 B",
      &fastfair::valid_node_size,
      {},
-     &make_fastfair},
+     &make_fastfair,
+     &make_fastfair_string},
     {"btree",
      kBtreeDescription,
      kVolatileStrings,
