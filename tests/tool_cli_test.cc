@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include "nvindex/index.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -534,6 +536,8 @@ TEST_F(Cli, RecoveryThreadsAndVerifyRebuildTime) {
 // message names those that take them) and a key space that does not fit the
 // digits are usage errors.
 TEST_F(Cli, KeyTypeOptionsAreCheckedBeforeAnyWork) {
+  ASSERT_FALSE(nvindex::find_index_entry("fptree")->caps.string_keys)
+      << "pick an index without them";
   struct Case {
     std::string args;
     const char* says;
@@ -543,8 +547,8 @@ TEST_F(Cli, KeyTypeOptionsAreCheckedBeforeAnyWork) {
       {"--index absl-btree --key-type string --key-size 4", "--key-size 4: expected 5..255"},
       {"--index absl-btree --key-type string --key-size 256", "--key-size 256: expected 5..255"},
       {"--index absl-btree --key-size 30", "--key-size applies to --key-type string"},
-      {"--index btree --key-type string", "index 'btree' does not take string keys"},
-      {"--index btree --key-type string", "absl-btree"},
+      {"--index fptree --key-type string", "index 'fptree' does not take string keys"},
+      {"--index fptree --key-type string", "absl-btree"},
       {"--index absl-btree --key-type string --key-size 12", "use --key-size"},
       {"--index absl-btree --key-type string --key-size 010", "--key-size"},  // not octal 8
       {"--index absl-btree --key-type string --key-size -1", "--key-size"},
