@@ -279,6 +279,7 @@ std::string check_state(Index<uint64_t>& idx, const Model& model, unsigned threa
   if (idx.info().caps.ordered) {
     std::vector<std::pair<uint64_t, Value>> all;
     idx.scan(0, model.size() + 16, &all);
+    if (std::string e = take_key_error(idx); !e.empty()) return "full scan after recovery: " + e;
     const std::vector<std::pair<uint64_t, Value>> want(model.begin(), model.end());
     if (all != want) {
       size_t i = 0;

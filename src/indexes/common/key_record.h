@@ -20,8 +20,9 @@
 // persistent.h) frees it: an index's mark() must mark the record of every
 // live slot (mark_key_record). A record is freed only after the slot that
 // published it is gone and durable, and only when no concurrent reader can
-// still hold its offset (the index's reclamation rule: retire until close, or
-// an epoch), so no slot ever names a freed record.
+// still hold its offset (the index's reclamation rule: retire until close,
+// free when no other operation is in flight as fastfair does, or an epoch),
+// so no slot ever names a freed record.
 //
 // Thread-safety: store_key_record() and free_key_record() call the
 // allocator, which is thread-safe; a record is immutable once published, so

@@ -692,8 +692,9 @@ size_t FastFairT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<
   out->clear();
   if (count == 0) return 0;
   // Every key < cursor has been returned or skipped. String keys: the
-  // cursor views the caller's key or a low_key's record (never freed while
-  // the tree is open).
+  // cursor views the caller's key or a low_key's record, which is not freed
+  // while this operation is in flight (in_flight: records are freed only
+  // when no other operation is, "Key record reclamation").
   Probe cursor = probe(start);
   std::vector<std::pair<uint64_t, Value>> buf;  // (key word, value) of one leaf
   while (true) {
@@ -771,8 +772,9 @@ std::optional<std::pair<OwnedKey<K>, Value>> FastFairT<K>::find_last_less_than(K
     }
     const uint64_t low = n->low_key.load(kAcq);
     if (!validate(off, v)) continue;
-    // A string key's record is never freed while the tree is open, so it
-    // may be copied after the validation.
+    // A string key's record is not freed while this operation is in flight
+    // (the InFlight guard, "Key record reclamation"), so it may be copied
+    // after the validation.
     if (i >= 0) return std::make_pair(owned_key(k), val);
     // Nothing below the probe here: the answer, if any, is left of low_key
     // (strictly smaller each round).
