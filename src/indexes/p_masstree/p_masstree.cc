@@ -777,6 +777,14 @@ Status PMasstree<K>::mark_tree(pm::Allocator& a, uint64_t tree_off, unsigned d, 
     if (!any_level && n->level != level) return corrupt("wrong node level", off);
     if (n->level >= 64) return corrupt("node level out of range", off);
     if (!Perm{n->perm.load(kRlx)}.valid()) return corrupt("invalid permutation", off);
+    if constexpr (kInt<K>) {
+      // new_node sets every keylen byte to 8 and integer inserts never write
+      // one (put), so a free slot's byte is 8 too: an insert into it must
+      // not publish a damaged keylen (found by the pool fuzzer).
+      for (const auto& kl : n->keylen) {
+        if (kl.load(kRlx) != 8) return corrupt("integer node with a keylen != 8", off);
+      }
+    }
     return Status::Ok();
   };
   uint64_t start = t->root.load(kRlx);
