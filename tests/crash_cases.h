@@ -44,4 +44,16 @@ inline std::vector<CrashCase> persistent_crash_cases() {
   return cases;
 }
 
+/// The persistent non-test indexes without string keys (each must be
+/// refused for --key-type string), in registration order.
+inline std::vector<std::string> persistent_indexes_without_string_keys() {
+  std::vector<std::string> names;
+  for (const IndexEntry& e : registered_indexes()) {
+    if (e.caps.persistent && !e.caps.string_keys && !is_test_only_index(e.name)) {
+      names.emplace_back(e.name);
+    }
+  }
+  return names;
+}
+
 }  // namespace nvindex::crash

@@ -345,12 +345,11 @@ TEST(Oracle, RefusesBadArguments) {
   EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
   o.index = "no-such-index";
   EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
-  for (const IndexEntry& e : registered_indexes()) {
-    if (!e.caps.persistent || e.caps.string_keys || is_test_only_index(e.name)) continue;
-    o.index = std::string(e.name);
+  for (const std::string& name : persistent_indexes_without_string_keys()) {
+    o.index = name;
     o.key_type = KeyType::kString;
     const Status s = run_crash_test(o, &r);
-    EXPECT_EQ(s.code(), Code::kInvalidArgument) << e.name;
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << name;
     EXPECT_NE(s.message().find("has no string keys"), std::string::npos) << s.ToString();
     o.key_type = KeyType::kInteger;
   }
@@ -475,10 +474,8 @@ TEST_F(CrashtestCli, BadUsageExitsTwo) {
   EXPECT_EQ(nvindex("crashtest --index fastfair --index-opt nonsense").rc, 2);
   EXPECT_EQ(nvindex("crashtest --index fastfair --key-type text").rc, 2);
   // A persistent index without string keys: a usage error naming it.
-  for (const IndexEntry& e : registered_indexes()) {
-    if (!e.caps.persistent || e.caps.string_keys || is_test_only_index(e.name)) continue;
-    EXPECT_EQ(nvindex("crashtest --index " + std::string(e.name) + " --key-type string").rc, 2)
-        << e.name;
+  for (const std::string& name : persistent_indexes_without_string_keys()) {
+    EXPECT_EQ(nvindex("crashtest --index " + name + " --key-type string").rc, 2) << name;
   }
 }
 

@@ -110,12 +110,11 @@ TEST(CrashTorture, BadOptionsAreRefused) {
   EXPECT_EQ(run_torture(o, &r).code(), Code::kInvalidArgument);
   o.index = "btree";  // volatile
   EXPECT_EQ(run_torture(o, &r).code(), Code::kInvalidArgument);
-  for (const IndexEntry& e : registered_indexes()) {
-    if (!e.caps.persistent || e.caps.string_keys || is_test_only_index(e.name)) continue;
-    o.index = std::string(e.name);
+  for (const std::string& name : persistent_indexes_without_string_keys()) {
+    o.index = name;
     o.key_type = KeyType::kString;
     const Status s = run_torture(o, &r);
-    EXPECT_EQ(s.code(), Code::kInvalidArgument) << e.name;
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << name;
     EXPECT_NE(s.message().find("has no string keys"), std::string::npos) << s.ToString();
     o.key_type = KeyType::kInteger;
   }

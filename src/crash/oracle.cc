@@ -25,6 +25,7 @@
 #include "crash/check.h"
 #include "crash/images.h"
 #include "crash/runner.h"
+#include "crash/string_keys.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
@@ -346,14 +347,7 @@ class ScenarioRun {
 Status run_crash_test(const Options& o, Report* rep) {
   *rep = Report{};
   rep->options = o;
-  const IndexEntry* e = find_index_entry(o.index);
-  if (e == nullptr || !e->caps.persistent) {
-    return Status::InvalidArgument("crashtest: '" + o.index +
-                                   "' is not a registered persistent index");
-  }
-  if (o.key_type == KeyType::kString && !e->caps.string_keys) {
-    return Status::InvalidArgument("crashtest: '" + o.index + "' has no string keys");
-  }
+  if (Status s = check_keyed_index("crashtest", o.index, o.key_type); !s.ok()) return s;
   if (o.ops == 0 || o.scenarios == 0) {
     return Status::InvalidArgument("crashtest: ops and scenarios must be >= 1");
   }

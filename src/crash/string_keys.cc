@@ -102,6 +102,18 @@ Status make_keyed_index(std::string_view name, KeyType t, const IndexOptions& op
   return Status::Ok();
 }
 
+Status check_keyed_index(std::string_view tool, const std::string& index, KeyType t) {
+  const IndexEntry* e = find_index_entry(index);
+  if (e == nullptr || !e->caps.persistent) {
+    return Status::InvalidArgument(std::string(tool) + ": '" + index +
+                                   "' is not a registered persistent index");
+  }
+  if (t == KeyType::kString && !e->caps.string_keys) {
+    return Status::InvalidArgument(std::string(tool) + ": '" + index + "' has no string keys");
+  }
+  return Status::Ok();
+}
+
 std::string take_key_error(Index<uint64_t>& idx) {
   auto* s = dynamic_cast<StringKeyIndex*>(&idx);
   return s == nullptr ? std::string() : s->take_key_error();

@@ -82,6 +82,12 @@ class StringKeyIndex final : public Index<uint64_t> {
 Status make_keyed_index(std::string_view name, KeyType t, const IndexOptions& options,
                         std::unique_ptr<Index<uint64_t>>* out);
 
+/// The check crashtest and torture start with: `index` is a registered
+/// persistent index and, for string keys, has them. Errors: InvalidArgument
+/// "<tool>: '<index>' is not a registered persistent index" or "<tool>:
+/// '<index>' has no string keys".
+Status check_keyed_index(std::string_view tool, const std::string& index, KeyType t);
+
 /// "" or StringKeyIndex::take_key_error() when `idx` is a StringKeyIndex.
 std::string take_key_error(Index<uint64_t>& idx);
 

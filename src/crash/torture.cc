@@ -311,14 +311,7 @@ double percentile_sorted(std::vector<double> v, double q) {
 /// Checks the options and derives the key slots per thread (*slots).
 /// InvalidArgument (torture.h) or AlreadyExists (the pool file exists).
 Status check_options(const TortureOptions& o, uint64_t* slots) {
-  const IndexEntry* entry = find_index_entry(o.index);
-  if (entry == nullptr || !entry->caps.persistent) {
-    return Status::InvalidArgument("torture: '" + o.index +
-                                   "' is not a registered persistent index");
-  }
-  if (o.key_type == KeyType::kString && !entry->caps.string_keys) {
-    return Status::InvalidArgument("torture: '" + o.index + "' has no string keys");
-  }
+  if (Status s = check_keyed_index("torture", o.index, o.key_type); !s.ok()) return s;
   if (o.threads < 1 || o.threads > 16) {
     return Status::InvalidArgument("torture: threads must be 1..16");
   }

@@ -153,7 +153,6 @@ struct BenchArgs {
   double fill = 1.0;
   std::string insert_pattern = "random";
   unsigned recovery_threads = 0;
-  std::string key_type = "integer";
   uint64_t key_size = bench::kDefaultStringKeySize;
 };
 
@@ -248,14 +247,11 @@ void print_index_list() {
   }
 }
 
-/// --key-type and --key-size into a.spec: the type must parse
-/// (parse_key_type), --key-size needs --key-type string and must be in
+/// --key-size into a.spec (--key-type is parsed into a.spec.key_type by
+/// add_key_type_option): --key-size needs --key-type string and must be in
 /// [5, 255] (bench::check_string_key_size). InvalidArgument with the usage
 /// message.
 Status resolve_key_type(BenchArgs& a, CLI::App* cmd) {
-  if (Status st = parse_key_type(a.key_type, &a.spec.key_type); !st.ok()) {
-    return Status::InvalidArgument("--key-type: " + st.message());
-  }
   const bool explicit_size = cmd->get_option("--key-size")->count() > 0;
   if (explicit_size && a.spec.key_type != KeyType::kString) {
     return Status::InvalidArgument("--key-size applies to --key-type string");
@@ -651,9 +647,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "Threads for the recovery after a persistent run (IndexOptions::threads on "
                   "reopen; 0 = --threads)")
       ->check(count_in(0, 1024, "0..1024"));
-  cmd->add_option("--key-type", a.key_type,
-                  "Key type: integer (8-byte keys) | string (byte strings, up to 255 bytes; "
-                  "indexes with string keys: --list-indexes; default index list: those)");
+  add_key_type_option(cmd, &a.spec.key_type,
+                      "8-byte keys, or byte strings up to 255 bytes (indexes with string keys: "
+                      "--list-indexes; default index list: those)");
   cmd->add_option("--key-size", a.key_size,
                   "String keys: bytes of a generated key, \"user\" + the key's decimal "
                   "zero-padded, 5..255 (24 holds every 64-bit key; smaller sizes need keys that "

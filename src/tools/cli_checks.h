@@ -11,7 +11,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <map>
 #include <string>
 
 #include "nvindex/index.h"
@@ -50,14 +49,25 @@ inline CLI::Validator in_range(long double lo, long double hi, std::string range
       range);
 }
 
-/// Adds `--key-type integer|string` (KeyType; "int" is taken for integer)
-/// to `cmd`, storing into *t; another value is a usage error naming the
-/// valid ones. `what` completes the help text ("keys of the scenarios").
+/// Adds `--key-type integer|string` to `cmd` (every subcommand that takes
+/// it), parsed by parse_key_type into *t; another value is a usage error
+/// with parse_key_type's message ("key type 'x' invalid (valid: integer,
+/// string)"). `what` completes the help text.
 inline CLI::Option* add_key_type_option(CLI::App* cmd, KeyType* t, const std::string& what) {
-  static const std::map<std::string, KeyType> kNames = {
-      {"integer", KeyType::kInteger}, {"int", KeyType::kInteger}, {"string", KeyType::kString}};
-  return cmd->add_option("--key-type", *t, "integer|string: " + what)
-      ->transform(CLI::CheckedTransformer(kNames, CLI::ignore_case))
+  return cmd
+      ->add_option_function<std::string>(
+          "--key-type",
+          [t](const std::string& text) {
+            if (!parse_key_type(text, t).ok()) *t = KeyType::kInteger;  // refused by the check
+          },
+          "integer|string: " + what)
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            KeyType k;
+            const Status s = parse_key_type(text, &k);
+            return s.ok() ? std::string() : s.message();
+          },
+          "integer|string"))
       ->default_str("integer");
 }
 
