@@ -1,6 +1,8 @@
 # The commands a user runs. Each first installs missing Debian packages
 # (scripts/install-deps) and builds what it needs.
 #   make bench   the main job: compare btree, fastfair, lbtree, fptree, wbtree and absl-btree on YCSB
+#                A, B, C, E with integer keys, then every string-capable index with 24 B string
+#                keys (scripts/bench; BENCH_ARGS)
 #   make bench-lbtree  the LB+-tree paper's sec. 4.2 workloads over lbtree,
 #                fptree and wbtree (scripts/bench-lbtree; BENCH_LBTREE_ARGS)
 #   make test    every test: the doc-link check, a release build, then the installed library

@@ -8,10 +8,18 @@ and writes into OUTDIR:
   throughput.png   run throughput (Mops/s) per workload, grouped bars per index
   latency.png      run latency percentiles (ns, log scale) per index, one panel per workload
   pm_per_op.png    flushes, lines flushed and fences per run operation per index
+  key_types.png    (only when the reports hold both key types) string-key run
+                   throughput over integer-key run throughput per index and workload
 and, with --summary, a text table: throughput per index per workload, ratios
 to btree and to absl-btree, PM counters per operation, and user-space
 instructions per run operation and IPC ("n/a" where the machine could not
-count them; the reason is printed under the table).
+count them; the reason is printed under the table); with both key types,
+also string / integer throughput ratios per index and workload.
+
+Key types: a report's options.key_type and options.key_size (added to
+nvindex.bench/1; a report without them has integer keys). A workload is
+named "<workload>" for integer keys and "<workload>/str<key_size>" for
+string keys (e.g. "ycsb-a/str24"), so one call can plot both.
 Uses matplotlib's Agg backend (no display needed).
 """
 import argparse
@@ -37,8 +45,34 @@ def load(paths):
             print(f"plot.py: skipping {p}: schema {rep.get('schema')!r}", file=sys.stderr)
             continue
         name = rep.get("workload", {}).get("name") or os.path.splitext(os.path.basename(p))[0]
+        kind, size = key_type(rep)
+        if kind == "string":
+            name += f"/str{size}"
         out.append((name, rep))
     return out
+
+
+def key_type(rep):
+    """(key type, key size in bytes) of a report: options.key_type and
+    options.key_size; ("integer", 8) for reports that predate them."""
+    o = rep.get("options", {})
+    return o.get("key_type", "integer"), o.get("key_size", 8)
+
+
+def key_type_ratios(reports):
+    """[(workload, index, integer Mops/s, string Mops/s, key size)] for every
+    index run on the same workload with both key types."""
+    by = {}
+    for wname, rep in reports:
+        kind, size = key_type(rep)
+        base = wname.split("/")[0]
+        for r in rep["results"]:
+            by.setdefault((base, r["index"]), {})[kind] = (r["run"]["throughput"], size)
+    rows = []
+    for (w, i), d in by.items():
+        if "integer" in d and "string" in d and d["integer"][0] > 0:
+            rows.append((w, i, d["integer"][0] / 1e6, d["string"][0] / 1e6, d["string"][1]))
+    return rows
 
 
 def indexes_of(reports):
@@ -155,15 +189,25 @@ def summary(reports, path):
                 if c:
                     lines.append(f"{i:<14} {t:<14} {c['ops']:>10} {c['flushes']:>9.2f} "
                                  f"{c['lines_flushed']:>9.2f} {c['fences']:>9.2f}")
+    ratios = key_type_ratios(reports)
+    if ratios:
+        lines.append("")
+        lines.append("Key types: run throughput with string keys over integer keys (same "
+                     "workload, same index)")
+        lines.append(f"{'workload':<10} {'index':<14} {'int Mops/s':>10} {'str Mops/s':>10} "
+                     f"{'str/int':>8} {'str bytes':>9}")
+        for w, i, it, st, size in ratios:
+            lines.append(f"{w:<10} {i:<14} {it:>10.3f} {st:>10.3f} {st / it:>8.2f} {size:>9}")
     if reports:
         m = reports[0][1]["machine"]
         o = reports[0][1]["options"]
         lines.append("")
         lines.append(f"machine: {m['hostname']}, {m['cpu_model']}, {m['cores']} cores, "
                      f"flush {m['flush_instruction']}, {m['kernel']}, nvindex {m['version']}")
+        kinds = sorted({f"{k} ({s} B)" for k, s in (key_type(rep) for _, rep in reports)})
         lines.append(f"options: records {o['records']}, operations {o['operations']}, "
                      f"threads {o['threads']}, pm mode {o['pm_mode']}, node size {o['node_size']} B, "
-                     f"date {m['date']}")
+                     f"keys {', '.join(kinds)}, date {m['date']}")
     text = "\n".join(lines) + "\n"
     with open(path, "w") as f:
         f.write(text)
@@ -238,6 +282,31 @@ def plots(reports, outdir):
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "pm_per_op.png"), dpi=120)
     plt.close(fig)
+
+    # String over integer throughput, grouped bars per workload.
+    ratios = key_type_ratios(reports)
+    if ratios:
+        ws = []
+        for w, *_ in ratios:
+            if w not in ws:
+                ws.append(w)
+        ris = [i for i in idx if any(r[1] == i for r in ratios)]
+        rw = 0.8 / max(1, len(ris))
+        fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(ws)), 4))
+        for k, i in enumerate(ris):
+            ys = [next((st / it for w2, i2, it, st, _ in ratios if w2 == w and i2 == i), 0)
+                  for w in ws]
+            xs = [x + (k - (len(ris) - 1) / 2) * rw for x in range(len(ws))]
+            ax.bar(xs, ys, rw, label=i)
+        ax.axhline(1.0, color="grey", linewidth=0.8)
+        ax.set_xticks(range(len(ws)))
+        ax.set_xticklabels(ws)
+        ax.set_ylabel("string / integer run throughput")
+        ax.set_title(f"String keys ({ratios[0][4]} B) vs integer keys")
+        ax.legend(fontsize="small")
+        fig.tight_layout()
+        fig.savefig(os.path.join(outdir, "key_types.png"), dpi=120)
+        plt.close(fig)
 
 
 def main():

@@ -513,5 +513,78 @@ TEST(DriverPerfCounters, TurnedOffEveryPhaseSaysSo) {
   EXPECT_EQ(r.failures, 0u);
 }
 
+// --- string keys ---------------------------------------------------------------
+
+/// A generated workload over string keys.
+Workload string_workload(const char* preset, unsigned threads, uint32_t key_size = 24,
+                         bool sequential = false) {
+  WorkloadSpec spec;
+  spec.records = 3000;
+  spec.operations = 3000;
+  spec.threads = threads;
+  spec.key_type = KeyType::kString;
+  spec.key_size = key_size;
+  spec.sequential_keys = sequential;
+  EXPECT_TRUE(apply_preset(preset, &spec).ok());
+  Workload w;
+  Status st = make_workload(spec, &w);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return w;
+}
+
+TEST(DriverStringKeys, GeneratedYcsbWorkloadsHaveNoFailuresAndTheLiarIsCaught) {
+  for (const char* preset : {"ycsb-a", "ycsb-c", "ycsb-e", "ycsb-f", "delete"}) {
+    for (unsigned threads : {1u, 2u}) {
+      SCOPED_TRACE(std::string(preset) + " threads " + std::to_string(threads));
+      const Workload w = string_workload(preset, threads);
+      for (std::string_view index : string_key_indexes()) {
+        if (is_test_only_index(index)) continue;
+        IndexResult r;
+        BenchOptions o = quiet_options();
+        o.latency_sample = 0.01;
+        Status st = run_benchmark(o, w, index, &r, nullptr);
+        ASSERT_TRUE(st.ok()) << index << ": " << st.ToString();
+        EXPECT_EQ(r.failures, 0u) << index << ": "
+                                  << (r.failure_examples.empty() ? "" : r.failure_examples[0]);
+        EXPECT_EQ(r.run.operations, w.total_operations());
+        EXPECT_EQ(r.load.operations, w.load_keys.size());
+        EXPECT_TRUE(r.structure.ok()) << r.structure.ToString();
+        EXPECT_TRUE(r.info.caps.string_keys);
+      }
+      IndexResult lie;
+      ASSERT_TRUE(run_benchmark(quiet_options(), w, "lying-test", &lie, nullptr).ok());
+      EXPECT_GT(lie.failures, 0u);
+    }
+  }
+}
+
+TEST(DriverStringKeys, ShortSequentialKeysAndABulkLoadHaveNoFailures) {
+  const Workload w = string_workload("ycsb-e", 1, 9, /*sequential=*/true);
+  for (bool bulk : {false, true}) {
+    IndexResult r;
+    BenchOptions o = quiet_options();
+    o.bulk_load = bulk;
+    ASSERT_TRUE(run_benchmark(o, w, "absl-btree", &r, nullptr).ok());
+    EXPECT_EQ(r.failures, 0u) << (r.failure_examples.empty() ? "" : r.failure_examples[0]);
+    EXPECT_EQ(r.verify_report.keys,
+              w.load_keys.size() + static_cast<uint64_t>(std::llround(0.05 * w.spec.operations)));
+  }
+}
+
+TEST(DriverStringKeys, AnIndexWithoutStringKeysIsInvalidArgumentNamingThoseWith) {
+  const Workload w = string_workload("ycsb-c", 1);
+  for (const IndexEntry& e : registered_indexes()) {
+    if (e.caps.string_keys) continue;
+    IndexResult r;
+    Status st = run_benchmark(quiet_options(), w, e.name, &r, nullptr);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << e.name;
+    EXPECT_NE(st.message().find("does not take string keys"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("absl-btree"), std::string::npos) << st.message();
+  }
+  for (std::string_view n : string_key_indexes()) {
+    EXPECT_NE(find_index_entry(n)->make_string, nullptr) << n;
+  }
+}
+
 }  // namespace
 }  // namespace nvindex::bench

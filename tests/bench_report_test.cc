@@ -369,6 +369,27 @@ TEST(ReportFailures, FailuresErrorsAndBadStructureCount) {
   EXPECT_EQ(report_json(rep)["errors"][0]["index"], "gamma");
 }
 
+TEST(ReportKeyType, IntegerAndStringKeysInTextAndJson) {
+  BenchReport rep = fake_report();
+  json j = report_json(rep);
+  EXPECT_EQ(j["options"]["key_type"], "integer");
+  EXPECT_EQ(j["options"]["key_size"], 8);
+  EXPECT_NE(report_text(rep).find("Key type: integer, 8 bytes"), std::string::npos);
+  rep.spec.key_type = KeyType::kString;
+  rep.spec.key_size = 32;
+  j = report_json(rep);
+  EXPECT_EQ(j["schema"], "nvindex.bench/1");
+  EXPECT_EQ(j["options"]["key_type"], "string");
+  EXPECT_EQ(j["options"]["key_size"], 32);
+  std::string t = report_text(rep);
+  EXPECT_NE(t.find("Key type: string, 32 bytes (\"user\" + zero-padded decimal)"),
+            std::string::npos)
+      << t;
+  rep.spec.keys_file = "/usr/share/dict/words";
+  t = report_text(rep);
+  EXPECT_NE(t.find("the file's keys as they are"), std::string::npos) << t;
+}
+
 TEST(Stats, NearestRankPercentilesOfOneToHundred) {
   std::vector<uint64_t> v(100);
   std::iota(v.begin(), v.end(), 1);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bench/generators.h"
+#include "bench/string_keys.h"
 #include "bench/workload.h"
 
 namespace nvindex::bench {
@@ -794,6 +795,131 @@ TEST(WorkloadKeys, DenseInsertsWithATraceAreInvalidArgument) {
   Status s = make_workload(spec, &w);
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_NE(s.message().find("dense"), std::string::npos) << s.message();
+  std::remove(path.c_str());
+}
+
+// --- string keys (bench/string_keys.h) -----------------------------------------
+
+TEST(StringKeys, FormattedKeysHaveTheSizeThePrefixAndTheIdsOrder) {
+  std::vector<uint64_t> ids = {0, 1, 9, 10, 99, 12345, 1ull << 40, UINT64_MAX - 1, UINT64_MAX};
+  for (uint64_t i = 0; i < 1000; ++i) ids.push_back(i * 0x9E3779B97F4A7C15ull);
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (uint32_t size : {24u, 25u, 40u, 255u}) {
+    SCOPED_TRACE(size);
+    std::string prev;
+    for (uint64_t id : ids) {
+      const std::string k = formatted_string_key(id, size);
+      ASSERT_EQ(k.size(), size);
+      EXPECT_EQ(k.substr(0, 4), "user");
+      EXPECT_EQ(std::stoull(k.substr(4)), id) << k;
+      if (!prev.empty()) {
+        EXPECT_LT(prev, k) << "order not preserved";
+      }
+      prev = k;
+    }
+  }
+  EXPECT_EQ(formatted_string_key(42, 24), "user00000000000000000042");
+  EXPECT_EQ(formatted_string_key(42, 28), "user000000000000000000000042");
+  EXPECT_EQ(formatted_string_key(7, 5), "user7");
+  EXPECT_EQ(max_formatted_id(5), 9u);
+  EXPECT_EQ(max_formatted_id(12), 99'999'999u);
+  EXPECT_EQ(max_formatted_id(23), 9'999'999'999'999'999'999ull);
+  EXPECT_EQ(max_formatted_id(24), UINT64_MAX);
+  EXPECT_TRUE(check_string_key_size(5).ok());
+  EXPECT_TRUE(check_string_key_size(255).ok());
+  EXPECT_EQ(check_string_key_size(4).code(), Code::kInvalidArgument);
+  EXPECT_EQ(check_string_key_size(256).code(), Code::kInvalidArgument);
+}
+
+TEST(StringKeys, KeyListLaysOutTableAndFormattedKeysWithTheirHashes) {
+  const std::vector<std::string> table = {"apple", "banana", "cherry"};
+  const StringKeyNames names{table, 10};
+  const std::vector<uint64_t> ids = {2, 77, 1, 3, 4};
+  StringKeyList list;
+  list.build(names, ids.size(), [&](size_t i) { return ids[i]; });
+  ASSERT_EQ(list.size(), 5u);
+  EXPECT_EQ(list.view(0), "banana");
+  EXPECT_EQ(list.view(1), "user000077");
+  EXPECT_EQ(list.view(2), "apple");
+  EXPECT_EQ(list.view(3), "cherry");
+  EXPECT_EQ(list.view(4), "user000004");
+  for (size_t i = 0; i < list.size(); ++i) {
+    EXPECT_EQ(list.hash(i), string_key_hash(list.view(i)));
+    EXPECT_EQ(names.key_of(ids[i]), list.view(i));
+  }
+  EXPECT_NE(string_key_hash("apple"), string_key_hash("apples"));
+}
+
+TEST(StringKeys, InternerRanksKeysInByteOrder) {
+  StringKeyInterner in;
+  bool fresh = false;
+  EXPECT_EQ(in.intern("b", &fresh), 1u);
+  EXPECT_TRUE(fresh);
+  EXPECT_EQ(in.intern("a\xff"), 2u);
+  EXPECT_EQ(in.intern("a"), 3u);
+  EXPECT_EQ(in.intern("b", &fresh), 1u);
+  EXPECT_FALSE(fresh);
+  for (int i = 0; i < 100; ++i) in.intern("k" + std::to_string(i));  // forces rehashes
+  std::vector<std::string> table;
+  const std::vector<uint64_t> remap = in.finish(&table);
+  ASSERT_EQ(table.size(), 103u);
+  EXPECT_TRUE(std::is_sorted(table.begin(), table.end()));
+  EXPECT_EQ(table[remap[3] - 1], "a");
+  EXPECT_EQ(table[remap[2] - 1], "a\xff");  // bytes compare unsigned: 0xff after 'a' alone
+  EXPECT_EQ(table[remap[1] - 1], "b");
+  EXPECT_LT(remap[3], remap[2]);
+}
+
+TEST(StringKeys, GeneratedWorkloadKeepsItsIdsAndChecksTheyFit) {
+  WorkloadSpec spec;
+  spec.records = 500;
+  spec.operations = 500;
+  spec.key_type = KeyType::kString;
+  ASSERT_TRUE(apply_preset("ycsb-e", &spec).ok());
+  EXPECT_EQ(spec.key_type, KeyType::kString) << "a preset keeps the key type";
+  Workload w;
+  ASSERT_TRUE(make_workload(spec, &w).ok());
+  EXPECT_TRUE(w.key_strings.empty());
+  // Hashed ids need 24 bytes: 12 is refused, naming the size that fits.
+  spec.key_size = 12;
+  Status s = make_workload(spec, &w);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("use --key-size 2"), std::string::npos) << s.message();
+  // Sequential ids 1..records + inserts fit 12 bytes.
+  spec.sequential_keys = true;
+  s = make_workload(spec, &w);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  spec.key_size = 4;
+  EXPECT_EQ(make_workload(spec, &w).code(), Code::kInvalidArgument);
+}
+
+TEST(StringKeys, KeysFileOfWordsBecomesASortedTableWithRankIds) {
+  const std::string path = ::testing::TempDir() + "nvindex_words_" + std::to_string(getpid());
+  std::ofstream(path, std::ios::binary) << "pear\nApple\r\n\napple\npear\nzebra\n";
+  WorkloadSpec spec;
+  spec.key_type = KeyType::kString;
+  spec.keys_file = path;
+  spec.operations = 100;
+  ASSERT_TRUE(apply_preset("ycsb-e", &spec).ok());
+  Workload w;
+  Status s = make_workload(spec, &w);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(w.key_strings, (std::vector<std::string>{"Apple", "apple", "pear", "zebra"}));
+  EXPECT_EQ(w.duplicate_keys, 1u);
+  EXPECT_EQ(w.load_keys, (std::vector<uint64_t>{3, 1, 2, 4}));  // file order, rank ids
+  // Inserts of ycsb-e are fresh ids past the table: formatted keys.
+  const StringKeyNames names = w.string_key_names();
+  uint64_t inserts = 0;
+  for (const auto& ops : w.per_thread) {
+    for (const Operation& op : ops) {
+      if (op.type != OpType::kInsert) continue;
+      ++inserts;
+      EXPECT_GT(op.key, 4u);
+      EXPECT_EQ(names.key_of(op.key).substr(0, 4), "user");
+    }
+  }
+  EXPECT_GT(inserts, 0u);
   std::remove(path.c_str());
 }
 

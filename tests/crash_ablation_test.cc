@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "crash/oracle.h"
+#include "crash_cases.h"
 #include "nvindex/index.h"
 
 namespace nvindex::crash {
@@ -28,15 +29,7 @@ bool reduced() {
 #endif
 }
 
-std::vector<std::string> persistent_indexes() {
-  std::vector<std::string> names;
-  for (const IndexEntry& e : registered_indexes()) {
-    if (e.caps.persistent && !is_test_only_index(e.name)) names.emplace_back(e.name);
-  }
-  return names;
-}
-
-class Ablation : public ::testing::TestWithParam<std::string> {};
+class Ablation : public ::testing::TestWithParam<CrashCase> {};
 
 TEST_P(Ablation, EverySiteIsCaughtOrHasAWrittenReason) {
   if (reduced()) {
@@ -48,8 +41,9 @@ TEST_P(Ablation, EverySiteIsCaughtOrHasAWrittenReason) {
                     "(it runs in the release build)";
   }
   Options o;
-  o.index = GetParam();
-  o.node_size = smallest_node_size(GetParam());
+  o.index = GetParam().index;
+  o.key_type = GetParam().key_type;
+  o.node_size = smallest_node_size(o.index);
   // 40 operations split 128 B nodes several times; larger smallest nodes
   // (lbtree's and fptree's 256 B leaves, 14 slots) need proportionally more
   // operations before their split sites are reached.
@@ -72,12 +66,12 @@ TEST_P(Ablation, EverySiteIsCaughtOrHasAWrittenReason) {
     } else if (!c.note.empty()) {
       ++noted;
     } else {
-      ADD_FAILURE() << c.label() << ": dropping it is not caught and " << GetParam()
+      ADD_FAILURE() << c.label() << ": dropping it is not caught and " << GetParam().label()
                     << " gives no ablation note for it (" << c.images << " images checked)";
     }
   }
   std::printf("[ ablation ] %s: %zu cases, %zu caught, %zu not caught but noted, %.1f s\n",
-              GetParam().c_str(), ar.cases.size(), caught, noted, ar.seconds);
+              GetParam().label().c_str(), ar.cases.size(), caught, noted, ar.seconds);
   EXPECT_EQ(ar.uncaught_without_note, 0u);
   // An index with a persistent protocol has flushes and fences to ablate,
   // and the lab must catch most of them.
@@ -85,12 +79,8 @@ TEST_P(Ablation, EverySiteIsCaughtOrHasAWrittenReason) {
   EXPECT_GT(caught, noted);
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, Ablation, ::testing::ValuesIn(persistent_indexes()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Registry, Ablation, ::testing::ValuesIn(persistent_crash_cases()),
+                         [](const auto& info) { return info.param.label(); });
 
 }  // namespace
 }  // namespace nvindex::crash

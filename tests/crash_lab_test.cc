@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "crash/oracle.h"
+#include "crash/string_keys.h"
+#include "crash_cases.h"
 #include "nvindex/index.h"
 #include "testing/test_indexes.h"
 
@@ -47,14 +49,6 @@ double scale() {
 
 size_t scaled(size_t n) { return std::max<size_t>(1, static_cast<size_t>(n * scale() + 0.5)); }
 
-std::vector<std::string> persistent_indexes() {
-  std::vector<std::string> names;
-  for (const IndexEntry& e : registered_indexes()) {
-    if (e.caps.persistent && !is_test_only_index(e.name)) names.emplace_back(e.name);
-  }
-  return names;
-}
-
 void expect_clean(const Report& r) {
   EXPECT_EQ(r.failures, 0u) << "first failure:\n"
                             << (r.examples.empty() ? "" : r.examples.front().to_string());
@@ -65,16 +59,17 @@ void expect_clean(const Report& r) {
 
 void print(const Report& r) {
   std::printf(
-      "[ crash    ] %s node %u B, %llu scenarios x %zu ops, %s: %llu crash points, %llu "
-      "images (%.0f/s), %llu recovery crash images, %llu failures\n",
-      r.options.index.c_str(), r.options.node_size, static_cast<unsigned long long>(r.scenarios),
-      r.options.ops, std::string(pm::crashsim::profile_name(r.options.sim.profile)).c_str(),
+      "[ crash    ] %s (%s keys) node %u B, %llu scenarios x %zu ops, %s: %llu crash points, "
+      "%llu images (%.0f/s), %llu recovery crash images, %llu failures\n",
+      r.options.index.c_str(), std::string(key_type_name(r.options.key_type)).c_str(),
+      r.options.node_size, static_cast<unsigned long long>(r.scenarios), r.options.ops,
+      std::string(pm::crashsim::profile_name(r.options.sim.profile)).c_str(),
       static_cast<unsigned long long>(r.crash_points), static_cast<unsigned long long>(r.images),
       r.images_per_second(), static_cast<unsigned long long>(r.nested_images),
       static_cast<unsigned long long>(r.failures));
 }
 
-class PersistentIndex : public ::testing::TestWithParam<std::string> {};
+class PersistentIndex : public ::testing::TestWithParam<CrashCase> {};
 
 TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
   struct Run {
@@ -85,7 +80,7 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
   };
   // Small nodes: splits and merges (and root growth and collapse) within a
   // few dozen operations.
-  const uint32_t small = smallest_node_size(GetParam());
+  const uint32_t small = smallest_node_size(GetParam().index);
   const Run runs[] = {
       {small, 50, scaled(12), pm::crashsim::Profile::kAdr},
       {small, 12, scaled(4), pm::crashsim::Profile::kAdr},
@@ -109,7 +104,8 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
   for (size_t i = 0; i < all.size(); ++i) {
     const Run run = all[i];  // a copy: push_back below may reallocate
     Options o;
-    o.index = GetParam();
+    o.index = GetParam().index;
+    o.key_type = GetParam().key_type;
     o.node_size = run.node_size;
     o.ops = run.ops;
     o.scenarios = run.scenarios;
@@ -138,16 +134,81 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
     EXPECT_GE(images, 10000u);
   }
   std::printf("[ crash    ] %s total: %llu images, %llu more after a crash during recovery\n",
-              GetParam().c_str(), static_cast<unsigned long long>(images),
+              GetParam().label().c_str(), static_cast<unsigned long long>(images),
               static_cast<unsigned long long>(nested));
 }
 
-INSTANTIATE_TEST_SUITE_P(Registry, PersistentIndex, ::testing::ValuesIn(persistent_indexes()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           std::replace(n.begin(), n.end(), '-', '_');
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(Registry, PersistentIndex, ::testing::ValuesIn(persistent_crash_cases()),
+                         [](const auto& info) { return info.param.label(); });
+
+// --- string keys (crash/string_keys.h): the key ids' byte strings.
+
+TEST(StringKeys, EncodingIsInjectiveOrderPreservingAndInvertible) {
+  std::vector<uint64_t> ids = {
+      0, 1, 7, 255, 256, 1007, 0xff, 1ull << 56, 0x0101ull << 48, UINT64_MAX, UINT64_MAX - 1};
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 2000; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    ids.push_back(i % 2 == 0 ? x : x >> (8 * (i % 8)));
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  std::string prev;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string k = string_key(ids[i]);
+    EXPECT_GE(k.size(), 18u);
+    EXPECT_LE(k.size(), kMaxKeyBytes);
+    uint64_t back = 0;
+    ASSERT_TRUE(string_key_id(k, &back)) << ids[i];
+    EXPECT_EQ(back, ids[i]);
+    if (i > 0) {
+      EXPECT_LT(std::string_view(prev), std::string_view(k)) << ids[i - 1] << " < " << ids[i];
+    }
+    prev = k;
+  }
+  // id 0 is the prefix alone, a prefix of every other key; ids that differ
+  // only in trailing bytes give keys of which one is a prefix of the other.
+  EXPECT_EQ(string_key(0), "nvindex/crash-lab/");
+  EXPECT_TRUE(string_key(0x0101ull << 48).starts_with(string_key(1ull << 56)));
+  EXPECT_EQ(string_key(UINT64_MAX).size(), 18u + 8 * 24);
+  EXPECT_NE(string_key(1).find('\0'), std::string::npos);
+}
+
+TEST(StringKeys, AnyOtherStringIsNoKey) {
+  uint64_t id = 0;
+  const std::string good = string_key(0x0203ull << 48);  // bytes 2 (x3), 3 (x4)
+  EXPECT_TRUE(string_key_id(good, &id));
+  EXPECT_FALSE(string_key_id("nvindex/crash-lab", &id));                   // prefix cut
+  EXPECT_FALSE(string_key_id("other/" + good.substr(6), &id));             // another prefix
+  EXPECT_FALSE(string_key_id(good.substr(0, good.size() - 1), &id));       // a run cut short
+  EXPECT_FALSE(string_key_id(good + "x", &id));                            // a run left over
+  EXPECT_FALSE(string_key_id(string_key(0) + std::string(1, '\0'), &id));  // a trailing zero
+  EXPECT_FALSE(string_key_id(string_key(UINT64_MAX) + std::string(24, '\xff'), &id));  // 9 bytes
+}
+
+TEST(StringKeys, AKeyNoOperationWroteIsReported) {
+  std::unique_ptr<Index<std::string_view>> inner;
+  IndexOptions io;
+  ASSERT_TRUE(make_index<std::string_view>("absl-btree", io, &inner).ok());
+  ASSERT_TRUE(inner->insert("z-invented", 5).ok());  // after every string_key
+  ASSERT_TRUE(inner->insert(string_key(7), 6).ok());
+  StringKeyIndex idx(std::move(inner));
+  EXPECT_EQ(idx.lookup(7), std::optional<Value>(6));
+  std::vector<std::pair<uint64_t, Value>> v;
+  EXPECT_EQ(idx.scan(0, 10, &v), 1u);
+  EXPECT_EQ(v.front(), std::make_pair(uint64_t{7}, Value{6}));
+  const std::string e = idx.take_key_error();
+  EXPECT_NE(e.find("'z-invented' (10 bytes), which no operation wrote"), std::string::npos) << e;
+  EXPECT_EQ(idx.take_key_error(), "");
+  // make_keyed_index refuses an index without string keys (a broken test double
+  // that never gets them) by name.
+  ASSERT_FALSE(find_index_entry("bug-split-two-naw-test")->caps.string_keys);
+  std::unique_ptr<Index<uint64_t>> none;
+  const Status s = make_keyed_index("bug-split-two-naw-test", KeyType::kString, io, &none);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("'bug-split-two-naw-test' has no string keys"), std::string::npos)
+      << s.ToString();
+}
 
 // --- the proof that the lab works: deliberately broken indexes are caught.
 
@@ -284,6 +345,14 @@ TEST(Oracle, RefusesBadArguments) {
   EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
   o.index = "no-such-index";
   EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
+  for (const std::string& name : persistent_indexes_without_string_keys()) {
+    o.index = name;
+    o.key_type = KeyType::kString;
+    const Status s = run_crash_test(o, &r);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << name;
+    EXPECT_NE(s.message().find("has no string keys"), std::string::npos) << s.ToString();
+    o.key_type = KeyType::kInteger;
+  }
   o.index = "fastfair";
   o.ops = 0;
   EXPECT_EQ(run_crash_test(o, &r).code(), Code::kInvalidArgument);
@@ -403,6 +472,11 @@ TEST_F(CrashtestCli, BadUsageExitsTwo) {
   EXPECT_EQ(nvindex("crashtest --index fastfair --profile foo").rc, 2);
   EXPECT_EQ(nvindex("crashtest --ops 3").rc, 2);  // no --index
   EXPECT_EQ(nvindex("crashtest --index fastfair --index-opt nonsense").rc, 2);
+  EXPECT_EQ(nvindex("crashtest --index fastfair --key-type text").rc, 2);
+  // A persistent index without string keys: a usage error naming it.
+  for (const std::string& name : persistent_indexes_without_string_keys()) {
+    EXPECT_EQ(nvindex("crashtest --index " + name + " --key-type string").rc, 2) << name;
+  }
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "crash/torture.h"
+#include "crash_cases.h"
 #include "nvindex/index.h"
 
 namespace nvindex::crash {
@@ -42,14 +43,15 @@ void print(const std::string& name, const TortureReport& r) {
 /// multi-threaded. Bounded by kills and by seconds.
 TEST(CrashTorture, EveryPersistentIndexSurvivesKills) {
   int tested = 0;
-  for (const IndexEntry& e : registered_indexes()) {
-    if (!e.caps.persistent || is_test_only_index(e.name)) continue;
+  for (const CrashCase& c : persistent_crash_cases()) {
+    const std::string& name = c.index;
     for (unsigned threads : {1u, 2u}) {
       TortureOptions o;
-      o.index = std::string(e.name);
-      o.pool_path = pool_path(o.index + "_t" + std::to_string(threads));
+      o.index = name;
+      o.key_type = c.key_type;
+      o.pool_path = pool_path(c.label() + "_t" + std::to_string(threads));
       std::filesystem::remove(o.pool_path);
-      o.node_size = std::max<uint32_t>(256, smallest_node_size(e.name));
+      o.node_size = std::max<uint32_t>(256, smallest_node_size(name));
       o.threads = threads;
       o.seconds = 3;
       o.kills = 40;
@@ -58,13 +60,13 @@ TEST(CrashTorture, EveryPersistentIndexSurvivesKills) {
       TortureReport r;
       const Status s = run_torture(o, &r);
       if (threads > 1 && s.code() == Code::kInvalidArgument) continue;  // not thread-safe
-      ASSERT_TRUE(s.ok()) << e.name << ": " << s.ToString();
-      print(o.index + " x" + std::to_string(threads), r);
-      EXPECT_TRUE(r.failures.empty()) << e.name << ": " << r.failures.front().what;
-      EXPECT_GE(r.kills, 10u) << e.name;
-      EXPECT_EQ(r.recoveries, r.kills) << e.name;
-      EXPECT_GT(r.acked_inserts, 0u) << e.name;
-      EXPECT_GT(r.acked_removes, 0u) << e.name;
+      ASSERT_TRUE(s.ok()) << c.label() << ": " << s.ToString();
+      print(c.label() + " x" + std::to_string(threads), r);
+      EXPECT_TRUE(r.failures.empty()) << c.label() << ": " << r.failures.front().what;
+      EXPECT_GE(r.kills, 10u) << c.label();
+      EXPECT_EQ(r.recoveries, r.kills) << c.label();
+      EXPECT_GT(r.acked_inserts, 0u) << c.label();
+      EXPECT_GT(r.acked_removes, 0u) << c.label();
       EXPECT_FALSE(std::filesystem::exists(o.pool_path)) << "a clean run removes its pool";
       ++tested;
     }
@@ -108,6 +110,14 @@ TEST(CrashTorture, BadOptionsAreRefused) {
   EXPECT_EQ(run_torture(o, &r).code(), Code::kInvalidArgument);
   o.index = "btree";  // volatile
   EXPECT_EQ(run_torture(o, &r).code(), Code::kInvalidArgument);
+  for (const std::string& name : persistent_indexes_without_string_keys()) {
+    o.index = name;
+    o.key_type = KeyType::kString;
+    const Status s = run_torture(o, &r);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << name;
+    EXPECT_NE(s.message().find("has no string keys"), std::string::npos) << s.ToString();
+    o.key_type = KeyType::kInteger;
+  }
   o.index = "fastfair";
   o.kills = 0;
   EXPECT_EQ(run_torture(o, &r).code(), Code::kInvalidArgument);

@@ -1,13 +1,17 @@
 // Tests of the volatile "btree" index, what is specific to it (the
 // conformance suite, tests/index_conformance_test.cc, holds what every index
 // must do): node-size validation, its DRAM footprint, that removes really
-// merge nodes (leaves and height shrink), and that verify() catches damage.
+// merge nodes (leaves and height shrink), and that verify() catches damage;
+// with string keys: node capacities, and that key records are counted in
+// dram_bytes and retired, not freed, by removes.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -124,6 +128,46 @@ TEST(ProductionRegistry, HasNoTestDoubles) {
     EXPECT_FALSE(is_test_only_index(e.name)) << e.name;
   }
   EXPECT_EQ(find_index_entry("lying-test"), nullptr);
+}
+
+// String keys: a 512 B leaf holds 19 pairs (16 B key slots: record pointer
+// and prefix word), the footprint counts each key record (1 + length
+// bytes), and a removed key's record stays (retired until the tree is
+// destroyed), so removes do not lower dram_bytes.
+TEST(BtreeStringKeys, KeyRecordsAreCountedAndRetiredNotFreed) {
+  testing::StringTestIndex t;
+  IndexOptions o;
+  o.node_size = 512;
+  ASSERT_TRUE(testing::open_test_index("btree", o, &t).ok());
+  Index<std::string_view>& idx = *t.index;
+  const uint64_t empty = idx.info().dram_bytes;
+  EXPECT_EQ(empty, 512u);  // one empty root leaf, no records
+  // 19 keys fit the root leaf; the 20th splits it.
+  auto key = [](int i) { return std::string(200, 'k') + std::to_string(1000 + i); };
+  for (int i = 0; i < 19; ++i) ASSERT_TRUE(idx.insert(key(i), i).ok());
+  VerifyReport r;
+  ASSERT_TRUE(idx.verify(&r).ok());
+  EXPECT_EQ(r.leaves, 1u);
+  EXPECT_EQ(idx.info().dram_bytes, 512u + 19 * (1 + 204));
+  ASSERT_TRUE(idx.insert(key(19), 19).ok());
+  ASSERT_TRUE(idx.verify(&r).ok());
+  EXPECT_EQ(r.height, 2u);
+  for (int i = 20; i < 2000; ++i) ASSERT_TRUE(idx.insert(key(i), i).ok());
+  const uint64_t full = idx.info().dram_bytes;
+  ASSERT_TRUE(idx.verify(&r).ok());
+  EXPECT_EQ(full, (r.leaves + r.inner_nodes) * 512 + 2000 * (1 + 204));
+  // A refused duplicate frees its record at once: no change.
+  EXPECT_EQ(idx.insert(key(5), 0).code(), Code::kAlreadyExists);
+  EXPECT_EQ(idx.info().dram_bytes, full);
+  for (int i = 0; i < 2000; ++i) ASSERT_TRUE(idx.remove(key(i)).ok());
+  ASSERT_TRUE(idx.verify(&r).ok());
+  EXPECT_EQ(r.keys, 0u);
+  EXPECT_GE(idx.info().dram_bytes, full);  // nodes and records retired, not freed
+  // The emptied tree takes the keys again (new records).
+  for (int i = 0; i < 2000; i += 7) ASSERT_TRUE(idx.insert(key(i), i).ok());
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_EQ(idx.lookup(key(i)), i % 7 == 0 ? std::optional<Value>(i) : std::nullopt) << i;
+  }
 }
 
 }  // namespace

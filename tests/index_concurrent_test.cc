@@ -2,7 +2,9 @@
 // the shared concurrent map-model test on every registered configuration
 // that claims thread_safe (so every later index is covered without editing
 // this file), with 2 threads at each node size and option value, and 4
-// threads at the default size; and a self-test that the shared helpers
+// threads at the default size, with integer keys (IntegerKeys/...) and, for
+// the indexes with caps.string_keys, with string keys (StringKeys/...); and
+// a self-test that the shared helpers
 // catch an index that lies. Runs again under ThreadSanitizer (make test).
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
@@ -27,31 +29,45 @@ namespace {
 // and those at the default node size (or without nodes) at 4 threads too.
 using Param = std::tuple<testing::IndexCase, unsigned>;  // case, threads
 
-std::vector<Param> params() {
+std::vector<Param> params(const std::vector<testing::IndexCase>& cases) {
   std::vector<Param> out;
-  for (const testing::IndexCase& c : testing::registered_index_cases()) {
+  for (const testing::IndexCase& c : cases) {
     out.emplace_back(c, 2u);
     if (c.extra.empty() && (c.node_size == 0 || c.node_size == 512)) out.emplace_back(c, 4u);
   }
   return out;
 }
 
-class ConcurrentTest : public ::testing::TestWithParam<Param> {};
+class ConcurrentTest : public ::testing::TestWithParam<Param> {
+ protected:
+  template <class K>
+  void run() {
+    const auto& [c, threads] = GetParam();
+    testing::TestIndexOf<K> t;
+    Status s = testing::open_test_index(c.name, testing::options_for(c, threads), &t);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    if (!t.index->info().caps.thread_safe) GTEST_SKIP() << c.name << " does not claim thread_safe";
+    testing::run_concurrent_test(*t.index, threads, threads * 7919 + c.node_size);
+  }
+};
 
 TEST_P(ConcurrentTest, DisjointWritersAndReadersMatchTheModel) {
-  const auto& [c, threads] = GetParam();
-  testing::TestIndex t;
-  Status s = testing::open_test_index(c.name, testing::options_for(c, threads), &t);
-  ASSERT_TRUE(s.ok()) << s.ToString();
-  if (!t.index->info().caps.thread_safe) GTEST_SKIP() << c.name << " does not claim thread_safe";
-  testing::run_concurrent_test(*t.index, threads, threads * 7919 + c.node_size);
+  if (std::get<0>(GetParam()).key_type == KeyType::kString) {
+    run<std::string_view>();
+  } else {
+    run<uint64_t>();
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Registered, ConcurrentTest, ::testing::ValuesIn(params()),
-                         [](const auto& info) {
-                           return std::get<0>(info.param).label + "_" +
-                                  std::to_string(std::get<1>(info.param)) + "threads";
-                         });
+auto param_name = [](const auto& info) {
+  return std::get<0>(info.param).label + "_" + std::to_string(std::get<1>(info.param)) + "threads";
+};
+INSTANTIATE_TEST_SUITE_P(IntegerKeys, ConcurrentTest,
+                         ::testing::ValuesIn(params(testing::registered_index_cases())),
+                         param_name);
+INSTANTIATE_TEST_SUITE_P(StringKeys, ConcurrentTest,
+                         ::testing::ValuesIn(params(testing::registered_string_index_cases())),
+                         param_name);
 
 // Counts the failures the helpers report against "lying-test" (which drops
 // inserts and corrupts lookups) without failing this test.

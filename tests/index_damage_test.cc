@@ -8,7 +8,9 @@
 // number of keys fails the test: a key lost or conjured by damage must be
 // reported (pool.h, "close record"; src/indexes/common/persistent.h). A key
 // or value changed in place (same count) would need checksums and is not
-// checked here.
+// checked here. Integer-key pools (IntegerKeys/...) and, for persistent
+// indexes with caps.string_keys, string-key pools (StringKeys/...: the same
+// scattered keys as test_key strings, so key records are damaged too).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,7 +31,7 @@
 namespace nvindex {
 namespace {
 
-using testing::FileIndex;
+using testing::FileIndexOf;
 using testing::IndexCase;
 
 constexpr uint64_t kKeys = 3000;
@@ -52,18 +54,31 @@ const char* name_of(Damage d) {
   return "?";
 }
 
-class DamagedPool : public ::testing::TestWithParam<IndexCase> {};
+class DamagedPool : public ::testing::TestWithParam<IndexCase> {
+ protected:
+  template <class K>
+  void run();
+};
 
 TEST_P(DamagedPool, NeverVerifiesOkWithAnotherKeyCount) {
+  if (GetParam().key_type == KeyType::kString) {
+    run<std::string_view>();
+  } else {
+    run<uint64_t>();
+  }
+}
+
+template <class K>
+void DamagedPool::run() {
   const IndexCase& c = GetParam();
-  FileIndex pristine(c.name, "pristine");
+  FileIndexOf<K> pristine(c.name, "pristine");
   ASSERT_TRUE(pristine.create(testing::options_for(c), pm::kMinPoolSize).ok());
   std::mt19937_64 rng(std::hash<std::string>{}(c.label));
   // Scattered keys, then a tenth removed: several levels and partly filled
   // nodes at every node size.
-  std::vector<uint64_t> keys;
+  std::vector<OwnedKey<K>> keys;
   for (uint64_t i = 0; keys.size() < kKeys + kKeys / 10; ++i) {
-    const uint64_t k = (i + 1) * 0x9E3779B97F4A7C15ull;
+    const OwnedKey<K> k = testing::test_key<K>((i + 1) * 0x9E3779B97F4A7C15ull);
     ASSERT_TRUE(pristine.index->insert(k, i).ok());
     keys.push_back(k);
   }
@@ -96,7 +111,7 @@ TEST_P(DamagedPool, NeverVerifiesOkWithAnotherKeyCount) {
   ASSERT_GT(pointer_words.size(), 10u);
   ASSERT_GT(targets.size(), 2u);
 
-  FileIndex damaged(c.name, "damaged");
+  FileIndexOf<K> damaged(c.name, "damaged");
   int opened = 0;
   int refused = 0;
   for (Damage kind : kKinds) {
@@ -149,9 +164,11 @@ TEST_P(DamagedPool, NeverVerifiesOkWithAnotherKeyCount) {
   EXPECT_GT(opened, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Registered, DamagedPool,
-                         ::testing::ValuesIn(testing::persistent_index_cases()),
-                         [](const auto& info) { return info.param.label; });
+auto case_label = [](const auto& info) { return info.param.label; };
+INSTANTIATE_TEST_SUITE_P(IntegerKeys, DamagedPool,
+                         ::testing::ValuesIn(testing::persistent_index_cases()), case_label);
+INSTANTIATE_TEST_SUITE_P(StringKeys, DamagedPool,
+                         ::testing::ValuesIn(testing::persistent_string_index_cases()), case_label);
 
 }  // namespace
 }  // namespace nvindex

@@ -1,13 +1,30 @@
 // fastfair, what is specific to FAST & FAIR (the conformance suite,
 // tests/index_conformance_test.cc, holds what every index must do): its
 // description and DRAM lock table, merges that shrink the tree and collapse
-// the root, and SMOs racing at capacity 4.
+// the root, and SMOs racing at capacity 4; and the string-key instance's
+// design (key words are key-record offsets, fastfair.h): a std::map model
+// over keys with long shared prefixes at every node size, close/reopen,
+// recovery reclaiming unpublished and removed key records, marking every
+// live record once, and the PM cost of a string insert.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
 #include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
 
+#include "indexes/common/key_record.h"
+#include "indexes/fastfair/fastfair.h"
 #include "nvindex/index.h"
+#include "nvindex/pm/counters.h"
+#include "nvindex/pm/pool.h"
 #include "support/model_check.h"
 
 namespace nvindex {
@@ -57,6 +74,318 @@ TEST(FastFair, ConcurrentSmoStress) {
     ASSERT_TRUE(testing::open_test_index("fastfair", 128, &t, 64ull << 20).ok());
     testing::run_concurrent_test(*t.index, threads, 100 + threads, 8000, 512);
   }
+}
+
+// ---------------------------------------------------------------- string keys
+
+/// A string-key fastfair in a pool file of layout "fastfair:string".
+struct StringPool : testing::StringFileIndex {
+  explicit StringPool(const std::string& tag = "s") : StringFileIndex("fastfair", tag) {}
+  Status create(uint32_t node_size) {
+    IndexOptions o;
+    o.node_size = node_size;
+    return StringFileIndex::create(o, 64ull << 20);
+  }
+  /// Clean close (crash = false) or a crash as far as the pool can tell,
+  /// then reopen and recover.
+  Status reopen(bool crash = false) {
+    if (crash) this->crash();
+    return StringFileIndex::reopen();
+  }
+  fastfair::FastFairString* ff() const {
+    return dynamic_cast<fastfair::FastFairString*>(index.get());
+  }
+};
+
+/// Keys with long shared prefixes (a 40-byte prefix, one of four), keys that
+/// are prefixes of one another, bytes 0x00 and 0xff, and the empty key.
+std::string prefixed_key(uint64_t r) {
+  static const std::string kPrefix[4] = {std::string(40, 'p'), std::string(40, 'p') + "q",
+                                         std::string(39, 'p') + "\xff", ""};
+  std::string k = kPrefix[r % 4];
+  const uint64_t tail = r / 4;
+  for (uint64_t t = tail; t != 0; t /= 7)
+    k.push_back(static_cast<char>(t % 7 == 6 ? 0 : 'a' + t % 7));
+  return k;
+}
+
+// Random inserts, updates, removes, lookups, scans and find_last_less_than
+// over prefixed keys against a std::map, at the smallest node (capacity 4:
+// SMOs nearly every operation) and at 512 B, with a close/reopen (every key
+// kept, every record marked once) and a crash/recovery in between.
+TEST(FastFairString, ModelWithSharedPrefixes) {
+  for (uint32_t node_size : {128u, 512u}) {
+    StringPool sp("m" + std::to_string(node_size));
+    ASSERT_TRUE(sp.create(node_size).ok());
+    std::map<std::string, Value> model;
+    std::mt19937_64 rng(node_size);
+    for (int round = 0; round < 3; ++round) {
+      Index<std::string_view>& idx = *sp.index;
+      for (int op = 0; op < 6000; ++op) {
+        const std::string k = prefixed_key(rng() % 2400);
+        const Value v = rng();
+        switch (rng() % 6) {
+          case 0:
+          case 1: {
+            const bool fresh = !model.count(k);
+            ASSERT_EQ(idx.insert(k, v).ok(), fresh) << k;
+            if (fresh) model[k] = v;
+            break;
+          }
+          case 2: {
+            const bool has = model.count(k) > 0;
+            ASSERT_EQ(idx.update(k, v).ok(), has);
+            if (has) model[k] = v;
+            break;
+          }
+          case 3:
+            ASSERT_EQ(idx.remove(k).ok(), model.erase(k) == 1) << k;
+            break;
+          case 4: {
+            std::vector<std::pair<std::string, Value>> got;
+            idx.scan(k, 5, &got);
+            auto it = model.lower_bound(k);
+            std::vector<std::pair<std::string, Value>> want;
+            for (; it != model.end() && want.size() < 5; ++it)
+              want.emplace_back(it->first, it->second);
+            ASSERT_EQ(got, want) << k;
+            break;
+          }
+          default: {
+            auto it = model.lower_bound(k);
+            const auto got = idx.find_last_less_than(k);
+            if (it == model.begin()) {
+              ASSERT_FALSE(got.has_value()) << k;
+            } else {
+              --it;
+              ASSERT_TRUE(got.has_value()) << k;
+              ASSERT_EQ(got->first, it->first) << k;
+              ASSERT_EQ(got->second, it->second) << k;
+            }
+          }
+        }
+      }
+      ASSERT_NO_FATAL_FAILURE(testing::expect_equals_model(idx, model));
+      // Round 0: clean close (the damage check compares marked bytes and
+      // keys with the close record); round 1: a crash.
+      ASSERT_TRUE(sp.reopen(round == 1).ok()) << round;
+      ASSERT_TRUE(sp.index->info().recovered);
+      ASSERT_NO_FATAL_FAILURE(testing::expect_equals_model(*sp.index, model));
+    }
+    // Too long a key: InvalidArgument, nothing changed.
+    const std::string too_long(kMaxKeyBytes + 1, 'x');
+    EXPECT_EQ(sp.index->insert(too_long, 1).code(), Code::kInvalidArgument);
+    EXPECT_EQ(sp.index->update(too_long, 1).code(), Code::kInvalidArgument);
+    EXPECT_EQ(sp.index->remove(too_long).code(), Code::kInvalidArgument);
+    const std::string longest(kMaxKeyBytes, 'x');
+    ASSERT_TRUE(sp.index->insert(longest, 7).ok());
+    model[longest] = 7;
+    ASSERT_TRUE(sp.reopen().ok());
+    ASSERT_NO_FATAL_FAILURE(testing::expect_equals_model(*sp.index, model));
+  }
+}
+
+// Bytes a string tree needs: its nodes, the root object, the spares, and
+// one key record per key and per non-leftmost leaf (its low_key).
+uint64_t string_tree_bytes(pm::Pool& pool, fastfair::FastFairString& ff,
+                           const std::map<std::string, Value>& model) {
+  VerifyReport r;
+  EXPECT_TRUE(ff.verify(&r).ok());
+  uint64_t bytes =
+      (r.leaves + r.inner_nodes + ff.spare_nodes()) * ff.node_size() + sizeof(fastfair::RootObject);
+  for (const auto& kv : model) {
+    uint64_t off = 0;
+    EXPECT_TRUE(pool.allocator().allocate(key_record_bytes(kv.first.size()), &off).ok());
+    bytes += pool.allocator().block_size(off);
+    pool.allocator().free(off);
+  }
+  // Separator records: keys here are at most 63 bytes (one 64 B block).
+  bytes += (r.leaves - 1) * 64;
+  // verify() reports the same blocks (nodes and records, no spares and no
+  // root object) for the crash lab's leak check.
+  EXPECT_EQ(r.pm_bytes, bytes - ff.spare_nodes() * ff.node_size() - sizeof(fastfair::RootObject));
+  return bytes;
+}
+
+// A key record persisted but never published (a crash between
+// store_key_record and the slot's key store) is reclaimed by recovery;
+// every live record (entry keys and leaves' low keys) stays. A single
+// thread's removes free their records at once (no other operation in
+// flight), so the nodes retired by merges are all that recovery has to
+// reclaim besides the orphan.
+TEST(FastFairString, RecoveryReclaimsUnpublishedAndRemovedRecords) {
+  StringPool sp;
+  ASSERT_TRUE(sp.create(128).ok());
+  std::map<std::string, Value> model;
+  for (uint64_t i = 0; i < 500; ++i) {
+    const std::string k = "key-" + std::to_string(i * 7919 % 500);
+    ASSERT_TRUE(sp.index->insert(k, i).ok());
+    model[k] = i;
+  }
+  for (uint64_t i = 0; i < 500; i += 3) {
+    const std::string k = "key-" + std::to_string(i);
+    ASSERT_TRUE(sp.index->remove(k).ok());
+    model.erase(k);
+  }
+  // Removed keys' records (and merged leaves' low keys) were freed: only
+  // merged nodes stay retired (whole nodes, so the difference is a multiple
+  // of the node size).
+  EXPECT_EQ(sp.ff()->retired_records(), 0u);
+  const uint64_t live = string_tree_bytes(*sp.pool, *sp.ff(), model);
+  ASSERT_GT(sp.pool->allocator().bytes_in_use(), live);
+  EXPECT_EQ((sp.pool->allocator().bytes_in_use() - live) % 128, 0u);
+  // The state of an insert that crashed after persisting its key record.
+  uint64_t orphan = 0;
+  ASSERT_TRUE(store_key_record(*sp.pool, "key-orphan", &orphan).ok());
+  ASSERT_TRUE(sp.reopen(/*crash=*/true).ok());
+  ASSERT_TRUE(sp.index->info().recovered);
+  EXPECT_EQ(sp.ff()->retired_records(), 0u);
+  EXPECT_EQ(sp.pool->allocator().bytes_in_use(), string_tree_bytes(*sp.pool, *sp.ff(), model));
+  EXPECT_EQ(sp.index->lookup("key-orphan"), std::nullopt);
+  ASSERT_NO_FATAL_FAILURE(testing::expect_equals_model(*sp.index, model));
+  // A clean close frees the retired records: the close record's bytes are
+  // what recovery reaches.
+  ASSERT_TRUE(sp.index->remove("key-1").ok());
+  model.erase("key-1");
+  ASSERT_TRUE(sp.reopen().ok());
+  EXPECT_EQ(sp.pool->allocator().bytes_in_use(), string_tree_bytes(*sp.pool, *sp.ff(), model));
+}
+
+// The key word's prefix (top 16 bits) orders keys like their bytes: over
+// sorted keys that differ in, or end within, the first two bytes, the
+// prefixes never decrease.
+TEST(FastFairString, KeyPrefixIsMonotone) {
+  std::vector<std::string> keys = {"",
+                                   std::string(1, '\0'),
+                                   std::string(2, '\0'),
+                                   "a",
+                                   "a\x01",
+                                   "ab",
+                                   "abc",
+                                   "b",
+                                   "\x7f",
+                                   "\x80",
+                                   "\xff",
+                                   "\xff\xff\xff"};
+  keys.push_back(std::string("a") + '\0');
+  std::sort(keys.begin(), keys.end());
+  for (size_t i = 1; i < keys.size(); ++i) {
+    EXPECT_LE(fastfair::key_prefix(keys[i - 1]), fastfair::key_prefix(keys[i])) << i;
+  }
+  EXPECT_EQ(fastfair::key_prefix("ab"), 0x6162);
+  EXPECT_EQ(fastfair::key_prefix("a"), 0x6100);
+  EXPECT_EQ(fastfair::record_of(fastfair::key_word(0x1240, "zz")), 0x1240u);
+}
+
+// Damaged key words are Corruption at recovery, not a wild read or a
+// silently different tree: (0) an entry's word that is not the start of a
+// block; (1) two owners of one record (a leaf's low_key and its parent's
+// separator redirected to the leaf's first entry's record: every order and
+// separator check still holds, but the record would be marked twice); (2) a
+// word whose prefix bits are not its record's.
+TEST(FastFairString, RecoveryRefusesDamagedKeyWords) {
+  for (int damage = 0; damage < 3; ++damage) {
+    StringPool sp("d" + std::to_string(damage));
+    ASSERT_TRUE(sp.create(512).ok());
+    for (int i = 0; i < 60; ++i)
+      ASSERT_TRUE(sp.index->insert("k" + std::to_string(100 + i), i).ok());
+    fastfair::FastFairString& ff = *sp.ff();
+    fastfair::Node* root = ff.node(ff.root_offset());
+    ASSERT_GT(root->level(), 0u);
+    fastfair::Entry* pe = root->entries();
+    fastfair::Node* child = ff.node(pe[0].value.load());
+    if (damage == 0) {
+      child->entries()[1].key.store(child->entries()[1].key.load() + 8);
+    } else if (damage == 2) {
+      child->entries()[1].key.store(child->entries()[1].key.load() ^ (uint64_t{1} << 48));
+    } else {
+      const uint64_t w = child->entries()[0].key.load();
+      ASSERT_EQ(key_record(*sp.pool, fastfair::record_of(w)),
+                key_record(*sp.pool, fastfair::record_of(child->low_key.load())));
+      child->low_key.store(w);
+      pe[0].key.store(w);
+    }
+    const Status s = sp.reopen(/*crash=*/true);
+    EXPECT_EQ(s.code(), Code::kCorruption) << damage << ": " << s.ToString();
+  }
+}
+
+// PM cost of an insert: a 24-byte string key against an integer key, on the
+// same random order at 512 B nodes (docs/indexes/fastfair.md quotes it).
+TEST(FastFairString, InsertCostAgainstIntegerKeys) {
+  constexpr uint64_t kN = 20000;
+  std::vector<uint64_t> order(kN);
+  for (uint64_t i = 0; i < kN; ++i) order[i] = i * 7919 % kN;
+  testing::TestIndex it;
+  ASSERT_TRUE(testing::open_test_index("fastfair", 512, &it, 64ull << 20).ok());
+  pm::CounterSnapshot a = pm::snapshot();
+  for (uint64_t k : order) ASSERT_TRUE(it.index->insert(k * 0x9e3779b97f4a7c15ull, k).ok());
+  const pm::CounterSnapshot ints = pm::snapshot() - a;
+  StringPool sp;
+  ASSERT_TRUE(sp.create(512).ok());
+  a = pm::snapshot();
+  for (uint64_t k : order) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "user%020llu",
+                  static_cast<unsigned long long>(k * 0x9e3779b97f4a7c15ull));
+    ASSERT_TRUE(sp.index->insert(std::string_view(buf, 24), k).ok());
+  }
+  const pm::CounterSnapshot strs = pm::snapshot() - a;
+  const double n = kN;
+  std::printf(
+      "per insert: integer %.2f flushes %.2f lines %.2f fences; 24 B string %.2f flushes %.2f "
+      "lines %.2f fences\n",
+      ints.flushes / n, ints.lines_flushed / n, ints.fences / n, strs.flushes / n,
+      strs.lines_flushed / n, strs.fences / n);
+  // The record costs one line and one fence per insert; a leaf split one
+  // more record (its separator).
+  EXPECT_GE(strs.lines_flushed, ints.lines_flushed + kN);
+  EXPECT_LE(strs.lines_flushed, ints.lines_flushed + kN + kN / 5);
+  EXPECT_GE(strs.fences, ints.fences + kN);
+}
+
+// Writers and optimistic readers racing on string keys at capacity 4:
+// readers dereference key records of keys being removed (retired, never
+// freed while the tree lives), scans cross splitting and merging leaves.
+TEST(FastFairString, ConcurrentWritersAndReaders) {
+  StringPool sp;
+  ASSERT_TRUE(sp.create(128).ok());
+  Index<std::string_view>& idx = *sp.index;
+  constexpr int kWriters = 3;
+  constexpr uint64_t kPer = 800;  // keys prefixed_key(0 .. 2399), distinct
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> th;
+  for (int w = 0; w < kWriters; ++w) {
+    th.emplace_back([&, w] {
+      for (int pass = 0; pass < 2; ++pass) {
+        for (uint64_t i = 0; i < kPer; ++i) {
+          const std::string k = prefixed_key(i * kWriters + w);
+          if (pass == 0) {
+            EXPECT_TRUE(idx.insert(k, i).ok());
+          } else if (i % 2 == 0) {
+            EXPECT_TRUE(idx.remove(k).ok());
+          }
+        }
+      }
+    });
+  }
+  th.emplace_back([&] {
+    std::vector<std::pair<std::string, Value>> got;
+    while (!stop.load()) {
+      idx.scan(std::string(40, 'p'), 50, &got);
+      for (size_t j = 1; j < got.size(); ++j) EXPECT_LT(got[j - 1].first, got[j].first);
+      (void)idx.lookup(prefixed_key(17));
+      (void)idx.find_last_less_than(prefixed_key(33));
+    }
+  });
+  for (int w = 0; w < kWriters; ++w) th[w].join();
+  stop.store(true);
+  th.back().join();
+  std::map<std::string, Value> model;
+  for (int w = 0; w < kWriters; ++w) {
+    for (uint64_t i = 1; i < kPer; i += 2) model[prefixed_key(i * kWriters + w)] = i;
+  }
+  ASSERT_NO_FATAL_FAILURE(testing::expect_equals_model(idx, model));
 }
 
 }  // namespace

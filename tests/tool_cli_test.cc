@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include "nvindex/index.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -73,7 +75,8 @@ TEST_F(Cli, BenchHelpMentionsEveryOption) {
         "--output",         "--json-output", "--keep-pool",        "--quiet",
         "--list-indexes",   "lying-test",    "--bulk-load",        "--fill",
         "--insert-pattern", "--dense-gap",   "--recovery-threads", "dense-insert",
-        "search",           "delete",        "--no-perf-counters"}) {
+        "search",           "delete",        "--no-perf-counters", "--key-type",
+        "--key-size"}) {
     EXPECT_NE(r.out.find(o), std::string::npos) << o;
   }
   EXPECT_EQ(nvindex("verify --help").rc, 0);
@@ -443,6 +446,13 @@ TEST_F(Cli, PersistentIndexKeepPoolThenVerifyAndInfo) {
   EXPECT_NE(v.out.find("keys:            2000"), std::string::npos) << v.out;
   Outcome wrong = nvindex("verify --index btree --pool " + pool);
   EXPECT_EQ(wrong.rc, 2);
+  // An integer-key pool opened for string keys: refused (its layout is
+  // "fastfair", a string-key pool's is "fastfair:string"), the pool intact.
+  const std::string before = slurp(pool);
+  Outcome as_string = nvindex("verify --index fastfair --key-type string --pool " + pool);
+  EXPECT_EQ(as_string.rc, 2) << as_string.err;
+  EXPECT_EQ(slurp(pool), before);
+  EXPECT_EQ(nvindex("verify --index fastfair --key-type text --pool " + pool).rc, 2);
   fs::remove(pool);
 }
 
@@ -521,6 +531,97 @@ TEST_F(Cli, RecoveryThreadsAndVerifyRebuildTime) {
   fs::remove(out);
 }
 
+// --key-type and --key-size: a bogus type, a size outside 5..255, a size
+// with integer keys, an integer-only index named with string keys (the
+// message names those that take them) and a key space that does not fit the
+// digits are usage errors.
+TEST_F(Cli, KeyTypeOptionsAreCheckedBeforeAnyWork) {
+  ASSERT_FALSE(nvindex::find_index_entry("fptree")->caps.string_keys)
+      << "pick an index without them";
+  struct Case {
+    std::string args;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"--index absl-btree --key-type bogus", "--key-type: key type 'bogus' invalid"},
+      {"--index absl-btree --key-type string --key-size 4", "--key-size 4: expected 5..255"},
+      {"--index absl-btree --key-type string --key-size 256", "--key-size 256: expected 5..255"},
+      {"--index absl-btree --key-size 30", "--key-size applies to --key-type string"},
+      {"--index fptree --key-type string", "index 'fptree' does not take string keys"},
+      {"--index fptree --key-type string", "absl-btree"},
+      {"--index absl-btree --key-type string --key-size 12", "use --key-size"},
+      {"--index absl-btree --key-type string --key-size 010", "--key-size"},  // not octal 8
+      {"--index absl-btree --key-type string --key-size -1", "--key-size"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const Outcome r = nvindex(std::string("bench") + kSmall + c.args);
+    EXPECT_EQ(r.rc, 2) << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+  }
+}
+
+// String keys end to end: a generated run at the default 24 B and at 12 B
+// with sequential keys, both reported with their key type and size; without
+// --index the string-capable indexes run.
+TEST_F(Cli, StringKeyRunsReportKeyTypeAndSize) {
+  const std::string out = tmp_path("string.json");
+  Outcome r = nvindex(std::string("bench") + kSmall +
+                      "--index absl-btree --key-type string --workload ycsb-e --format json "
+                      "--output " +
+                      out);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["schema"], "nvindex.bench/1");
+  EXPECT_EQ(j["options"]["key_type"], "string");
+  EXPECT_EQ(j["options"]["key_size"], 24);
+  EXPECT_EQ(j["results"][0]["verification"]["failures"], 0);
+  EXPECT_NE(r.out.find("Key type: string, 24 bytes"), std::string::npos) << r.out;
+  r = nvindex(std::string("bench") + kSmall +
+              "--key-type string --key-size 12 --sequential-keys --workload ycsb-a --format json "
+              "--output " +
+              out);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["options"]["key_size"], 12);
+  ASSERT_GE(j["results"].size(), 1u);
+  for (const auto& res : j["results"]) {
+    EXPECT_TRUE(res["info"]["string_keys"].get<bool>()) << res["index"];
+    EXPECT_EQ(res["verification"]["failures"], 0) << res["index"];
+  }
+  r = nvindex(std::string("bench") + kSmall + "--index absl-btree --format json --output " + out);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["options"]["key_type"], "integer");
+  EXPECT_EQ(j["options"]["key_size"], 8);
+  fs::remove(out);
+}
+
+// A keys file of words: each line's bytes are a key, duplicates skipped; a
+// line longer than 255 bytes is a usage error naming the line.
+TEST_F(Cli, StringKeysFileOfWords) {
+  const std::string words = tmp_path("words.txt"), bad = tmp_path("long-words.txt");
+  const std::string out = tmp_path("words.json");
+  {
+    std::ofstream f(words);
+    for (int i = 0; i < 500; ++i) f << "word" << i * 7919 % 1000 << (i % 3 ? "s" : "'s") << "\n";
+    f << "word0's\n";  // a duplicate of line 1
+    f << "caf\xc3\xa9 au lait\n";
+    std::ofstream(bad) << "short\n" << std::string(256, 'x') << "\n";
+  }
+  Outcome r = nvindex("bench --quiet --index absl-btree --key-type string --keys-file " + words +
+                      " -p 2000 --workload ycsb-b --format json --output " + out);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["results"][0]["verification"]["failures"], 0);
+  EXPECT_EQ(j["results"][0]["load"]["operations"], 501);
+  r = nvindex("bench --quiet --index absl-btree --key-type string --keys-file " + bad);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find(bad + ":2: key of 256 bytes is longer than 255"), std::string::npos)
+      << r.err;
+  for (const std::string& f : {words, bad, out}) fs::remove(f);
+}
+
 TEST_F(Cli, TraceRunOfSharedSamplesHasNoFailures) {
   const char* data = std::getenv("NVINDEX_DATA");
   if (data == nullptr) GTEST_SKIP() << "NVINDEX_DATA not set";
@@ -537,6 +638,35 @@ TEST_F(Cli, TraceRunOfSharedSamplesHasNoFailures) {
     EXPECT_EQ(j["results"][0]["load"]["operations"], 10000) << w;
     EXPECT_EQ(j["results"][0]["run"]["operations"], 10000) << w;
     fs::remove(out);
+  }
+}
+
+// The string-key samples: refused without --key-type string (the message
+// says to pass it), replayed with it at 1 and 2 threads, no failures.
+TEST_F(Cli, StringTraceRunOfSharedSamplesHasNoFailures) {
+  const char* data = std::getenv("NVINDEX_DATA");
+  if (data == nullptr) GTEST_SKIP() << "NVINDEX_DATA not set";
+  const std::string dir = std::string(data) + "/ycsb/";
+  if (!fs::exists(dir + "load_string_workloada")) GTEST_SKIP() << "no samples in " << dir;
+  Outcome r =
+      nvindex("bench --quiet --index absl-btree --trace-load " + dir + "load_string_workloada");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("pass --key-type string"), std::string::npos) << r.err;
+  for (const char* w : {"workloada", "workloade"}) {
+    for (const char* threads : {"1", "2"}) {
+      SCOPED_TRACE(std::string(w) + " threads " + threads);
+      const std::string out = tmp_path(std::string(w) + "-string.json");
+      r = nvindex("bench --quiet --index absl-btree --key-type string -t " + std::string(threads) +
+                  " --trace-load " + dir + "load_string_" + w + " --trace-run " + dir +
+                  "txn_string_" + w + " --format json --output " + out);
+      ASSERT_EQ(r.rc, 0) << r.err;
+      const nlohmann::json j = nlohmann::json::parse(slurp(out));
+      EXPECT_EQ(j["options"]["key_type"], "string");
+      EXPECT_EQ(j["results"][0]["verification"]["failures"], 0);
+      EXPECT_EQ(j["results"][0]["load"]["operations"], 10000);
+      EXPECT_EQ(j["results"][0]["run"]["operations"], 10000);
+      fs::remove(out);
+    }
   }
 }
 

@@ -149,6 +149,12 @@ struct VerifyReport {
   uint64_t leaves = 0;       ///< leaf nodes visited
   uint64_t inner_nodes = 0;  ///< inner nodes visited
   uint32_t height = 0;       ///< levels, leaves included (1 = root is a leaf)
+  /// Bytes of the PM blocks the traversal reached (allocator class sizes:
+  /// nodes, key records, delta records, ...), for an index whose PM is not
+  /// just leaves (+ inner nodes) of node_size bytes; 0 when it does not count
+  /// them. The crash lab's leak check (crash/oracle.h, check 4) compares it
+  /// with the allocator's bytes in use (after the root object's overhead).
+  uint64_t pm_bytes = 0;
 };
 
 /// Options given to make_index(). Unused fields are ignored by an index that

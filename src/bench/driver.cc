@@ -19,7 +19,9 @@
 #include <optional>
 #include <thread>
 
+#include "bench/string_keys.h"
 #include "nvindex/pm/pool.h"
+#include "util/quote.h"
 
 namespace nvindex::bench {
 namespace {
@@ -87,28 +89,40 @@ std::string_view expect_name(Expect e) {
   return "?";
 }
 
-std::string where(std::string_view phase, unsigned t, uint64_t i, std::string_view op,
-                  uint64_t key) {
+/// A key as failure messages show it: the decimal of an integer key, a
+/// string key quoted (util/quote.h).
+std::string key_text(uint64_t key) { return std::to_string(key); }
+std::string key_text(std::string_view key) { return quote_input(key); }
+
+/// The hash make_value() takes for a key (string_keys.h): an integer key
+/// itself, a string key's string_key_hash.
+inline uint64_t value_key(uint64_t key) { return key; }
+inline uint64_t value_key(std::string_view key) { return string_key_hash(key); }
+
+template <class K>
+std::string where(std::string_view phase, unsigned t, uint64_t i, std::string_view op, K key) {
   return std::string(phase) + " thread " + std::to_string(t) + " op " + std::to_string(i) + ": " +
-         std::string(op) + " key " + std::to_string(key);
+         std::string(op) + " key " + key_text(key);
 }
 
 /// Checks a write's Status against its expectation: Ok is the kFound outcome
 /// (update/remove of a present key, insert of a fresh key), `absent_code`
 /// (NotFound, or AlreadyExists for inserts) the kNotFound outcome, any other
 /// code an index error. Returns whether the operation succeeded (TypeCounts).
+/// `key` is the operation's key (K: uint64_t or std::string_view).
+template <class K>
 bool check_write(const Status& st, Expect expect, Code absent_code, ThreadState& ts,
-                 std::string_view phase, unsigned t, uint64_t i, const Operation& op) {
+                 std::string_view phase, unsigned t, uint64_t i, const Operation& op, K key) {
   const bool ok = st.ok();
   const bool other = !ok && st.code() != absent_code;
   if (other) {
-    ts.fail(where(phase, t, i, op_name(op.type), op.key) + ": index error " + st.ToString());
+    ts.fail(where(phase, t, i, op_name(op.type), key) + ": index error " + st.ToString());
     return false;
   }
   if (expect == Expect::kAny) return ok;
   const bool want_ok = expect == Expect::kFound;
   if (ok != want_ok) {
-    ts.fail(where(phase, t, i, op_name(op.type), op.key) + ": expected " +
+    ts.fail(where(phase, t, i, op_name(op.type), key) + ": expected " +
             (want_ok ? "Ok" : std::string(CodeName(absent_code))) + ", got " + st.ToString());
     return false;
   }
@@ -120,30 +134,36 @@ bool check_write(const Status& st, Expect expect, Code absent_code, ThreadState&
 /// is inline, a few instructions in the timed loop, so the harness adds
 /// little between one lookup's misses and the next's (an index whose lookups
 /// overlap in the CPU would otherwise be measured slower than its code is);
-/// everything else, failures included, is check_read_rest.
-bool check_read_rest(const std::optional<Value>& v, Expect expect, ThreadState& ts,
-                     std::string_view phase, unsigned t, uint64_t i, const Operation& op);
-inline bool check_read(const std::optional<Value>& v, Expect expect, ThreadState& ts,
-                       std::string_view phase, unsigned t, uint64_t i, const Operation& op) {
-  if (v ? expect != Expect::kNotFound && value_matches(op.key, *v) : expect == Expect::kNotFound) {
-    return true;
-  }
-  return check_read_rest(v, expect, ts, phase, t, i, op);
-}
-
+/// everything else, failures included, is check_read_rest. `vkey` is the
+/// key's value_key (precomputed for string keys).
+template <class K>
 [[gnu::noinline]] bool check_read_rest(const std::optional<Value>& v, Expect expect,
                                        ThreadState& ts, std::string_view phase, unsigned t,
-                                       uint64_t i, const Operation& op) {
-  if (v && !value_matches(op.key, *v)) {
+                                       uint64_t i, const Operation& op, K key, uint64_t vkey);
+template <class K>
+inline bool check_read(const std::optional<Value>& v, Expect expect, ThreadState& ts,
+                       std::string_view phase, unsigned t, uint64_t i, const Operation& op, K key,
+                       uint64_t vkey) {
+  if (v ? expect != Expect::kNotFound && value_matches(vkey, *v) : expect == Expect::kNotFound) {
+    return true;
+  }
+  return check_read_rest(v, expect, ts, phase, t, i, op, key, vkey);
+}
+
+template <class K>
+[[gnu::noinline]] bool check_read_rest(const std::optional<Value>& v, Expect expect,
+                                       ThreadState& ts, std::string_view phase, unsigned t,
+                                       uint64_t i, const Operation& op, K key, uint64_t vkey) {
+  if (v && !value_matches(vkey, *v)) {
     char buf[40];
     std::snprintf(buf, sizeof(buf), "0x%016" PRIx64, *v);
-    ts.fail(where(phase, t, i, op_name(op.type), op.key) + ": wrong value " + buf);
+    ts.fail(where(phase, t, i, op_name(op.type), key) + ": wrong value " + buf);
     return false;
   }
   if (expect == Expect::kAny) return v.has_value();
   const bool want = expect == Expect::kFound;
   if (v.has_value() != want) {
-    ts.fail(where(phase, t, i, op_name(op.type), op.key) + ": expected " +
+    ts.fail(where(phase, t, i, op_name(op.type), key) + ": expected " +
             std::string(expect_name(expect)) + ", got " + (v ? "found" : "not found"));
     return false;
   }
@@ -152,12 +172,14 @@ inline bool check_read(const std::optional<Value>& v, Expect expect, ThreadState
 
 /// Checks a scan's pairs: count <= requested, keys >= start and strictly
 /// ascending, every value matches its key; Expect::kFound wants >= 1 pair,
-/// Expect::kNotFound wants none. Returns whether it succeeded.
-bool check_scan(const std::vector<std::pair<uint64_t, Value>>& out, size_t n, Expect expect,
+/// Expect::kNotFound wants none. Returns whether it succeeded. `start` is
+/// the scan's start key; keys compare as K does (numbers, or bytes).
+template <class K>
+bool check_scan(const std::vector<std::pair<OwnedKey<K>, Value>>& out, size_t n, Expect expect,
                 ThreadState& ts, std::string_view phase, unsigned t, uint64_t i,
-                const Operation& op) {
+                const Operation& op, K start) {
   auto bad = [&](const std::string& what) {
-    ts.fail(where(phase, t, i, "scan", op.key) + " count " + std::to_string(op.scan_length) + ": " +
+    ts.fail(where(phase, t, i, "scan", start) + " count " + std::to_string(op.scan_length) + ": " +
             what);
     return false;
   };
@@ -166,13 +188,15 @@ bool check_scan(const std::vector<std::pair<uint64_t, Value>>& out, size_t n, Ex
   }
   if (n > op.scan_length) return bad("returned " + std::to_string(n) + " pairs");
   for (size_t j = 0; j < n; ++j) {
-    const uint64_t k = out[j].first;
-    if (j == 0 && k < op.key) return bad("first key " + std::to_string(k) + " below start");
-    if (j > 0 && k <= out[j - 1].first) {
+    const K k = out[j].first;
+    if (j == 0 && k < start) return bad("first key " + key_text(k) + " below start");
+    if (j > 0 && k <= K(out[j - 1].first)) {
       return bad("keys not ascending at pair " + std::to_string(j) + " (" +
-                 std::to_string(out[j - 1].first) + " then " + std::to_string(k) + ")");
+                 key_text(K(out[j - 1].first)) + " then " + key_text(k) + ")");
     }
-    if (!value_matches(k, out[j].second)) return bad("wrong value for key " + std::to_string(k));
+    if (!value_matches(value_key(k), out[j].second)) {
+      return bad("wrong value for key " + key_text(k));
+    }
   }
   if (expect == Expect::kAny) return n > 0;
   if ((n > 0) != (expect == Expect::kFound)) {
@@ -182,12 +206,15 @@ bool check_scan(const std::vector<std::pair<uint64_t, Value>>& out, size_t n, Ex
   return true;
 }
 
-/// Runs and checks one run-phase operation. `version` tags written values.
-/// Returns whether it succeeded; failures are recorded in ts. Inlined into
-/// the timed loop (one call site), so a lookup costs the loop no call.
-[[gnu::always_inline]] inline bool run_op(Index<uint64_t>& index, const Operation& op,
-                                          uint32_t version,
-                                          std::vector<std::pair<uint64_t, Value>>* scratch,
+/// Runs and checks one run-phase operation on `key` (the op's key as K; for
+/// string keys a view into the thread's pre-built StringKeyList) whose
+/// value_key is `vkey`. `version` tags written values. Returns whether it
+/// succeeded; failures are recorded in ts. Inlined into the timed loop (one
+/// call site per K), so a lookup costs the loop no call.
+template <class K>
+[[gnu::always_inline]] inline bool run_op(Index<K>& index, const Operation& op, K key,
+                                          uint64_t vkey, uint32_t version,
+                                          std::vector<std::pair<OwnedKey<K>, Value>>* scratch,
                                           ThreadState& ts, unsigned t, uint64_t i,
                                           std::optional<uint64_t>* latency_ns) {
   const bool timed = latency_ns != nullptr;
@@ -201,39 +228,39 @@ bool check_scan(const std::vector<std::pair<uint64_t, Value>>& out, size_t n, Ex
   };
   switch (op.type) {
     case OpType::kRead: {
-      std::optional<Value> v = index.lookup(op.key);
+      std::optional<Value> v = index.lookup(key);
       stop();
-      return check_read(v, op.expect, ts, "run", t, i, op);
+      return check_read(v, op.expect, ts, "run", t, i, op, key, vkey);
     }
     case OpType::kInsert: {
-      Status st = index.insert(op.key, make_value(op.key, version));
+      Status st = index.insert(key, make_value(vkey, version));
       stop();
-      return check_write(st, op.expect, Code::kAlreadyExists, ts, "run", t, i, op);
+      return check_write(st, op.expect, Code::kAlreadyExists, ts, "run", t, i, op, key);
     }
     case OpType::kUpdate: {
-      Status st = index.update(op.key, make_value(op.key, version));
+      Status st = index.update(key, make_value(vkey, version));
       stop();
-      return check_write(st, op.expect, Code::kNotFound, ts, "run", t, i, op);
+      return check_write(st, op.expect, Code::kNotFound, ts, "run", t, i, op, key);
     }
     case OpType::kRemove: {
-      Status st = index.remove(op.key);
+      Status st = index.remove(key);
       stop();
-      return check_write(st, op.expect, Code::kNotFound, ts, "run", t, i, op);
+      return check_write(st, op.expect, Code::kNotFound, ts, "run", t, i, op, key);
     }
     case OpType::kScan: {
-      size_t n = index.scan(op.key, op.scan_length, scratch);
+      size_t n = index.scan(key, op.scan_length, scratch);
       stop();
-      return check_scan(*scratch, n, op.expect, ts, "run", t, i, op);
+      return check_scan<K>(*scratch, n, op.expect, ts, "run", t, i, op, key);
     }
     case OpType::kReadModifyWrite: {
-      std::optional<Value> v = index.lookup(op.key);
+      std::optional<Value> v = index.lookup(key);
       Status st;
-      if (v) st = index.update(op.key, make_value(op.key, version));
+      if (v) st = index.update(key, make_value(vkey, version));
       stop();
-      if (!check_read(v, op.expect, ts, "run", t, i, op)) return false;
+      if (!check_read(v, op.expect, ts, "run", t, i, op, key, vkey)) return false;
       if (!v) return op.expect == Expect::kNotFound;  // absent: nothing to modify
       return check_write(st, op.expect == Expect::kNotFound ? Expect::kAny : op.expect,
-                         Code::kNotFound, ts, "run", t, i, op);
+                         Code::kNotFound, ts, "run", t, i, op, key);
     }
   }
   return false;
@@ -373,6 +400,24 @@ class PhaseRunner {
 
 }  // namespace
 
+std::vector<std::string_view> string_key_indexes() {
+  std::vector<std::string_view> names;
+  for (const IndexEntry& e : registered_indexes()) {
+    if (e.caps.string_keys && e.make_string != nullptr) names.push_back(e.name);
+  }
+  return names;
+}
+
+std::string string_key_index_list() {
+  std::string s;
+  for (std::string_view n : string_key_indexes()) {
+    s += s.empty() ? "" : ", ";
+    s += n;
+    if (is_test_only_index(n)) s += " (test only)";
+  }
+  return s.empty() ? "none" : s;
+}
+
 std::string temp_pool_dir() {
   if (access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
   if (const char* d = std::getenv("TMPDIR"); d != nullptr && *d != '\0') return d;
@@ -381,10 +426,17 @@ std::string temp_pool_dir() {
 
 namespace {
 
-/// The automatic pool size: 64 MiB + 256 B per key the run can hold.
+/// The automatic pool size: 64 MiB + 256 B per key the run can hold, plus,
+/// for string keys, the longest key's bytes per key (its key record).
 uint64_t auto_pool_size(const Workload& w) {
   uint64_t keys = w.load_keys.size() + w.total_operations();
-  uint64_t bytes = (64ull << 20) + keys * 256;
+  uint64_t per_key = 256;
+  if (w.spec.key_type == KeyType::kString) {
+    size_t longest = w.spec.key_size;
+    for (const std::string& k : w.key_strings) longest = std::max(longest, k.size());
+    per_key += longest + 1;
+  }
+  uint64_t bytes = (64ull << 20) + keys * per_key;
   return (bytes + (1ull << 20) - 1) & ~((1ull << 20) - 1);
 }
 
@@ -423,8 +475,9 @@ void merge_thread_states(std::vector<ThreadState>& states, IndexResult* out,
 /// Unordered: looks every key up. Adds one check per key to ts.checked; the
 /// first mismatch is one failure and ends the check (later pairs would all
 /// be shifted).
-void check_bulk_loaded(Index<uint64_t>& index, bool ordered,
-                       const std::vector<std::pair<uint64_t, Value>>& sorted, ThreadState& ts) {
+template <class K>
+void check_bulk_loaded(Index<K>& index, bool ordered,
+                       const std::vector<std::pair<K, Value>>& sorted, ThreadState& ts) {
   const uint64_t n = sorted.size();
   ts.checked += n;
   if (n == 0) return;
@@ -432,38 +485,51 @@ void check_bulk_loaded(Index<uint64_t>& index, bool ordered,
     for (uint64_t i = 0; i < n; ++i) {
       const std::optional<Value> v = index.lookup(sorted[i].first);
       if (!v || *v != sorted[i].second) {
-        ts.fail("after bulk load: key " + std::to_string(sorted[i].first) +
+        ts.fail("after bulk load: key " + key_text(sorted[i].first) +
                 (v ? " has a wrong value" : " is missing"));
         return;
       }
     }
     return;
   }
-  std::vector<std::pair<uint64_t, Value>> buf;
+  std::vector<std::pair<OwnedKey<K>, Value>> buf;
   uint64_t i = 0;
   while (i < n) {
     const size_t got = index.scan(sorted[i].first, 4096, &buf);
     if (got == 0 || buf.size() != got) {
-      ts.fail("after bulk load: scan from key " + std::to_string(sorted[i].first) + " returned " +
+      ts.fail("after bulk load: scan from key " + key_text(sorted[i].first) + " returned " +
               std::to_string(got) + " pairs, " + std::to_string(n - i) + " keys expected");
       return;
     }
     for (const auto& [k, v] : buf) {
-      if (i >= n || k != sorted[i].first) {
-        ts.fail("after bulk load: scan returned key " + std::to_string(k) + " where " +
-                (i < n ? "key " + std::to_string(sorted[i].first) : std::string("no more keys")) +
+      if (i >= n || K(k) != sorted[i].first) {
+        ts.fail("after bulk load: scan returned key " + key_text(K(k)) + " where " +
+                (i < n ? "key " + key_text(sorted[i].first) : std::string("no more keys")) +
                 " was loaded");
         return;
       }
       if (v != sorted[i].second) {
-        ts.fail("after bulk load: key " + std::to_string(k) + " has a wrong value");
+        ts.fail("after bulk load: key " + key_text(K(k)) + " has a wrong value");
         return;
       }
       ++i;
     }
   }
-  if (sorted.back().first != UINT64_MAX && index.scan(sorted.back().first + 1, 1, &buf) != 0) {
-    ts.fail("after bulk load: key " + std::to_string(buf.front().first) +
+  // The smallest key above the last: last + 1, or for a string the string
+  // with a 0 byte appended (none past UINT64_MAX or a 255-byte string with
+  // no room left: scanning from the last key then must return only it).
+  size_t want = 0;
+  size_t got = 0;
+  if constexpr (std::is_same_v<K, uint64_t>) {
+    want = sorted.back().first == UINT64_MAX ? 1 : 0;
+    got = index.scan(want ? sorted.back().first : sorted.back().first + 1, 2, &buf);
+  } else {
+    const std::string next = std::string(sorted.back().first) + '\0';
+    want = next.size() > kMaxKeyBytes ? 1 : 0;
+    got = index.scan(want ? sorted.back().first : std::string_view(next), 2, &buf);
+  }
+  if (got > want) {
+    ts.fail("after bulk load: key " + key_text(K(buf[want].first)) +
             " above the largest loaded key");
   }
 }
@@ -555,9 +621,10 @@ double media_write_amplification(const pm::CounterSnapshot& pm) {
 namespace {
 
 /// Checks what run_benchmark() can refuse before any work (the file comment
-/// of driver.h): the index is registered (*entry), the workload has thread
-/// streams, the fill factor is in (0, 1]. InvalidArgument otherwise, naming
-/// the registered indexes for an unknown one.
+/// of driver.h): the index is registered (*entry), takes the workload's key
+/// type, the workload has thread streams, the fill factor is in (0, 1].
+/// InvalidArgument otherwise, naming the registered indexes for an unknown
+/// one and the string-key ones for an index without string keys.
 Status check_inputs(const BenchOptions& options, const Workload& workload,
                     std::string_view index_name, const IndexEntry** entry) {
   *entry = find_index_entry(index_name);
@@ -572,6 +639,11 @@ Status check_inputs(const BenchOptions& options, const Workload& workload,
   }
   if (workload.per_thread.empty()) {
     return Status::InvalidArgument("workload has no thread streams (threads must be >= 1)");
+  }
+  if (workload.spec.key_type == KeyType::kString && (*entry)->make_string == nullptr) {
+    return Status::InvalidArgument(
+        "index '" + std::string(index_name) +
+        "' does not take string keys (string-key indexes: " + string_key_index_list() + ")");
   }
   if (!(options.fill_factor > 0.0 && options.fill_factor <= 1.0)) {
     return Status::InvalidArgument("fill factor must be in (0, 1], got " +
@@ -632,7 +704,15 @@ class OpCostMeter {
 /// count), recover. The destructor closes the index and the pool and
 /// removes a pool file this run created, unless BenchOptions::keep_pool.
 /// Results go to *out; progress to `progress` (may be null).
+/// K is the key type (Workload::spec.key_type): uint64_t, where an id is its
+/// own key, or std::string_view, where the keys of the load phase and of
+/// each thread's stream are laid out in StringKeyLists by open(), before any
+/// timed phase, so the timed loops never format a key.
+template <class K>
 class BenchRun {
+  static constexpr bool kStringKeys = std::is_same_v<K, std::string_view>;
+
+ public:
  public:
   BenchRun(const BenchOptions& options, const Workload& workload, std::string_view index_name,
            const IndexEntry& entry, IndexResult* out, ProgressSink* progress)
@@ -642,7 +722,8 @@ class BenchRun {
         entry_(entry),
         out_(out),
         progress_(progress),
-        threads_(static_cast<unsigned>(workload.per_thread.size())) {}
+        threads_(static_cast<unsigned>(workload.per_thread.size())),
+        layout_(pool_layout(index_name, key_type_of<K>)) {}
   BenchRun(const BenchRun&) = delete;
   BenchRun& operator=(const BenchRun&) = delete;
   ~BenchRun() {
@@ -663,6 +744,7 @@ class BenchRun {
     pm::configure(options_.pm);
     Status st = create_pool();
     if (st.ok()) st = create_index();
+    if (st.ok()) build_string_keys();
     return st;
   }
 
@@ -728,9 +810,9 @@ class BenchRun {
     out_->recovery_threads = options_.recovery_threads ? options_.recovery_threads : threads_;
     iopts_.threads = out_->recovery_threads;
     const Clock::time_point t0 = Clock::now();
-    Status st = pm::Pool::open(pool_path_, index_name_, options_.pm.mode, &pool_);
+    Status st = pm::Pool::open(pool_path_, layout_, options_.pm.mode, &pool_);
     iopts_.pool = pool_.get();
-    if (st.ok()) st = make_index<uint64_t>(index_name_, iopts_, &index_);
+    if (st.ok()) st = make_index<K>(index_name_, iopts_, &index_);
     out_->recovery_seconds = seconds_between(t0, Clock::now());
     if (st.ok()) {
       out_->rebuild_seconds = index_->info().recovery_seconds;
@@ -755,7 +837,7 @@ class BenchRun {
     const uint64_t pool_size = options_.pool_size ? options_.pool_size : auto_pool_size(workload_);
     if (entry_.caps.persistent) {
       if (options_.pm.mode == pm::Mode::kDram) {
-        Status st = pm::Pool::create_anonymous(pool_size, index_name_, &pool_);
+        Status st = pm::Pool::create_anonymous(pool_size, layout_, &pool_);
         if (!st.ok()) return st;
       } else {
         pool_path_ = options_.pool_path;
@@ -763,7 +845,7 @@ class BenchRun {
           pool_path_ = temp_pool_dir() + "/nvindex-" + std::to_string(getpid()) + "-" +
                        file_safe(out_->index) + ".pool";
         }
-        Status st = pm::Pool::create(pool_path_, pool_size, index_name_, options_.pm.mode, &pool_);
+        Status st = pm::Pool::create(pool_path_, pool_size, layout_, options_.pm.mode, &pool_);
         if (!st.ok()) return st;
         remove_pool_file_ = !options_.keep_pool;
       }
@@ -781,7 +863,7 @@ class BenchRun {
     iopts_.threads = threads_;
     iopts_.fill_factor = options_.fill_factor;
     iopts_.extra = options_.index_extra;
-    if (Status st = make_index<uint64_t>(index_name_, iopts_, &index_); !st.ok()) {
+    if (Status st = make_index<K>(index_name_, iopts_, &index_); !st.ok()) {
       index_.reset();
       pool_.reset();
       return st;
@@ -796,14 +878,48 @@ class BenchRun {
     return Status::Ok();
   }
 
+  /// String keys: lays out the load keys and each thread's operation keys
+  /// (StringKeyList: bytes in one arena, a view and value hash per key).
+  /// Untimed; nothing for integer keys.
+  void build_string_keys() {
+    if constexpr (kStringKeys) {
+      const StringKeyNames names = workload_.string_key_names();
+      const std::vector<uint64_t>& ids = workload_.load_keys;
+      load_keys_.build(names, ids.size(), [&](size_t i) { return ids[i]; });
+      op_keys_.resize(threads_);
+      for (unsigned t = 0; t < threads_; ++t) {
+        const std::vector<Operation>& ops = workload_.per_thread[t];
+        op_keys_[t].build(names, ops.size(), [&](size_t i) { return ops[i].key; });
+      }
+    }
+  }
+
+  /// Load key i as K, and its value_key.
+  K load_key(size_t i) const {
+    if constexpr (kStringKeys) {
+      return load_keys_.view(i);
+    } else {
+      return workload_.load_keys[i];
+    }
+  }
+  uint64_t load_value_key(size_t i) const {
+    if constexpr (kStringKeys) {
+      return load_keys_.hash(i);
+    } else {
+      return workload_.load_keys[i];
+    }
+  }
+
   /// The load keys sorted (untimed), then one bulk_load() on one thread as
   /// the timed load phase, then every key checked (check_bulk_loaded).
   void load_by_bulk_load() {
     out_->load_method = caps_.bulk_load ? LoadMethod::kBulkLoad : LoadMethod::kBulkLoadByInserts;
     // Sorting is preparation, not loading: done before the clock starts.
-    std::vector<std::pair<uint64_t, Value>> sorted;
-    sorted.reserve(workload_.load_keys.size());
-    for (uint64_t k : workload_.load_keys) sorted.emplace_back(k, make_value(k, 0));
+    std::vector<std::pair<K, Value>> sorted;
+    const size_t n = workload_.load_keys.size();
+    sorted.reserve(n);
+    for (size_t i = 0; i < n; ++i)
+      sorted.emplace_back(load_key(i), make_value(load_value_key(i), 0));
     std::sort(sorted.begin(), sorted.end());
     PhaseRunner runner(1, options_.pin_threads, options_.pm, options_.perf_counters);
     auto body = [&](unsigned, ThreadState& ts, std::optional<Clock::time_point>) {
@@ -827,14 +943,14 @@ class BenchRun {
   /// make_value(key, 0), each result checked.
   void load_by_inserts() {
     PhaseRunner runner(threads_, options_.pin_threads, options_.pm, options_.perf_counters);
-    const std::vector<uint64_t>& keys = workload_.load_keys;
-    const uint64_t n = keys.size();
+    const uint64_t n = workload_.load_keys.size();
     auto body = [&](unsigned t, ThreadState& ts, std::optional<Clock::time_point>) {
       const uint64_t begin = n * t / threads_, end = n * (t + 1) / threads_;
       for (uint64_t i = begin; i < end; ++i) {
-        Status st = index_->insert(keys[i], make_value(keys[i], 0));
+        const K key = load_key(i);
+        Status st = index_->insert(key, make_value(load_value_key(i), 0));
         ++ts.checked;
-        if (!st.ok()) ts.fail(where("load", t, i, "insert", keys[i]) + ": got " + st.ToString());
+        if (!st.ok()) ts.fail(where("load", t, i, "insert", key) + ": got " + st.ToString());
         ++ts.completed;
         ts.done.store(ts.completed, std::memory_order_relaxed);
       }
@@ -849,11 +965,12 @@ class BenchRun {
   /// latency sampled at BenchOptions::latency_sample, its type's counts and
   /// PM cost (OpCostMeter) and the expected key-count change kept in ts.
   void run_thread(unsigned t, ThreadState& ts, std::optional<Clock::time_point> deadline) {
-    Index<uint64_t>& index = *index_;
+    Index<K>& index = *index_;
     const bool ordered = caps_.ordered;
     const std::vector<Operation>& ops = workload_.per_thread[t];
+    [[maybe_unused]] const StringKeyList* keys = kStringKeys ? &op_keys_[t] : nullptr;
     LatencySampler sampler(options_.latency_sample, workload_.spec.seed * 7919 + t + 1);
-    std::vector<std::pair<uint64_t, Value>> scratch;
+    std::vector<std::pair<OwnedKey<K>, Value>> scratch;
     ts.latencies.reserve(static_cast<size_t>(
         std::min<double>(ops.size(), ops.size() * options_.latency_sample * 1.2 + 16)));
     OpCostMeter meter(pm::thread_counters());
@@ -866,8 +983,14 @@ class BenchRun {
       }
       std::optional<uint64_t> lat;
       const bool timed = sampler.should_sample(i);
-      const bool ok = run_op(index, op, static_cast<uint32_t>(i + 1), &scratch, ts, t, i,
-                             timed ? &lat : nullptr);
+      bool ok;
+      if constexpr (kStringKeys) {
+        ok = run_op<K>(index, op, keys->view(i), keys->hash(i), static_cast<uint32_t>(i + 1),
+                       &scratch, ts, t, i, timed ? &lat : nullptr);
+      } else {
+        ok = run_op<K>(index, op, op.key, op.key, static_cast<uint32_t>(i + 1), &scratch, ts, t, i,
+                       timed ? &lat : nullptr);
+      }
       ++ts.checked;
       if (op.type == OpType::kInsert || op.type == OpType::kRemove) {
         if (op.expect == Expect::kAny) ts.delta_unknown = true;
@@ -890,15 +1013,32 @@ class BenchRun {
   IndexResult* const out_;
   ProgressSink* const progress_;
   const unsigned threads_;
+  const std::string layout_;       ///< pool_layout(index, key type)
   std::string pool_path_;          ///< the pool file ("" for volatile or anonymous)
   bool remove_pool_file_ = false;  ///< this run created pool_path_ and keeps it not
   std::unique_ptr<pm::Pool> pool_;
   IndexOptions iopts_;
-  std::unique_ptr<Index<uint64_t>> index_;
-  Capabilities caps_;           ///< the index's, from info() after creation
-  int64_t key_delta_ = 0;       ///< run: inserts minus removes expected to succeed
-  bool delta_unknown_ = false;  ///< run: an insert or remove had Expect::kAny
+  std::unique_ptr<Index<K>> index_;
+  StringKeyList load_keys_;             ///< string keys: the load keys (build_string_keys)
+  std::vector<StringKeyList> op_keys_;  ///< string keys: thread t's operation keys
+  Capabilities caps_;                   ///< the index's, from info() after creation
+  int64_t key_delta_ = 0;               ///< run: inserts minus removes expected to succeed
+  bool delta_unknown_ = false;          ///< run: an insert or remove had Expect::kAny
 };
+
+/// The phases of one run (driver.h, steps 1-5) with keys of type K.
+template <class K>
+Status run_phases(const BenchOptions& options, const Workload& workload,
+                  std::string_view index_name, const IndexEntry& entry, IndexResult* out,
+                  ProgressSink* progress) {
+  BenchRun<K> run(options, workload, index_name, entry, out, progress);
+  if (Status st = run.open(); !st.ok()) return st;
+  run.load();
+  run.run();
+  run.check();
+  run.recover();
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -911,13 +1051,10 @@ Status run_benchmark(const BenchOptions& options, const Workload& workload,
   out->fill_factor = options.fill_factor;
   const IndexEntry* entry = nullptr;
   if (Status st = check_inputs(options, workload, index_name, &entry); !st.ok()) return st;
-  BenchRun run(options, workload, index_name, *entry, out, progress);
-  if (Status st = run.open(); !st.ok()) return st;
-  run.load();
-  run.run();
-  run.check();
-  run.recover();
-  return Status::Ok();
+  if (workload.spec.key_type == KeyType::kString) {
+    return run_phases<std::string_view>(options, workload, index_name, *entry, out, progress);
+  }
+  return run_phases<uint64_t>(options, workload, index_name, *entry, out, progress);
 }
 
 Status parse_byte_size(std::string_view text, uint64_t* out) {

@@ -35,6 +35,15 @@
 // around its loop (bench/perf.h; PhaseResult::cpu), unless
 // BenchOptions::perf_counters is false; a counter the machine does not offer
 // is reported as not available with the reason.
+// Keys: Workload::spec.key_type. Integer keys are the workload's ids;
+// string keys (Index<std::string_view> from make_index<std::string_view>, a
+// persistent index's pool laid out as pool_layout(name, KeyType::kString))
+// are named by the ids (bench/string_keys.h) and laid out, with their value
+// hashes, in one arena for the load keys and one per thread's stream before
+// step 1's index is loaded, so no timed loop formats a key. The load, run,
+// checks and recovery are the same code for both (templated on the key
+// type); a string key's value is make_value(string_key_hash(key), version),
+// and a scan's pairs are checked in byte order.
 // Every operation is checked against its Expect and every value returned with
 // value_matches(); each mismatch is a verification failure, the first
 // kMaxFailureExamples of which are kept with a description.
@@ -234,13 +243,21 @@ std::unique_ptr<ProgressSink> make_stderr_progress(double interval_s = 5.0);
 /// Runs `workload` against the index registered as `index_name` (see the file
 /// comment) and fills *out. Returns Ok when the benchmark ran to the end, even
 /// with verification failures (they are in out->failures); errors:
-/// InvalidArgument (unknown index, threads > 1 on an index that is not
+/// InvalidArgument (unknown index, string keys (workload.spec.key_type) on
+/// an index without caps.string_keys, threads > 1 on an index that is not
 /// thread-safe, workload with no thread streams, bad pool size, fill_factor
 /// outside (0, 1]), any error of
 /// pm::Pool::create / make_index (pool, recovery), IOError (temporary pool
 /// directory). `progress` may be null.
 Status run_benchmark(const BenchOptions& options, const Workload& workload,
                      std::string_view index_name, IndexResult* out, ProgressSink* progress);
+
+/// The registered indexes that take string keys (caps.string_keys, with a
+/// std::string_view factory), in registry order.
+std::vector<std::string_view> string_key_indexes();
+/// The same names comma-separated, a test-only one marked "(test only)";
+/// "none" when there is none (messages).
+std::string string_key_index_list();
 
 /// Directory for temporary pool files (no --pool): /dev/shm, else $TMPDIR,
 /// else /tmp.

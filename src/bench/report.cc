@@ -16,6 +16,13 @@
 namespace nvindex::bench {
 namespace {
 
+/// The key size the reports show: 8 for integer keys, --key-size for string
+/// keys (the bytes of a generated key; a keys file's or trace's own keys
+/// keep their lengths).
+uint32_t report_key_size(const WorkloadSpec& w) {
+  return w.key_type == KeyType::kString ? w.key_size : 8;
+}
+
 using nlohmann::json;
 
 constexpr OpType kAllTypes[] = {OpType::kRead,   OpType::kInsert, OpType::kUpdate,
@@ -173,6 +180,8 @@ json options_json(const BenchReport& r) {
          {"distribution", distribution_name(w.distribution)},
          {"skew", w.skew},
          {"sequential_keys", w.sequential_keys},
+         {"key_type", key_type_name(w.key_type)},
+         {"key_size", report_key_size(w)},
          {"seed", w.seed},
          {"keys_file", w.keys_file},
          {"trace_load", w.trace_load},
@@ -291,11 +300,12 @@ json report_json(const BenchReport& r) {
   const WorkloadSpec& w = r.spec;
   std::string spec = fmt::format(
       "records={} operations={} threads={} read={} insert={} update={} remove={} scan={} rmw={} "
-      "scan_size={}{} distribution={} skew={} sequential_keys={} seed={} insert_pattern={}",
+      "scan_size={}{} distribution={} skew={} sequential_keys={} seed={} insert_pattern={} "
+      "key_type={} key_size={}",
       w.records, w.operations, w.threads, w.read_ratio, w.insert_ratio, w.update_ratio,
       w.remove_ratio, w.scan_ratio, w.rmw_ratio, w.scan_size, w.scan_uniform ? " (uniform)" : "",
       distribution_name(w.distribution), w.skew, w.sequential_keys, w.seed,
-      insert_pattern_name(w.insert_pattern));
+      insert_pattern_name(w.insert_pattern), key_type_name(w.key_type), report_key_size(w));
   if (!w.trace_load.empty() || !w.trace_run.empty()) {
     spec += " trace_load=" + w.trace_load + " trace_run=" + w.trace_run;
   }
@@ -391,6 +401,15 @@ std::string report_text(const BenchReport& r) {
       "{:g}\n\t\tScan: {:g} (size {}{})\n\t\tRead-modify-write: {:g}\n",
       w.read_ratio, w.insert_ratio, w.update_ratio, w.remove_ratio, w.scan_ratio, w.scan_size,
       w.scan_uniform ? ", uniform 1..size" : "", w.rmw_ratio);
+  if (w.key_type == KeyType::kString) {
+    s += fmt::format("\t# Key type: string, {} bytes (\"{}\" + zero-padded decimal{})\n",
+                     w.key_size, kStringKeyPrefix,
+                     w.keys_file.empty() && w.trace_load.empty() && w.trace_run.empty()
+                         ? ""
+                         : "; the file's keys as they are");
+  } else {
+    s += "\t# Key type: integer, 8 bytes\n";
+  }
   s += fmt::format("\t# Key distribution: {} (skew {:g}), {} keys, seed {}\n",
                    distribution_name(w.distribution), w.skew,
                    w.sequential_keys ? "sequential" : "hashed", w.seed);

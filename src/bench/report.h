@@ -41,6 +41,9 @@
 //   (with_smo: the operations of that type during which the worker counted
 //   an SMO, e.g. split inserts; without_smo: the others).
 //   options: "perf_counters" (false with --no-perf-counters);
+//   options: "key_type" ("integer" or "string"), "key_size" (bytes: 8 for
+//            integer keys, --key-size for string keys: the length of a
+//            generated key; a keys file's or trace's own keys keep theirs);
 //   "load" and "run": "cpu": CPU, the worker threads' perf_event_open(2)
 //   counts over the phase (bench/perf.h), where
 //   CPU = { "instructions": EVENT, "cycles": EVENT, "task_clock_ns": EVENT,

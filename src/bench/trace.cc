@@ -7,6 +7,7 @@
 #include <cstring>
 #include <unordered_set>
 
+#include "nvindex/index.h"
 #include "util/quote.h"
 
 namespace nvindex::bench {
@@ -93,7 +94,8 @@ Status for_each_line(std::string_view text, Fn fn) {
 
 }  // namespace
 
-Status read_trace(const std::string& path, bool load_file, std::vector<TraceOp>* out) {
+Status read_trace(const std::string& path, bool load_file, std::vector<TraceOp>* out,
+                  StringKeyInterner* strings) {
   out->clear();
   std::string text;
   if (Status s = read_whole_file(path, &text); !s.ok()) return s;
@@ -123,11 +125,17 @@ Status read_trace(const std::string& path, bool load_file, std::vector<TraceOp>*
     if (n < 2) {
       return Status::Corruption(where(path, number) + "expected a key after " + quote_input(f[0]));
     }
-    if (!parse_u64(f[1], &op.key)) {
-      const bool string_key = f[1].substr(0, 4) == "user";
-      return Status::Corruption(where(path, number) + "expected a decimal uint64 key, got " +
-                                quote_input(f[1]) +
-                                (string_key ? " (string-key traces are not supported)" : ""));
+    if (strings != nullptr) {
+      if (f[1].size() > kMaxKeyBytes) {
+        return Status::Corruption(where(path, number) + "key of " + std::to_string(f[1].size()) +
+                                  " bytes is longer than " + std::to_string(kMaxKeyBytes));
+      }
+      op.key = strings->intern(f[1]);
+    } else if (!parse_u64(f[1], &op.key)) {
+      const bool string_key = !f[1].empty() && (f[1][0] < '0' || f[1][0] > '9');
+      return Status::Corruption(
+          where(path, number) + "expected a decimal uint64 key, got " + quote_input(f[1]) +
+          (string_key ? " (a string-key trace: pass --key-type string)" : ""));
     }
     const int want = op.verb == TraceVerb::kScan ? 3 : 2;
     if (op.verb == TraceVerb::kScan) {
@@ -154,13 +162,51 @@ Status read_trace(const std::string& path, bool load_file, std::vector<TraceOp>*
   return s;
 }
 
-Status read_keys_file(const std::string& path, std::vector<uint64_t>* out, uint64_t* duplicates) {
+namespace {
+
+/// read_keys_file for string keys: each line's bytes (a trailing '\r'
+/// dropped) are one key, interned.
+Status read_string_keys(const std::string& path, std::string_view text, StringKeyInterner* strings,
+                        std::vector<uint64_t>* out, uint64_t* dups) {
+  return for_each_line(text, [&](uint64_t number, std::string_view line) -> Status {
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) return Status::Ok();
+    if (line.size() > kMaxKeyBytes) {
+      return Status::Corruption(where(path, number) + "key of " + std::to_string(line.size()) +
+                                " bytes is longer than " + std::to_string(kMaxKeyBytes) +
+                                " (string keys are at most " + std::to_string(kMaxKeyBytes) +
+                                " bytes)");
+    }
+    bool fresh = false;
+    const uint64_t id = strings->intern(line, &fresh);
+    if (fresh) {
+      out->push_back(id);
+    } else {
+      ++*dups;
+    }
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
+Status read_keys_file(const std::string& path, std::vector<uint64_t>* out, uint64_t* duplicates,
+                      StringKeyInterner* strings) {
   out->clear();
   if (duplicates != nullptr) *duplicates = 0;
   std::string text;
   if (Status s = read_whole_file(path, &text); !s.ok()) return s;
-  std::unordered_set<uint64_t> seen;
   uint64_t dups = 0;
+  if (strings != nullptr) {
+    Status s = read_string_keys(path, text, strings, out, &dups);
+    if (!s.ok()) {
+      out->clear();
+      return s;
+    }
+    if (duplicates != nullptr) *duplicates = dups;
+    return Status::Ok();
+  }
+  std::unordered_set<uint64_t> seen;
   Status s = for_each_line(text, [&](uint64_t number, std::string_view line) -> Status {
     std::string_view f[4];
     const int n = split_fields(line, f);

@@ -7,9 +7,11 @@
 //               "SCAN <key> <count>" lines, in the order YCSB issued them
 //
 // Fields are separated by spaces or tabs; a trailing '\r' (CRLF files) and
-// blank lines are ignored. Only integer-key traces (decimal uint64 keys, the
-// "randint" files) are read; string-key traces ("user..." keys) are rejected
-// with a Corruption that says so. A YCSB F read-modify-write appears in a
+// blank lines are ignored. Integer-key traces (decimal uint64 keys, the
+// "randint" files) are read as numbers; string-key traces ("user..." keys,
+// the "string" files) with a StringKeyInterner (--key-type string), the key
+// field's bytes as they are; read as numbers, a string-key trace is refused
+// with a Corruption that says to pass --key-type string. A YCSB F read-modify-write appears in a
 // trace as a READ followed by an UPDATE of the same key, and is replayed as
 // those two operations.
 //
@@ -21,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/string_keys.h"
 #include "nvindex/status.h"
 
 namespace nvindex::bench {
@@ -47,8 +50,12 @@ static_assert(sizeof(TraceOp) == 16);
 /// malformed line: an unknown verb, a verb other than INSERT in a load file,
 /// a missing, non-decimal or out-of-range key, a SCAN without a count in
 /// [1, 2^32-1], or extra fields. *out is left empty on error.
+/// With `strings` (string keys), the key field is a byte string of at most
+/// kMaxKeyBytes (255) bytes (longer: Corruption naming the line), and
+/// TraceOp::key is its provisional id in *strings (StringKeyInterner).
 /// Cost: one pass, O(file bytes); the file is read whole into memory.
-Status read_trace(const std::string& path, bool load_file, std::vector<TraceOp>* out);
+Status read_trace(const std::string& path, bool load_file, std::vector<TraceOp>* out,
+                  StringKeyInterner* strings = nullptr);
 
 /// Reads a keys file: one decimal uint64 key per line, in load order; blank
 /// lines and surrounding spaces/tabs/'\r' are ignored. A key that already
@@ -58,7 +65,13 @@ Status read_trace(const std::string& path, bool load_file, std::vector<TraceOp>*
 /// failures), Corruption "<path>:<line>: expected a decimal uint64 key, got
 /// '<text>'" for a malformed or out-of-range line. *out is left empty on
 /// error.
-Status read_keys_file(const std::string& path, std::vector<uint64_t>* out, uint64_t* duplicates);
+/// With `strings` (string keys): each line's bytes are one key, as they are
+/// (only the '\n' and a trailing '\r' are not part of it; empty lines are
+/// skipped), *out gets the provisional ids in *strings; a line longer than
+/// kMaxKeyBytes (255) bytes is Corruption "<path>:<line>: key of N bytes is
+/// longer than 255 ...".
+Status read_keys_file(const std::string& path, std::vector<uint64_t>* out, uint64_t* duplicates,
+                      StringKeyInterner* strings = nullptr);
 
 /// Reads the whole file `path` into *out. NotFound for a missing file,
 /// IOError for other failures; messages name the path.

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "bench/generators.h"
+#include "bench/string_keys.h"
 #include "bench/trace.h"
 
 namespace nvindex::bench {
@@ -95,6 +96,8 @@ Status apply_preset(std::string_view name, WorkloadSpec* spec) {
   p.trace_load = spec->trace_load;
   p.trace_run = spec->trace_run;
   p.dense_gap = spec->dense_gap;
+  p.key_type = spec->key_type;
+  p.key_size = spec->key_size;
   p.read_ratio = 0.0;
   p.distribution = Distribution::kZipfian;
   p.skew = ZipfianGenerator::kDefaultTheta;
@@ -360,8 +363,17 @@ Status make_generated(const WorkloadSpec& spec, Workload* w) {
   // 2. Load keys and fresh insert keys (all distinct).
   std::vector<uint64_t> fresh;
   if (!spec.keys_file.empty()) {
-    if (Status s = read_keys_file(spec.keys_file, &w->load_keys, &w->duplicate_keys); !s.ok()) {
+    StringKeyInterner strings;
+    const bool string_keys = spec.key_type == KeyType::kString;
+    if (Status s = read_keys_file(spec.keys_file, &w->load_keys, &w->duplicate_keys,
+                                  string_keys ? &strings : nullptr);
+        !s.ok()) {
       return s;
+    }
+    if (string_keys) {
+      // Ids become ranks in byte order (string_keys.h).
+      const std::vector<uint64_t> remap = strings.finish(&w->key_strings);
+      for (uint64_t& k : w->load_keys) k = remap[k];
     }
     if (w->load_keys.empty()) {
       return Status::InvalidArgument(spec.keys_file + ": keys file holds no keys");
@@ -480,11 +492,24 @@ Status make_trace(const WorkloadSpec& spec, Workload* w) {
   w->spec.name = "trace";
 
   std::vector<TraceOp> load, run;
+  StringKeyInterner strings;
+  StringKeyInterner* const interner = spec.key_type == KeyType::kString ? &strings : nullptr;
   if (!spec.trace_load.empty()) {
-    if (Status s = read_trace(spec.trace_load, /*load_file=*/true, &load); !s.ok()) return s;
+    if (Status s = read_trace(spec.trace_load, /*load_file=*/true, &load, interner); !s.ok()) {
+      return s;
+    }
   }
   if (!spec.trace_run.empty()) {
-    if (Status s = read_trace(spec.trace_run, /*load_file=*/false, &run); !s.ok()) return s;
+    if (Status s = read_trace(spec.trace_run, /*load_file=*/false, &run, interner); !s.ok()) {
+      return s;
+    }
+  }
+  if (interner != nullptr) {
+    // Ids become ranks in byte order (string_keys.h), so the replay below
+    // (which compares ids for scans) sees the strings' order.
+    const std::vector<uint64_t> remap = strings.finish(&w->key_strings);
+    for (TraceOp& op : load) op.key = remap[op.key];
+    for (TraceOp& op : run) op.key = remap[op.key];
   }
 
   std::unordered_set<uint64_t> loaded;
@@ -599,14 +624,35 @@ Status make_trace(const WorkloadSpec& spec, Workload* w) {
   return Status::Ok();
 }
 
+/// String keys: every id of the workload names a key (check_string_key_ids).
+Status check_string_ids(const Workload& w) {
+  const StringKeyNames names = w.string_key_names();
+  if (Status s = check_string_key_ids(names, w.load_keys); !s.ok()) return s;
+  std::vector<uint64_t> ids;
+  for (const std::vector<Operation>& ops : w.per_thread) {
+    ids.clear();
+    for (const Operation& op : ops) ids.push_back(op.key);
+    if (Status s = check_string_key_ids(names, ids); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+StringKeyNames Workload::string_key_names() const {
+  return StringKeyNames{key_strings, spec.key_size};
+}
 
 Status make_workload(const WorkloadSpec& spec, Workload* out) {
   *out = Workload{};
   if (spec.threads == 0) return Status::InvalidArgument("threads must be >= 1");
+  if (spec.key_type == KeyType::kString) {
+    if (Status s = check_string_key_size(spec.key_size); !s.ok()) return s;
+  }
   Workload w;
   const bool trace = !spec.trace_load.empty() || !spec.trace_run.empty();
   Status s = trace ? make_trace(spec, &w) : make_generated(spec, &w);
+  if (s.ok() && spec.key_type == KeyType::kString) s = check_string_ids(w);
   if (s.ok()) *out = std::move(w);
   return s;
 }

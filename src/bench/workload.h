@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/string_keys.h"
+#include "nvindex/index.h"
 #include "nvindex/status.h"
 
 namespace nvindex::bench {
@@ -111,7 +113,17 @@ struct WorkloadSpec {
   /// kDense: minimum key distance between two threads' regions (0 = the
   /// largest per-thread insert count, so the regions touch).
   uint64_t dense_gap = 0;
-  std::string keys_file;   ///< one decimal key per line; load keys come from it
+  /// Key type of the run: integer keys are the ids themselves; string keys
+  /// are named by the ids (string_keys.h: a keys file's or trace's own
+  /// strings, else "user" + zero-padded decimal id of key_size bytes).
+  KeyType key_type = KeyType::kInteger;
+  /// String keys: bytes of a formatted key, in [5, 255] (make_workload:
+  /// InvalidArgument otherwise); unused for integer keys and for a string
+  /// keys file's or trace's own keys (their length is their own).
+  uint32_t key_size = kDefaultStringKeySize;
+  /// Load keys: one per line; a decimal uint64 for integer keys, the line's
+  /// bytes for string keys (trace.h, read_keys_file).
+  std::string keys_file;
   std::string trace_load;  ///< index-microbench load file (INSERT <key> lines)
   std::string trace_run;   ///< index-microbench run file
 };
@@ -175,7 +187,14 @@ struct Workload {
   /// Keys skipped because they repeat an earlier key of the keys file or of
   /// the trace load file (the first occurrence is kept, in its place).
   uint64_t duplicate_keys = 0;
+  /// String keys from a keys file or a trace (spec.key_type kString): the
+  /// distinct keys sorted byte-wise; key id i (1-based) names
+  /// key_strings[i - 1], so ids compare as their strings do. Empty
+  /// otherwise (every id then names its formatted key).
+  std::vector<std::string> key_strings;
   uint64_t total_operations() const;
+  /// How this workload's ids name string keys (string_keys.h).
+  StringKeyNames string_key_names() const;
 };
 
 /// Generates the workload: keys from the key file, the trace or the key
@@ -208,12 +227,20 @@ struct Workload {
 /// thread inserted before by anyone), else kAny. spec.name becomes "trace",
 /// records/operations the trace's counts, the ratios its verb mix.
 ///
+/// String keys (spec.key_type kString): a keys file or trace is read as byte
+/// strings; its distinct keys become Workload::key_strings and the ids are
+/// their ranks (string_keys.h), so every expectation above holds for the
+/// strings. Generated and fresh insert ids name formatted keys of
+/// spec.key_size bytes.
+///
 /// Errors: InvalidArgument (a ratio outside [0, 1] or ratios not summing to 1
 /// within 1e-9, threads 0, records 0 without a trace, scan_size 0, a skew
 /// outside (0, 1) for zipfian/latest/selfsimilar, more removes than records,
 /// no target key left for reads, an empty keys file, keys_file together with
 /// a trace, dense inserts with a trace, dense insert regions that would pass
-/// UINT64_MAX), NotFound/IOError (a missing or unreadable file, naming it),
+/// UINT64_MAX; string keys: key_size outside [5, 255], an id past the
+/// table too large for key_size's digits, a generated key equal to a
+/// keys-file key), NotFound/IOError (a missing or unreadable file, naming it),
 /// Corruption (a malformed line: "file:line: expected ..."). *out is reset
 /// to an empty Workload on error.
 /// Cost: O(records + operations) time and memory, plus a sort of the keys
@@ -223,7 +250,8 @@ Status make_workload(const WorkloadSpec& spec, Workload* out);
 /// The value written for `key` by its `version`-th write: the upper 32 bits
 /// are a hash of the key, the lower 32 bits the version. A value read back for
 /// `key` whose upper half does not match is wrong (another key's value or
-/// garbage), whatever the interleaving.
+/// garbage), whatever the interleaving. With string keys the driver passes
+/// string_key_hash(key) (XXH3 64 of the key's bytes) as `key`.
 inline uint64_t make_value(uint64_t key, uint32_t version) {
   uint64_t h = key * 0x9E3779B97F4A7C15ull;
   h ^= h >> 29;

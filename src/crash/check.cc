@@ -15,6 +15,7 @@
 
 #include "crash/images.h"
 #include "crash/runner.h"
+#include "crash/string_keys.h"
 #include "nvindex/pm/allocator.h"
 #include "pm/crashsim.h"
 #include "util/hex.h"
@@ -27,6 +28,13 @@ std::string key_text(uint64_t k) { return k == kMax ? "UINT64_MAX" : std::to_str
 
 uint64_t block_bytes(uint32_t node_size) {
   return std::bit_ceil(std::max<uint64_t>(pm::Allocator::kMinBlock, node_size));
+}
+
+uint64_t structure_bytes(const VerifyReport& r, const IndexInfo& info) {
+  if (r.pm_bytes != 0) return r.pm_bytes;
+  const uint64_t nodes =
+      r.leaves + (info.caps.placement == Placement::kSelective ? 0 : r.inner_nodes);
+  return nodes * block_bytes(info.node_size);
 }
 
 // ------------------------------------------------------------ image files
@@ -83,6 +91,7 @@ std::string read_content(Index<uint64_t>& idx, bool ordered, const std::vector<u
   if (ordered) {
     std::vector<std::pair<uint64_t, Value>> v;
     idx.scan(0, keys.size() + 64, &v);
+    if (std::string e = take_key_error(idx); !e.empty()) return "full scan: " + e;
     for (size_t i = 0; i < v.size(); ++i) {
       if (i > 0 && v[i].first <= v[i - 1].first) {
         return "full scan not strictly ascending at key " + key_text(v[i].first) +
@@ -137,7 +146,7 @@ Status make_scenario_index(const Options& o, pm::Pool* pool,
   io.pool = pool;
   io.node_size = o.node_size;
   io.extra = o.index_opts;
-  return make_index<uint64_t>(o.index, io, idx);
+  return make_keyed_index(o.index, o.key_type, io, idx);
 }
 
 namespace {
@@ -146,7 +155,7 @@ namespace {
 /// of Pool::open and make_index, their messages prefixed with the step.
 Status open_and_recover(const Options& o, const std::string& path, pm::Mode mode,
                         std::unique_ptr<pm::Pool>* pool, std::unique_ptr<Index<uint64_t>>* idx) {
-  Status s = pm::Pool::open(path, o.index, mode, pool);
+  Status s = pm::Pool::open(path, pool_layout(o.index, o.key_type), mode, pool);
   if (!s.ok()) return Status(s.code(), "Pool::open: " + s.ToString());
   s = make_scenario_index(o, pool->get(), idx);
   if (!s.ok()) return Status(s.code(), "recovery (make_index): " + s.ToString());
@@ -183,20 +192,20 @@ std::string check_content(const CheckContext& c, Index<uint64_t>& idx, Model* go
 }
 
 /// Check 4 of oracle.h (leak check): the allocator's bytes in use equal the
-/// nodes verify() counted (`r`) times their block size plus the overhead
+/// blocks verify() accounts for (`r`: structure_bytes) plus the overhead
 /// measured after creation. Skipped when that overhead is unknown. Returns
 /// "" or what failed.
 std::string check_accounting(const CheckContext& c, pm::Pool* pool, Index<uint64_t>& idx,
                              const VerifyReport& r) {
-  const IndexInfo info = idx.info();
   if (!c.overhead_known) return "";
-  const uint64_t nodes = r.leaves + (c.placement == Placement::kSelective ? 0 : r.inner_nodes);
-  const uint64_t want = nodes * block_bytes(info.node_size) + c.overhead;
+  const uint64_t structure = structure_bytes(r, idx.info());
+  const uint64_t want = structure + c.overhead;
   const uint64_t have = pool->allocator().bytes_in_use();
   if (have == want) return "";
   return "PM accounting after recovery: " + std::to_string(have) + " bytes in use, expected " +
-         std::to_string(want) + " (" + std::to_string(nodes) + " nodes x " +
-         std::to_string(block_bytes(info.node_size)) + " B + " + std::to_string(c.overhead) +
+         std::to_string(want) + " (" + std::to_string(structure) +
+         " B reached by verify(): " + std::to_string(r.leaves) + " leaves, " +
+         std::to_string(r.inner_nodes) + " inner nodes, + " + std::to_string(c.overhead) +
          " B overhead): a block leaked or lost";
 }
 
@@ -326,7 +335,7 @@ std::string recover_under_simulator(const Options& o, const std::vector<uint64_t
   Status s = write_image(path, image.data(), image.size());
   if (!s.ok()) return "cannot write the image: " + s.ToString();
   std::unique_ptr<pm::Pool>& pool = out->pool;
-  s = pm::Pool::open(path, o.index, pm::Mode::kCrashSim, &pool);
+  s = pm::Pool::open(path, pool_layout(o.index, o.key_type), pm::Mode::kCrashSim, &pool);
   if (!s.ok()) return "Pool::open: " + s.ToString();
   cs::Options so = o.sim;
   so.check_uninstrumented = true;

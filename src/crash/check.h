@@ -32,6 +32,12 @@ std::string key_text(uint64_t k);
 /// class (the next power of two, at least 64), e.g. 1024 for a 768 B leaf.
 uint64_t block_bytes(uint32_t node_size);
 
+/// Bytes of the PM blocks verify()'s report `r` accounts for, for an index
+/// with capabilities and node size `info`: r.pm_bytes when the index counts
+/// them, else its nodes (leaves, plus inner nodes unless placement is
+/// selective) times block_bytes(node size).
+uint64_t structure_bytes(const VerifyReport& r, const IndexInfo& info);
+
 /// An image stored as the 64 B lines (pool offset, bytes) where it differs
 /// from a base image.
 using LineDiff = std::vector<std::pair<uint64_t, std::array<char, 64>>>;

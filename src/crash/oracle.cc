@@ -25,6 +25,7 @@
 #include "crash/check.h"
 #include "crash/images.h"
 #include "crash/runner.h"
+#include "crash/string_keys.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
@@ -102,7 +103,8 @@ class ScenarioRun {
     pm::PersistConfig cfg = pm::current_config();
     cfg.mode = pm::Mode::kCrashSim;
     pm::configure(cfg);
-    Status s = pm::Pool::create(pool_path, o_.pool_bytes, o_.index, pm::Mode::kCrashSim, &pool_);
+    Status s = pm::Pool::create(pool_path, o_.pool_bytes, pool_layout(o_.index, o_.key_type),
+                                pm::Mode::kCrashSim, &pool_);
     if (!s.ok()) return s;
     ::unlink(pool_path.c_str());  // the mapping stays; nothing else needs the name
     s = cs::Simulator::attach(pool_.get(), o_.sim, &sim_);
@@ -127,6 +129,7 @@ class ScenarioRun {
     ctx_.before = &before_;
     ctx_.after = &after_;
     tmpl_.index = o_.index;
+    tmpl_.key_type = o_.key_type;
     tmpl_.node_size = o_.node_size;
     tmpl_.seed = seed_;
     tmpl_.ops = o_.ops;
@@ -203,19 +206,17 @@ class ScenarioRun {
     return Status::Ok();
   }
 
-  /// The allocator's bytes in use right after creation beyond the nodes
-  /// verify() counts (e.g. fastfair's 64 B root object), in bytes: the
-  /// constant of the leak check (oracle.h, check 4). Unknown when verify()
-  /// fails or counts no node.
+  /// The allocator's bytes in use right after creation beyond the blocks
+  /// verify() accounts for (detail::structure_bytes; e.g. fastfair's 64 B
+  /// root object), in bytes: the constant of the leak check (oracle.h, check
+  /// 4). Unknown when verify() fails or accounts for no block.
   void measure_overhead(const IndexInfo& info) {
     VerifyReport r;
     if (!idx_->verify(&r).ok()) return;
-    const uint64_t nodes =
-        r.leaves + (info.caps.placement == Placement::kSelective ? 0 : r.inner_nodes);
+    const uint64_t structure = detail::structure_bytes(r, info);
     const uint64_t in_use = pool_->allocator().bytes_in_use();
-    const uint64_t block = detail::block_bytes(info.node_size);
-    ctx_.overhead_known = nodes > 0 && in_use >= nodes * block;
-    ctx_.overhead = ctx_.overhead_known ? in_use - nodes * block : 0;
+    ctx_.overhead_known = structure > 0 && in_use >= structure;
+    ctx_.overhead = ctx_.overhead_known ? in_use - structure : 0;
   }
 
   /// Runs `op` on the live index.
@@ -346,11 +347,7 @@ class ScenarioRun {
 Status run_crash_test(const Options& o, Report* rep) {
   *rep = Report{};
   rep->options = o;
-  const IndexEntry* e = find_index_entry(o.index);
-  if (e == nullptr || !e->caps.persistent) {
-    return Status::InvalidArgument("crashtest: '" + o.index +
-                                   "' is not a registered persistent index");
-  }
+  if (Status s = check_keyed_index("crashtest", o.index, o.key_type); !s.ok()) return s;
   if (o.ops == 0 || o.scenarios == 0) {
     return Status::InvalidArgument("crashtest: ops and scenarios must be >= 1");
   }

@@ -23,10 +23,12 @@
 //     else appears; verify()'s key count agrees;
 //  4. no leaked or doubly owned PM block: a doubly owned block fails
 //     recovery (Allocator::mark_reachable); a leak is caught by accounting:
-//     Allocator::bytes_in_use() after recovery must equal the index's nodes
-//     (leaves + inner nodes from verify(), leaves only for selective
-//     persistence) times its node size plus the constant overhead measured
-//     right after creation (e.g. fastfair's 64 B root object);
+//     Allocator::bytes_in_use() after recovery must equal the bytes of the
+//     blocks verify() reached (VerifyReport::pm_bytes when the index counts
+//     them: key records, delta records; else its nodes, leaves + inner nodes
+//     or leaves only for selective persistence, times its node size) plus
+//     the constant overhead measured right after creation (e.g. fastfair's
+//     64 B root object);
 //  5. the index keeps working: inserts of fresh keys interleaved with the
 //     existing ones (enough to split several nodes), then removes of those
 //     and of every other existing key (merges), each result matched against
@@ -88,7 +90,10 @@ Code apply_op(const Op& op, Model* model);
 
 /// What to run.
 struct Options {
-  std::string index;                              ///< registered persistent index
+  std::string index;  ///< registered persistent index
+  /// Key type: integer, or string (the index's string instance, keys
+  /// string_key(id) of string_keys.h; the index must have caps.string_keys).
+  KeyType key_type = KeyType::kInteger;
   uint32_t node_size = 256;                       ///< bytes (small: splits and merges in a few ops)
   std::map<std::string, std::string> index_opts;  ///< IndexOptions::extra
   uint64_t seed = 1;                              ///< scenario s uses seed + s
@@ -116,6 +121,7 @@ struct Options {
 /// One failure, with everything needed to replay it.
 struct Failure {
   std::string index;
+  KeyType key_type = KeyType::kInteger;
   uint32_t node_size = 0;
   uint64_t seed = 0;         ///< the scenario's seed (Options::seed + scenario)
   size_t ops = 0;            ///< operations in that scenario
@@ -159,9 +165,9 @@ struct Report {
 
 /// Runs Options::scenarios scenarios. Errors (the run could not be made, as
 /// opposed to failures found, which go to the report): InvalidArgument
-/// (unknown or volatile index, ops 0, scenarios 0, budget 0, jobs 0 or > 16,
-/// node size refused by the index), IOError (pool file, fork, pipe), and the
-/// errors of Pool::create, Simulator::attach and set_image_visitor.
+/// (unknown or volatile index, string keys on an index without them, ops 0, scenarios 0, budget 0,
+/// jobs 0 or > 16, node size refused by the index), IOError (pool file, fork, pipe), and the errors
+/// of Pool::create, Simulator::attach and set_image_visitor.
 Status run_crash_test(const Options& options, Report* report);
 
 /// One ablation case: a site's flush or its fence dropped.

@@ -22,6 +22,7 @@ std::string Failure::to_string() const {
   s += "\n  replay: nvindex crashtest --index " + index + " --node-size " +
        std::to_string(node_size) + " --seed " + std::to_string(seed) + " --ops " +
        std::to_string(ops) + " --scenarios 1";
+  if (key_type == KeyType::kString) s += " --key-type string";
   if (!ablation.empty()) s += " --ablate " + ablation.substr(0, ablation.rfind('/'));
   return s;
 }

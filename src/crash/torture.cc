@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "crash/kill.h"
+#include "crash/string_keys.h"
 #include "nvindex/pm/pool.h"
 
 namespace nvindex::crash {
@@ -131,6 +132,12 @@ Record* log_records(void* log, unsigned thread) {
 /// Exit codes of a child that was not killed.
 constexpr int kChildOpenFailed = 3;
 
+/// Opens the pool file at `path` (layout pool_layout(index, key type)) and
+/// recovers the index in it with the run's node size and threads. Errors of
+/// Pool::open and make_keyed_index.
+Status open_index(const TortureOptions& o, const std::string& path, std::unique_ptr<pm::Pool>* pool,
+                  std::unique_ptr<Index<uint64_t>>* idx);
+
 /// The child: open and recover the pool, report ready, run `threads` op
 /// streams, acknowledging each operation after it returns. Never returns;
 /// normally ends by SIGKILL (fork_and_kill also makes it die with the
@@ -139,14 +146,7 @@ constexpr int kChildOpenFailed = 3;
   auto* hdr = static_cast<LogHeader*>(log);
   std::unique_ptr<pm::Pool> pool;
   std::unique_ptr<Index<uint64_t>> idx;
-  Status s = pm::Pool::open(o.pool_path, o.index, pm::Mode::kEmulated, &pool);
-  if (s.ok()) {
-    IndexOptions io;
-    io.pool = pool.get();
-    io.node_size = o.node_size;
-    io.threads = o.threads;
-    s = make_index<uint64_t>(o.index, io, &idx);
-  }
+  Status s = open_index(o, o.pool_path, &pool, &idx);
   if (!s.ok()) {
     std::fprintf(stderr, "torture child (round %u): open/recovery failed: %s\n", round,
                  s.ToString().c_str());
@@ -279,6 +279,7 @@ std::string check_state(Index<uint64_t>& idx, const Model& model, unsigned threa
   if (idx.info().caps.ordered) {
     std::vector<std::pair<uint64_t, Value>> all;
     idx.scan(0, model.size() + 16, &all);
+    if (std::string e = take_key_error(idx); !e.empty()) return "full scan after recovery: " + e;
     const std::vector<std::pair<uint64_t, Value>> want(model.begin(), model.end());
     if (all != want) {
       size_t i = 0;
@@ -292,13 +293,13 @@ std::string check_state(Index<uint64_t>& idx, const Model& model, unsigned threa
 
 Status open_index(const TortureOptions& o, const std::string& path, std::unique_ptr<pm::Pool>* pool,
                   std::unique_ptr<Index<uint64_t>>* idx) {
-  Status s = pm::Pool::open(path, o.index, pm::Mode::kEmulated, pool);
+  Status s = pm::Pool::open(path, pool_layout(o.index, o.key_type), pm::Mode::kEmulated, pool);
   if (!s.ok()) return s;
   IndexOptions io;
   io.pool = pool->get();
   io.node_size = o.node_size;
   io.threads = o.threads;
-  return make_index<uint64_t>(o.index, io, idx);
+  return make_keyed_index(o.index, o.key_type, io, idx);
 }
 
 double percentile_sorted(std::vector<double> v, double q) {
@@ -310,11 +311,7 @@ double percentile_sorted(std::vector<double> v, double q) {
 /// Checks the options and derives the key slots per thread (*slots).
 /// InvalidArgument (torture.h) or AlreadyExists (the pool file exists).
 Status check_options(const TortureOptions& o, uint64_t* slots) {
-  const IndexEntry* entry = find_index_entry(o.index);
-  if (entry == nullptr || !entry->caps.persistent) {
-    return Status::InvalidArgument("torture: '" + o.index +
-                                   "' is not a registered persistent index");
-  }
+  if (Status s = check_keyed_index("torture", o.index, o.key_type); !s.ok()) return s;
   if (o.threads < 1 || o.threads > 16) {
     return Status::InvalidArgument("torture: threads must be 1..16");
   }
@@ -346,13 +343,14 @@ Status check_options(const TortureOptions& o, uint64_t* slots) {
 Status create_pool(const TortureOptions& o) {
   std::unique_ptr<pm::Pool> pool;
   std::unique_ptr<Index<uint64_t>> idx;
-  Status s = pm::Pool::create(o.pool_path, o.pool_bytes, o.index, pm::Mode::kEmulated, &pool);
+  Status s = pm::Pool::create(o.pool_path, o.pool_bytes, pool_layout(o.index, o.key_type),
+                              pm::Mode::kEmulated, &pool);
   if (!s.ok()) return s;
   IndexOptions io;
   io.pool = pool.get();
   io.node_size = o.node_size;
   io.threads = o.threads;
-  s = make_index<uint64_t>(o.index, io, &idx);
+  s = make_keyed_index(o.index, o.key_type, io, &idx);
   if (s.ok() && o.threads > 1 && !idx->info().caps.thread_safe) {
     s = Status::InvalidArgument("torture: " + o.index + " is not thread-safe; use threads 1");
   }

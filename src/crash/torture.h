@@ -57,7 +57,10 @@ namespace nvindex::crash {
 
 /// What run_torture() does.
 struct TortureOptions {
-  std::string index;         ///< registered persistent index, e.g. "fastfair"
+  std::string index;  ///< registered persistent index, e.g. "fastfair"
+  /// Key type: integer, or string (the index's string instance; key ids
+  /// become string_key(id) of string_keys.h).
+  KeyType key_type = KeyType::kInteger;
   std::string pool_path;     ///< pool file to create (must not exist), e.g. /dev/shm/t.pool
   double seconds = 10;       ///< stop after this much wall time, seconds (> 0) ...
   uint32_t kills = 100;      ///< ... or after this many SIGKILLs (>= 1), whichever first

@@ -14,6 +14,7 @@
 #include "indexes/fptree/fptree.h"
 #include "indexes/lbtree/lbtree.h"
 #include "indexes/p_bwtree/p_bwtree.h"
+#include "indexes/p_masstree/p_masstree.h"
 #include "indexes/wbtree/wbtree.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
@@ -25,10 +26,12 @@ namespace nvindex {
 
 namespace {
 
-constexpr Capabilities kVolatile{.ordered = true, .thread_safe = true};
 constexpr Capabilities kVolatileStrings{.ordered = true, .thread_safe = true, .string_keys = true};
-constexpr Capabilities kPmOnly{
-    .ordered = true, .persistent = true, .thread_safe = true, .placement = Placement::kPmOnly};
+constexpr Capabilities kPmOnlyStrings{.ordered = true,
+                                      .persistent = true,
+                                      .thread_safe = true,
+                                      .string_keys = true,
+                                      .placement = Placement::kPmOnly};
 constexpr Capabilities kSelective{.ordered = true,
                                   .persistent = true,
                                   .thread_safe = true,
@@ -55,20 +58,22 @@ constexpr IndexEntry kIndexes[] = {
      &make_absl_btree_string},
     {"fastfair",
      kFastFairDescription,
-     kPmOnly,
+     kPmOnlyStrings,
      128,
      "a power of two in 128..4096 B",
      &fastfair::valid_node_size,
      {},
-     &make_fastfair},
+     &make_fastfair,
+     &make_fastfair_string},
     {"btree",
      kBtreeDescription,
-     kVolatile,
+     kVolatileStrings,
      128,
      "a multiple of 64 in 128..4096 B",
      &btree_valid_node_size,
      {},
-     &make_btree},
+     &make_btree,
+     &make_btree_string},
     {"lbtree",
      kLbTreeDescription,
      kSelective,
@@ -103,6 +108,19 @@ constexpr IndexEntry kIndexes[] = {
      nullptr,
      {},
      &make_divided_skiplist},
+    {"p-masstree",
+     kPMasstreeDescription,
+     Capabilities{.ordered = true,
+                  .persistent = true,
+                  .thread_safe = true,
+                  .string_keys = true,
+                  .placement = Placement::kPmOnly},
+     0,
+     "",
+     nullptr,
+     {},
+     &make_p_masstree,
+     &make_p_masstree_string},
     {"p-bwtree",
      kPBwTreeDescription,
      Capabilities{.ordered = true,

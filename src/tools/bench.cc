@@ -18,6 +18,7 @@
 
 #include "bench/driver.h"
 #include "bench/report.h"
+#include "bench/string_keys.h"
 #include "bench/workload.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/persist.h"
@@ -152,6 +153,7 @@ struct BenchArgs {
   double fill = 1.0;
   std::string insert_pattern = "random";
   unsigned recovery_threads = 0;
+  uint64_t key_size = bench::kDefaultStringKeySize;
 };
 
 int fail_usage(const std::string& msg) {
@@ -245,25 +247,54 @@ void print_index_list() {
   }
 }
 
+/// --key-size into a.spec (--key-type is parsed into a.spec.key_type by
+/// add_key_type_option): --key-size needs --key-type string and must be in
+/// [5, 255] (bench::check_string_key_size). InvalidArgument with the usage
+/// message.
+Status resolve_key_type(BenchArgs& a, CLI::App* cmd) {
+  const bool explicit_size = cmd->get_option("--key-size")->count() > 0;
+  if (explicit_size && a.spec.key_type != KeyType::kString) {
+    return Status::InvalidArgument("--key-size applies to --key-type string");
+  }
+  if (Status st = bench::check_string_key_size(a.key_size); !st.ok()) return st;
+  a.spec.key_size = static_cast<uint32_t>(a.key_size);
+  return Status::Ok();
+}
+
 /// The --index entries in order, duplicates (same label) dropped; without
-/// --index, the default indexes that are registered. InvalidArgument with
-/// the message to print as a usage error (an unknown index or a malformed
-/// entry, or nothing to run).
+/// --index, the default indexes that are registered (with --key-type
+/// string: every registered index that takes string keys, test-only ones
+/// excepted). InvalidArgument with the message to print as a usage error
+/// (an unknown index or a malformed entry, an index without string keys
+/// named with --key-type string, or nothing to run).
 Status select_indexes(const BenchArgs& a, CLI::App* cmd, std::vector<IndexSpec>* specs) {
+  const bool strings = a.spec.key_type == KeyType::kString;
   if (cmd->get_option("--index")->count() == 0) {
-    for (std::string_view n : kDefaultIndexes) {
-      if (is_registered(n)) specs->push_back(IndexSpec{std::string(n), std::string(n), {}});
+    if (strings) {
+      for (std::string_view n : bench::string_key_indexes()) {
+        if (!is_test_only(n)) specs->push_back(IndexSpec{std::string(n), std::string(n), {}});
+      }
+    } else {
+      for (std::string_view n : kDefaultIndexes) {
+        if (is_registered(n)) specs->push_back(IndexSpec{std::string(n), std::string(n), {}});
+      }
     }
   } else {
     std::set<std::string> seen;
     for (const std::string& entry : split_commas(a.indexes)) {
       IndexSpec is;
       if (Status st = parse_index_spec(entry, &is); !st.ok()) return st;
+      if (strings && !find_index_entry(is.name)->caps.string_keys) {
+        return Status::InvalidArgument(
+            "--key-type string: index '" + is.name +
+            "' does not take string keys; indexes that do: " + bench::string_key_index_list());
+      }
       if (seen.insert(is.label).second) specs->push_back(std::move(is));
     }
   }
   if (specs->empty()) {
-    return Status::InvalidArgument("no index to run; registered: " + registered_list());
+    return Status::InvalidArgument(strings ? "no registered index takes string keys"
+                                           : "no index to run; registered: " + registered_list());
   }
   return Status::Ok();
 }
@@ -513,7 +544,8 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   }
   std::vector<IndexSpec> specs;
   bench::BenchOptions opts;
-  Status st = select_indexes(a, cmd, &specs);
+  Status st = resolve_key_type(a, cmd);
+  if (st.ok()) st = select_indexes(a, cmd, &specs);
   if (st.ok()) st = resolve_workload_spec(a, cmd);
   if (st.ok()) st = make_driver_options(a, &specs, &opts);
   if (!st.ok()) return fail_usage(st.message());
@@ -615,10 +647,20 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "Threads for the recovery after a persistent run (IndexOptions::threads on "
                   "reopen; 0 = --threads)")
       ->check(count_in(0, 1024, "0..1024"));
+  add_key_type_option(cmd, &a.spec.key_type,
+                      "8-byte keys, or byte strings up to 255 bytes (indexes with string keys: "
+                      "--list-indexes; default index list: those)");
+  cmd->add_option("--key-size", a.key_size,
+                  "String keys: bytes of a generated key, \"user\" + the key's decimal "
+                  "zero-padded, 5..255 (24 holds every 64-bit key; smaller sizes need keys that "
+                  "fit, e.g. --sequential-keys)")
+      ->check(no_sign());
   cmd->add_option("--keys-file", a.spec.keys_file,
-                  "Load keys from this file, one decimal key a line");
+                  "Load keys from this file, one key a line: a decimal key, or with --key-type "
+                  "string the line's bytes (e.g. a word list)");
   cmd->add_option("--trace-load", a.spec.trace_load,
-                  "index-microbench load trace (INSERT <key> lines)");
+                  "index-microbench load trace (INSERT <key> lines; \"user...\" keys need "
+                  "--key-type string)");
   cmd->add_option("--trace-run", a.spec.trace_run,
                   "index-microbench run trace (READ/UPDATE/INSERT <key>, SCAN <key> <n>)");
   cmd->add_option("--pool", a.pool,

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "nvindex/index.h"
 #include "util/quote.h"
 
 namespace nvindex::tools {
@@ -46,6 +47,28 @@ inline CLI::Validator in_range(long double lo, long double hi, std::string range
         return std::string();
       },
       range);
+}
+
+/// Adds `--key-type integer|string` to `cmd` (every subcommand that takes
+/// it), parsed by parse_key_type into *t; another value is a usage error
+/// with parse_key_type's message ("key type 'x' invalid (valid: integer,
+/// string)"). `what` completes the help text.
+inline CLI::Option* add_key_type_option(CLI::App* cmd, KeyType* t, const std::string& what) {
+  return cmd
+      ->add_option_function<std::string>(
+          "--key-type",
+          [t](const std::string& text) {
+            if (!parse_key_type(text, t).ok()) *t = KeyType::kInteger;  // refused by the check
+          },
+          "integer|string: " + what)
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            KeyType k;
+            const Status s = parse_key_type(text, &k);
+            return s.ok() ? std::string() : s.message();
+          },
+          "integer|string"))
+      ->default_str("integer");
 }
 
 /// An unsigned integer option with no limit of its own (a seed).

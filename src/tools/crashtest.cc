@@ -26,6 +26,7 @@ using nlohmann::json;
 
 struct CrashArgs {
   std::string index;
+  KeyType key_type = KeyType::kInteger;
   size_t ops = 30;
   uint64_t seed = 1;
   uint32_t budget = 256;
@@ -48,13 +49,21 @@ json lint_json(const cs::LintReport& l) {
 }
 
 json failure_json(const crash::Failure& f) {
-  return json{{"index", f.index},         {"node_size", f.node_size},
-              {"seed", f.seed},           {"ops", f.ops},
-              {"op_number", f.op_number}, {"op", f.op},
-              {"live", f.live},           {"crash_point", f.crash_point},
-              {"at_fence", f.at_fence},   {"site", f.site},
-              {"fences", f.fences},       {"choice", f.choice},
-              {"ablation", f.ablation},   {"what", f.what}};
+  return json{{"index", f.index},
+              {"key_type", std::string(key_type_name(f.key_type))},
+              {"node_size", f.node_size},
+              {"seed", f.seed},
+              {"ops", f.ops},
+              {"op_number", f.op_number},
+              {"op", f.op},
+              {"live", f.live},
+              {"crash_point", f.crash_point},
+              {"at_fence", f.at_fence},
+              {"site", f.site},
+              {"fences", f.fences},
+              {"choice", f.choice},
+              {"ablation", f.ablation},
+              {"what", f.what}};
 }
 
 json report_json(const crash::Report& r) {
@@ -66,6 +75,7 @@ json report_json(const crash::Report& r) {
   for (const auto& [k, v] : r.ablation_notes) notes[k] = v;
   const crash::Options& o = r.options;
   return json{{"index", o.index},
+              {"key_type", std::string(key_type_name(o.key_type))},
               {"node_size", o.node_size},
               {"seed", o.seed},
               {"ops_per_scenario", o.ops},
@@ -105,11 +115,11 @@ void print_counts(const char* what, const std::map<std::string, uint64_t>& m) {
 void print_report(const crash::Report& r) {
   const crash::Options& o = r.options;
   std::printf(
-      "crashtest %s: node size %u B, %llu scenarios x %zu ops, seed %llu, budget %u, "
+      "crashtest %s: %s keys, node size %u B, %llu scenarios x %zu ops, seed %llu, budget %u, "
       "profile %s\n",
-      o.index.c_str(), o.node_size, static_cast<unsigned long long>(r.scenarios), o.ops,
-      static_cast<unsigned long long>(o.seed), o.images.budget,
-      std::string(cs::profile_name(o.sim.profile)).c_str());
+      o.index.c_str(), std::string(key_type_name(o.key_type)).c_str(), o.node_size,
+      static_cast<unsigned long long>(r.scenarios), o.ops, static_cast<unsigned long long>(o.seed),
+      o.images.budget, std::string(cs::profile_name(o.sim.profile)).c_str());
   std::printf("crash points:          %llu (%llu before a fence, %llu at an operation's return)\n",
               static_cast<unsigned long long>(r.crash_points),
               static_cast<unsigned long long>(r.fence_points),
@@ -151,6 +161,7 @@ bool write_file(const std::string& path, const std::string& text) {
 int run_crashtest(const CrashArgs& a) {
   crash::Options o;
   o.index = a.index;
+  o.key_type = a.key_type;
   o.ops = a.ops;
   o.seed = a.seed;
   o.node_size = a.node_size;
@@ -260,6 +271,9 @@ void add_crashtest_command(CLI::App& app, int* exit_code) {
       "simulator, recover and check every crash image. Exit 0 no failure, 1 failures, 2 usage.");
   cmd->option_defaults()->always_capture_default();
   cmd->add_option("--index", a->index, "Registered persistent index")->required();
+  add_key_type_option(cmd, &a->key_type,
+                      "integer keys, or the index's string instance with byte-string keys "
+                      "(the key ids' string form, docs/crash-lab.md)");
   cmd->add_option("--ops", a->ops, "Operations per scenario")
       ->check(count_in(1, 100000, "1..100000"));
   cmd->add_option("--seed", a->seed, "Seed of the first scenario (scenario s uses seed + s)")

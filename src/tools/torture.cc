@@ -39,9 +39,9 @@ int run_torture_command(TortureArgs& a) {
     std::fprintf(stderr, "nvindex torture: %s\n", st.ToString().c_str());
     return st.code() == Code::kIOError || st.code() == Code::kCorruption ? 1 : 2;
   }
-  std::printf("index:              %s (node size %u, %u thread%s, seed %llu)\n", a.o.index.c_str(),
-              a.o.node_size, a.o.threads, a.o.threads == 1 ? "" : "s",
-              static_cast<unsigned long long>(a.o.seed));
+  std::printf("index:              %s (%s keys, node size %u, %u thread%s, seed %llu)\n",
+              a.o.index.c_str(), std::string(key_type_name(a.o.key_type)).c_str(), a.o.node_size,
+              a.o.threads, a.o.threads == 1 ? "" : "s", static_cast<unsigned long long>(a.o.seed));
   std::printf("pool:               %s (%llu MiB, emulated)\n", a.o.pool_path.c_str(),
               static_cast<unsigned long long>(a.pool_mib));
   std::printf("run time:           %.2f s\n", r.seconds);
@@ -81,6 +81,8 @@ void add_torture_command(CLI::App& app, int* exit_code) {
   cmd->option_defaults()->always_capture_default();
   crash::TortureOptions& o = args->o;
   cmd->add_option("--index", o.index, "Registered persistent index")->required();
+  add_key_type_option(cmd, &o.key_type,
+                      "integer keys, or the index's string instance with byte-string keys");
   cmd->add_option("--pool", o.pool_path,
                   "Pool file to create (must not exist), e.g. /dev/shm/t.pool")
       ->required();

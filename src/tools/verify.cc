@@ -5,7 +5,7 @@
 // IndexOptions::threads (indexes with a parallel recovery, e.g. lbtree,
 // rebuild with N threads), plus keys, leaves, inner nodes and height; text, or
 // one JSON object with --format json (schema "nvindex.verify/1": "pool",
-// "index", "threads", "clean_shutdown", "recovery_seconds",
+// "index", "key_type", "threads", "clean_shutdown", "recovery_seconds",
 // "rebuild_seconds", "structure_ok", "error", "keys", "leaves",
 // "inner_nodes", "height", "pm_bytes", "dram_bytes", "reachable_bytes",
 // "allocated_bytes_at_close" and "keys_at_close": the pool's close record,
@@ -14,7 +14,8 @@
 // keys, than its close record fails recovery with Corruption (exit 1).
 // Exit codes: 0 the structure is sound, 1 corruption (of the pool or the
 // index) or a failed recovery, 2 bad usage (unknown or volatile index, missing
-// file, pool of another index).
+// file, pool of another index or key type). --key-type string opens the
+// index's string-key instance (pool layout "<index>:string").
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "crash/string_keys.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
 #include "tools/cli_checks.h"
@@ -33,6 +35,7 @@ namespace {
 
 struct VerifyArgs {
   std::string index;
+  KeyType key_type = KeyType::kInteger;
   std::string pool;
   uint32_t node_size = 512;
   std::string pm_mode = "emulated";
@@ -52,6 +55,10 @@ int run_verify(const VerifyArgs& a) {
                  "nvindex verify: '%s' is not a registered persistent index%s (persistent: %s)\n",
                  a.index.c_str(), entry ? ": it is volatile and has no pool" : "",
                  known.empty() ? "none registered yet" : known.c_str());
+    return 2;
+  }
+  if (a.key_type == KeyType::kString && !entry->caps.string_keys) {
+    std::fprintf(stderr, "nvindex verify: '%s' has no string keys\n", a.index.c_str());
     return 2;
   }
   pm::PersistConfig config;
@@ -74,13 +81,14 @@ int run_verify(const VerifyArgs& a) {
 
   const auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<pm::Pool> pool;
-  if (Status st = pm::Pool::open(a.pool, a.index, config.mode, &pool); !st.ok()) {
+  if (Status st = pm::Pool::open(a.pool, pool_layout(a.index, a.key_type), config.mode, &pool);
+      !st.ok()) {
     std::fprintf(stderr, "nvindex verify: %s: %s\n", a.pool.c_str(), st.ToString().c_str());
     return st.code() == Code::kCorruption ? 1 : 2;
   }
   options.pool = pool.get();
   std::unique_ptr<Index<uint64_t>> index;
-  if (Status st = make_index<uint64_t>(a.index, options, &index); !st.ok()) {
+  if (Status st = crash::make_keyed_index(a.index, a.key_type, options, &index); !st.ok()) {
     std::fprintf(stderr, "nvindex verify: %s: recovery failed: %s\n", a.pool.c_str(),
                  st.ToString().c_str());
     return st.code() == Code::kInvalidArgument ? 2 : 1;
@@ -98,6 +106,7 @@ int run_verify(const VerifyArgs& a) {
     nlohmann::json j{{"schema", "nvindex.verify/1"},
                      {"pool", a.pool},
                      {"index", a.index},
+                     {"key_type", std::string(key_type_name(a.key_type))},
                      {"threads", a.threads},
                      {"clean_shutdown", pool->was_clean_shutdown()},
                      {"recovery_seconds", seconds},
@@ -118,7 +127,8 @@ int run_verify(const VerifyArgs& a) {
     return st.ok() ? 0 : 1;
   }
   std::printf("pool:            %s\n", a.pool.c_str());
-  std::printf("index:           %s\n", a.index.c_str());
+  std::printf("index:           %s (%s keys)\n", a.index.c_str(),
+              std::string(key_type_name(a.key_type)).c_str());
   std::printf("previous close:  %s\n", pool->was_clean_shutdown() ? "clean" : "NOT clean (crash)");
   std::printf("recovery:        %.6f s (open + recover, %u thread%s)\n", seconds, a.threads,
               a.threads == 1 ? "" : "s");
@@ -155,6 +165,9 @@ void add_verify_command(CLI::App& app, int* exit_code) {
       "bound children, sibling links consistent). Exit 0 ok, 1 corruption, 2 usage.");
   cmd->option_defaults()->always_capture_default();
   cmd->add_option("--index", args->index, "Registered persistent index the pool holds")->required();
+  add_key_type_option(cmd, &args->key_type,
+                      "the key type the pool's index was created with (pool layout "
+                      "'<index>:string' for string keys)");
   cmd->add_option("--pool", args->pool, "Pool file (e.g. from nvindex bench --keep-pool)")
       ->required();
   cmd->add_option("--node-size", args->node_size, "Node size in bytes, as used to create it")

@@ -1,6 +1,8 @@
 // Seed corpus generator for pool_fuzz (tests/fuzz/pool_fuzz.cc): writes small
 // valid pools of every registered persistent non-test index as fuzz images
-// (tests/fuzz/pool_image.h) into DIR. For each index: node sizes 128 and 256
+// (tests/fuzz/pool_image.h) into DIR, and of the string-key instance of each
+// that has string keys (keys "user" + 1..24 digits, some of them repeated
+// to 60..200 bytes). For each index: node sizes 128 and 256
 // bytes (those the index accepts), 0, 8, 40 and 150 keys (a lone leaf, a
 // two-level and a three-level tree), then the same after removing most keys
 // (merges), each in a cleanly closed and a "crashed" variant (clean-shutdown
@@ -15,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fuzz/pool_image.h"
@@ -25,11 +28,23 @@ namespace {
 
 using nvindex::Status;
 
+/// Key number k (< 1000) of a seed pool: k itself, or for string keys
+/// "user" + its decimal, every third one repeated to a long key.
+uint64_t seed_key(uint64_t k, uint64_t) { return k; }
+std::string seed_key(uint64_t k, std::string) {
+  std::string s = "user" + std::to_string(k * 1000003);
+  if (k % 3 == 0) s += std::string(60 + k % 140, static_cast<char>('a' + k % 26));
+  return s;
+}
+
+template <class K>
 bool make_pool(const std::string& path, const std::string& name, uint32_t node_size, int keys,
                bool shrink, uint64_t seed) {
+  using Key = nvindex::OwnedKey<K>;
   std::unique_ptr<nvindex::pm::Pool> pool;
   std::filesystem::remove(path);
-  if (!nvindex::pm::Pool::create(path, nvindex::pm::kMinPoolSize, name,
+  if (!nvindex::pm::Pool::create(path, nvindex::pm::kMinPoolSize,
+                                 nvindex::pool_layout(name, nvindex::key_type_of<K>),
                                  nvindex::pm::Mode::kEmulated, &pool)
            .ok()) {
     return false;
@@ -37,13 +52,14 @@ bool make_pool(const std::string& path, const std::string& name, uint32_t node_s
   nvindex::IndexOptions o;
   o.pool = pool.get();
   o.node_size = node_size;
-  std::unique_ptr<nvindex::Index<uint64_t>> idx;
-  if (!nvindex::make_index<uint64_t>(name, o, &idx).ok()) return false;
+  std::unique_ptr<nvindex::Index<K>> idx;
+  if (!nvindex::make_index<K>(name, o, &idx).ok()) return false;
   std::mt19937_64 rng(seed);
-  std::vector<uint64_t> inserted;
+  std::vector<Key> inserted;
   for (int i = 0; i < keys; ++i) {
-    const uint64_t k = rng() % 1000;
-    if (idx->insert(k, k * 3 + 1).ok()) inserted.push_back(k);
+    const uint64_t n = rng() % 1000;
+    const Key k = seed_key(n, Key{});
+    if (idx->insert(k, n * 3 + 1).ok()) inserted.push_back(k);
   }
   if (shrink) {
     for (size_t i = 0; i + 2 < inserted.size(); ++i) (void)idx->remove(inserted[i]);
@@ -62,31 +78,38 @@ int main(int argc, char** argv) {
   std::filesystem::create_directories(dir);
   const std::string tmp = "/dev/shm/nvindex_fuzz_seed_" + std::to_string(getpid()) + ".pool";
   int written = 0;
-  for (const nvindex::IndexEntry& e : nvindex::registered_indexes()) {
-    const std::string name(e.name);
-    if (!e.caps.persistent || nvindex::is_test_only_index(name)) continue;
-    for (uint32_t ns : {128u, 256u}) {
-      for (int keys : {0, 8, 40, 150}) {
-        for (bool shrink : {false, true}) {
-          if (shrink && keys < 40) continue;
-          if (!make_pool(tmp, name, ns, keys, shrink, 1000 + keys)) continue;  // size refused
-          std::vector<uint8_t> image;
-          std::string why;
-          if (!nvindex::fuzz::image_from_file(tmp, &image, &why)) {
-            std::fprintf(stderr, "make_seeds: %s node %u keys %d: skipped: %s\n", name.c_str(), ns,
-                         keys, why.c_str());
-            continue;
-          }
-          for (bool crashed : {false, true}) {
-            std::vector<uint8_t> img = image;
-            if (crashed) img[1 + 72] = 0;  // clean-shutdown word (offset 72) = 0
-            const std::string file = dir + "/seed-" + name + "-n" + std::to_string(ns) + "-k" +
-                                     std::to_string(keys) + (shrink ? "-shrunk" : "") +
-                                     (crashed ? "-crashed" : "-clean");
-            std::ofstream(file, std::ios::binary)
-                .write(reinterpret_cast<const char*>(img.data()),
-                       static_cast<std::streamsize>(img.size()));
-            ++written;
+  for (const bool strings : {false, true}) {
+    for (const nvindex::IndexEntry& e : nvindex::registered_indexes()) {
+      const std::string name(e.name);
+      if (!e.caps.persistent || nvindex::is_test_only_index(name)) continue;
+      if (strings && !e.caps.string_keys) continue;
+      const std::string label = strings ? name + "-string" : name;
+      for (uint32_t ns : {128u, 256u}) {
+        for (int keys : {0, 8, 40, 150}) {
+          for (bool shrink : {false, true}) {
+            if (shrink && keys < 40) continue;
+            const bool made =
+                strings ? make_pool<std::string_view>(tmp, name, ns, keys, shrink, 1000 + keys)
+                        : make_pool<uint64_t>(tmp, name, ns, keys, shrink, 1000 + keys);
+            if (!made) continue;  // size refused
+            std::vector<uint8_t> image;
+            std::string why;
+            if (!nvindex::fuzz::image_from_file(tmp, &image, &why)) {
+              std::fprintf(stderr, "make_seeds: %s node %u keys %d: skipped: %s\n", label.c_str(),
+                           ns, keys, why.c_str());
+              continue;
+            }
+            for (bool crashed : {false, true}) {
+              std::vector<uint8_t> img = image;
+              if (crashed) img[1 + 72] = 0;  // clean-shutdown word (offset 72) = 0
+              const std::string file = dir + "/seed-" + label + "-n" + std::to_string(ns) + "-k" +
+                                       std::to_string(keys) + (shrink ? "-shrunk" : "") +
+                                       (crashed ? "-crashed" : "-clean");
+              std::ofstream(file, std::ios::binary)
+                  .write(reinterpret_cast<const char*>(img.data()),
+                         static_cast<std::streamsize>(img.size()));
+              ++written;
+            }
           }
         }
       }

@@ -1,13 +1,16 @@
-// Model-based test helpers shared by every index test: drive any Index<uint64_t>
-// (found by registry name) with random operations and check every result
-// against a std::map model, single-threaded and multi-threaded.
+// Model-based test helpers shared by every index test: drive any Index<K>
+// (K = uint64_t or std::string_view; found by registry name) with random
+// operations and check every result against a std::map model,
+// single-threaded and multi-threaded.
 //
-// Nothing here knows about a particular index: it uses only the Index<uint64_t>
+// Nothing here knows about a particular index: it uses only the Index<K>
 // interface, IndexInfo capabilities and the registry. Failures are reported
 // through GoogleTest (ADD_FAILURE / ASSERT): the single-threaded test stops at
 // the first mismatch (with the seed and operation number in the message); the
 // concurrent test collects the first mismatches of every thread and reports
-// them after joining.
+// them after joining. The logic is one template on K; what differs between
+// the key types is only how keys are made (test_key, string_test_key) and
+// printed (show_key).
 #pragma once
 
 #include <cstddef>
@@ -27,28 +30,34 @@ namespace nvindex::testing {
 
 /// An index under test and the pool it lives in (null for volatile indexes).
 /// Members are destroyed index first, then pool.
-struct TestIndex {
+template <class K>
+struct TestIndexOf {
   std::unique_ptr<pm::Pool> pool;
-  std::unique_ptr<Index<uint64_t>> index;
+  std::unique_ptr<Index<K>> index;
 };
+using TestIndex = TestIndexOf<uint64_t>;
+using StringTestIndex = TestIndexOf<std::string_view>;
 
 /// Default pool size for persistent indexes under test, bytes (256 MiB).
 inline constexpr uint64_t kTestPoolBytes = 256ull << 20;
 
-/// Creates the index registered as `name` with IndexOptions::node_size =
-/// node_size (bytes) and IndexOptions::threads = threads (the threads the
-/// test will call it from: pass > 1 for a concurrent test, since an index may
-/// drop its locks at 1). When the registry says the index is persistent,
-/// first creates an anonymous DRAM pool of pool_bytes bytes with layout =
-/// name (Pool::create_anonymous) and passes it in IndexOptions::pool.
+/// Creates the integer-key index registered as `name` with
+/// IndexOptions::node_size = node_size (bytes) and IndexOptions::threads =
+/// threads (the threads the test will call it from: pass > 1 for a concurrent
+/// test, since an index may drop its locks at 1). When the registry says the
+/// index is persistent, first creates an anonymous DRAM pool of pool_bytes
+/// bytes with layout pool_layout(name, key type) (Pool::create_anonymous) and
+/// passes it in IndexOptions::pool.
 /// Errors: InvalidArgument (unknown name, node size out of the index's range,
 /// name too long for a pool layout), and whatever the pool or factory return.
 Status open_test_index(std::string_view name, uint32_t node_size, TestIndex* out,
                        uint64_t pool_bytes = kTestPoolBytes, unsigned threads = 1);
 
-/// As above with every option given (options.pool is set here for a
-/// persistent index).
-Status open_test_index(std::string_view name, IndexOptions options, TestIndex* out,
+/// As above for keys of type K (uint64_t or std::string_view; a string
+/// instance needs an entry with make_string, else InvalidArgument) with every
+/// option given (options.pool is set here for a persistent index).
+template <class K>
+Status open_test_index(std::string_view name, IndexOptions options, TestIndexOf<K>* out,
                        uint64_t pool_bytes = kTestPoolBytes);
 
 /// Single-threaded model test: `ops` random operations (insert, update,
@@ -62,6 +71,19 @@ Status open_test_index(std::string_view name, IndexOptions options, TestIndex* o
 /// a full scan must equal the model. Scans and find_last_less_than run only
 /// when info().caps.ordered. Stops at the first mismatch (fatal failure).
 void run_model_test(Index<uint64_t>& idx, uint64_t seed, size_t ops, uint64_t key_space);
+
+/// The same model test for string keys: keys are string_test_key(i) for i
+/// in [0, key_space) (1..247 bytes: shared prefixes of 9 and 17 bytes, keys
+/// that are prefixes of others or differ only by a trailing NUL, NUL bytes
+/// and bytes >= 0x80 inside) plus the edge keys of string_edge_keys() (the
+/// empty key, "\0", "\0\0", "a", "a\0", "ab", 255 bytes of 0x00 and of
+/// 0xff, ...); find_last_less_than also probes keys next to present ones (a
+/// NUL appended, the last byte dropped or incremented). About 1 in 32
+/// inserts, updates and removes uses a key of 256..258 bytes instead: it must
+/// return InvalidArgument and change nothing (a lookup of it must miss).
+/// The model is a std::map<std::string, Value> (unsigned byte-wise order,
+/// shorter first on a tie: std::string_view's operator<).
+void run_model_test(Index<std::string_view>& idx, uint64_t seed, size_t ops, uint64_t key_space);
 
 /// Multi-threaded test (the index must claim caps.thread_safe). Each of
 /// `threads` threads (2..8) owns a disjoint key set (keys == t mod threads,
@@ -77,23 +99,58 @@ void run_model_test(Index<uint64_t>& idx, uint64_t seed, size_t ops, uint64_t ke
 void run_concurrent_test(Index<uint64_t>& idx, unsigned threads, uint64_t seed,
                          size_t ops_per_thread = 20000, uint64_t keys_per_thread = 2048);
 
+/// The same concurrent test for string keys: key i is string_test_key(i)
+/// (owner i mod threads, as above), and thread threads-1 also owns the empty
+/// key (in place of UINT64_MAX).
+void run_concurrent_test(Index<std::string_view>& idx, unsigned threads, uint64_t seed,
+                         size_t ops_per_thread = 20000, uint64_t keys_per_thread = 2048);
+
+/// The i-th key of the string model tests (injective in i, not ordered by
+/// i): one of eight shapes chosen by i mod 8, 1..247 bytes, listed at
+/// run_model_test. Never equal to an edge key.
+std::string string_test_key(uint64_t i);
+
+/// The edge keys of the string model tests: the empty key, "\0", "\0\0",
+/// "\x01", "a", "a\0", "ab", "\xff", 254 and 255 bytes of 0xff, 255 bytes
+/// of 0x00.
+const std::vector<std::string>& string_edge_keys();
+
+/// An order-preserving key of type K for integer i (test_key<K>(a) <
+/// test_key<K>(b) exactly when a < b), so a test written with integers runs
+/// for both key types: i itself for uint64_t; for strings the 17-byte
+/// prefix "nvindex/test/key/", i as 8 bytes big-endian (NUL bytes and
+/// bytes >= 0x80 inside), then i mod 3 bytes more (26..27 bytes).
+template <class K>
+OwnedKey<K> test_key(uint64_t i);
+template <>
+uint64_t test_key<uint64_t>(uint64_t i);
+template <>
+std::string test_key<std::string_view>(uint64_t i);
+
+/// A key for messages: the number, or the bytes of a string key with
+/// non-printable ones as \xNN (the first 40, then "...") and its length.
+std::string show_key(uint64_t key);
+std::string show_key(std::string_view key);
+
 }  // namespace nvindex::testing
 
 namespace nvindex::testing {
 
 /// A persistent index in a pool file under /dev/shm, for tests that close and
-/// reopen a pool or damage its bytes. The path is pm::testing::TempPool's
+/// reopen a pool or damage its bytes, for keys of type K. The pool layout is
+/// pool_layout(index, key type). The path is pm::testing::TempPool's
 /// (unique to this process, test and tag); the file is removed before first
 /// use and on destruction. Members are destroyed index
-/// first, then pool, so destroying a FileIndex is a clean close.
-class FileIndex {
+/// first, then pool, so destroying a FileIndexOf is a clean close.
+template <class K>
+class FileIndexOf {
  public:
-  /// `index` is the registry name (also the pool's layout name); `tag`
-  /// distinguishes several files in one test.
-  explicit FileIndex(std::string index, const std::string& tag = "p");
-  ~FileIndex();
-  FileIndex(const FileIndex&) = delete;
-  FileIndex& operator=(const FileIndex&) = delete;
+  /// `index` is the registry name; `tag` distinguishes several files in one
+  /// test.
+  explicit FileIndexOf(std::string index, const std::string& tag = "p");
+  ~FileIndexOf();
+  FileIndexOf(const FileIndexOf&) = delete;
+  FileIndexOf& operator=(const FileIndexOf&) = delete;
 
   /// Creates the pool file (pool_bytes bytes, emulated mode) and a new index
   /// with `options` (its pool field is set here). Errors: those of
@@ -117,11 +174,21 @@ class FileIndex {
   const std::string& name() const { return name_; }
 
   std::unique_ptr<pm::Pool> pool;
-  std::unique_ptr<Index<uint64_t>> index;
+  std::unique_ptr<Index<K>> index;
 
  private:
   std::string name_;
   pm::testing::TempPool file_;
+};
+/// The integer-key and string-key FileIndexOf (classes, not aliases, so a
+/// test may derive from them and name the base).
+class FileIndex : public FileIndexOf<uint64_t> {
+ public:
+  using FileIndexOf::FileIndexOf;
+};
+class StringFileIndex : public FileIndexOf<std::string_view> {
+ public:
+  using FileIndexOf::FileIndexOf;
 };
 
 /// Checks that `idx` holds exactly `model`: verify() passes with
@@ -129,29 +196,38 @@ class FileIndex {
 /// ordered indexes) a full scan equals the model. Fatal failure on the first
 /// difference. run_model_test's final check is this one.
 void expect_equals_model(Index<uint64_t>& idx, const std::map<uint64_t, Value>& model);
+void expect_equals_model(Index<std::string_view>& idx, const std::map<std::string, Value>& model);
 
 /// One configuration of a registered index the conformance suite runs: a
-/// node size the registry entry allows (0 for an index without nodes) and
-/// index options (empty = the defaults; otherwise one non-default value of
-/// one declared option). `label` names it in test names, e.g.
-/// "wbtree_512B_inner_dram".
+/// node size the registry entry allows (0 for an index without nodes), index
+/// options (empty = the defaults; otherwise one non-default value of one
+/// declared option) and the key type. `label` names it in test names, e.g.
+/// "wbtree_512B_inner_dram" (the key type is in the instantiation name).
 struct IndexCase {
   std::string name;
   uint32_t node_size = 0;
   std::map<std::string, std::string> extra;
   std::string label;
+  KeyType key_type = KeyType::kInteger;
 };
 
-/// Every configuration of every registered index except the test doubles
-/// (is_test_only_index): each node size in {128, 256, 512, 768, 1024, 2048,
-/// 4096} B that the entry's node_size_ok accepts (one case with node size 0
-/// when the entry has no nodes), each with the default options; and each
-/// non-default value of each declared option at the entry's smallest and
+/// Every integer-key configuration of every registered index except the test
+/// doubles (is_test_only_index): each node size in {128, 256, 512, 768, 1024,
+/// 2048, 4096} B that the entry's node_size_ok accepts (one case with node
+/// size 0 when the entry has no nodes), each with the default options; and
+/// each non-default value of each declared option at the entry's smallest and
 /// largest accepted size.
 std::vector<IndexCase> registered_index_cases();
 
 /// registered_index_cases() of the persistent indexes only.
 std::vector<IndexCase> persistent_index_cases();
+
+/// The same configurations of the indexes that take string keys
+/// (caps.string_keys), with key_type kString.
+std::vector<IndexCase> registered_string_index_cases();
+
+/// registered_string_index_cases() of the persistent indexes only.
+std::vector<IndexCase> persistent_string_index_cases();
 
 /// Prints a case by its label (test parameter names in failure messages).
 void PrintTo(const IndexCase& c, std::ostream* os);

@@ -39,16 +39,36 @@
 // allocated stays in `nodes_`), so an optimistic reader may always
 // dereference a stale pointer; it then sees the obsolete bit and restarts.
 // The cost is memory: info().dram_bytes counts retired nodes too.
+//
+// String keys (issue 10): the tree is a template on a key policy (IntKeys,
+// StringKeys below), so the integer instance compiles to the code it had
+// before. A string key lives in a key record on the heap (1 length byte +
+// the bytes, immutable once published); a key slot holds the record's
+// pointer and, in a parallel array next to it, an 8-byte inline prefix word:
+// the key's first 7 bytes big-endian in bits 63..8 (zero-padded) and
+// min(length, 8) in bits 7..0. Comparing two prefix words orders the keys
+// exactly as std::string_view does whenever the words differ, and equal
+// words with a length byte below 8 mean equal keys; only equal words with
+// length byte 8 (both keys >= 8 bytes, same first 7 bytes) dereference the
+// records to compare bytes 7 onward. Fence keys carry a word too. Key
+// records follow the node rule: a record whose key is removed is retired
+// (kept in `retired_`) and freed only when the tree is destroyed, because an
+// optimistic reader may still hold its pointer; separators and fences share
+// the records of leaf keys (live or retired), so they own none.
 #include "indexes/btree/btree.h"
 
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cstddef>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "indexes/btree/btree_testing.h"
@@ -60,57 +80,6 @@ namespace {
 constexpr uint64_t kObsolete = 1;
 constexpr uint64_t kLocked = 2;
 
-// Node header size, bytes; the slots follow.
-constexpr size_t kHeaderBytes = 40;
-
-// A node. Its size (node_size, 128..4096 B, a multiple of 64) is a run-time
-// parameter of the tree; the struct declares the 40-byte header and the slots
-// follow it, 64-byte aligned as a whole:
-//
-//   offset        size  field
-//   ------------  ----  ----------------------------------------------------
-//        0           8  version lock: bit 0 obsolete, bit 1 locked, bits
-//                       2..63 version (+1 per write unlock)
-//        8           2  count: keys in the node (leaf: pairs; inner: separators)
-//       10           2  level: 0 = leaf, parent = child + 1 (immutable)
-//       12           4  padding
-//       16           8  low fence key: every key in the node is >= low
-//       24           8  high fence key: every key is < high (meaningful only
-//                       when sibling != null; the rightmost node is unbounded)
-//       32           8  sibling: next node on the same level, or null
-//   leaf (C = (node_size - 40) / 16 pairs; 512 B -> 29):
-//       40         8*C  keys[C], sorted ascending
-//    40+8C         8*C  values[C]
-//   inner (C = (node_size - 48) / 16 separators; 512 B -> 29, 30 children):
-//       40         8*C  keys[C], sorted ascending
-//    40+8C     8*(C+1)  children[C+1]: child i holds keys in [keys[i-1],
-//                       keys[i]) (child 0 from low, child C up to high)
-//
-// Who may change what: level is written before the node is published and
-// never again; every other field is written only by the holder of the
-// node's lock (a new, unpublished node excepted) and read by anyone.
-struct Node {
-  explicit Node(uint16_t lvl) : level(lvl) {}
-
-  std::atomic<uint64_t> version{0};
-  std::atomic<uint16_t> count{0};
-  const uint16_t level;
-  uint32_t pad = 0;
-  std::atomic<uint64_t> low{0};
-  std::atomic<uint64_t> high{0};
-  std::atomic<Node*> sibling{nullptr};
-
-  std::atomic<uint64_t>* slots() {
-    return reinterpret_cast<std::atomic<uint64_t>*>(reinterpret_cast<char*>(this) + kHeaderBytes);
-  }
-  const std::atomic<uint64_t>* slots() const {
-    return reinterpret_cast<const std::atomic<uint64_t>*>(reinterpret_cast<const char*>(this) +
-                                                          kHeaderBytes);
-  }
-};
-static_assert(sizeof(Node) == kHeaderBytes);
-static_assert(sizeof(std::atomic<uint64_t>) == 8 && sizeof(std::atomic<Node*>) == 8);
-
 template <class T>
 T ld(const std::atomic<T>& a) {
   return a.load(std::memory_order_acquire);
@@ -119,6 +88,194 @@ template <class T>
 void st(std::atomic<T>& a, T v) {
   a.store(v, std::memory_order_release);
 }
+
+// --- key policies -------------------------------------------------------------
+//
+// A key occupies kWords 8-byte words in a node, in kWords parallel arrays of
+// `cap` slots each (word j of key i at w[j * cap + i]); fence keys are the
+// same with cap 1. Search is a key prepared once per operation, Stored what
+// a slot holds.
+
+// uint64_t keys: one word, the key itself.
+struct IntKeys {
+  using Key = uint64_t;
+  using Owned = uint64_t;
+  using Search = uint64_t;
+  using Stored = uint64_t;
+  static constexpr unsigned kWords = 1;
+
+  static Search search(Key k) { return k; }
+  static Search search_of(Stored s) { return s; }
+  static Owned owned(Stored s) { return s; }
+  static Stored load(const std::atomic<uint64_t>* w, unsigned, unsigned i) { return ld(w[i]); }
+  static void store(std::atomic<uint64_t>* w, unsigned, unsigned i, Stored k) { st(w[i], k); }
+  // slot i < k, k < slot i, slot i == k.
+  static bool slot_lt(const std::atomic<uint64_t>* w, unsigned, unsigned i, Search k) {
+    return ld(w[i]) < k;
+  }
+  static bool lt_slot(Search k, const std::atomic<uint64_t>* w, unsigned, unsigned i) {
+    return k < ld(w[i]);
+  }
+  static bool slot_eq(const std::atomic<uint64_t>* w, unsigned, unsigned i, Search k) {
+    return ld(w[i]) == k;
+  }
+  static bool lt(Stored a, Stored b) { return a < b; }
+  static bool eq(Stored a, Stored b) { return a == b; }
+  static bool is_min(Stored s) { return s == 0; }  // the smallest key: the leftmost low fence
+  static bool consistent(Stored) { return true; }
+  static std::string show(Stored s) { return std::to_string(s); }
+};
+
+// Byte-string keys: word 0 the key record's pointer, word 1 the inline
+// prefix word (see the file comment). A record is `new char[1 + len]`:
+// length byte, then the bytes.
+struct StringKeys {
+  using Key = std::string_view;
+  using Owned = std::string;
+  struct Search {
+    uint64_t word;
+    std::string_view key;
+  };
+  struct Stored {
+    const char* rec = nullptr;  // nullptr: the empty key (the leftmost low fence)
+    uint64_t word = 0;
+  };
+  static constexpr unsigned kWords = 2;
+  static constexpr uint64_t kLong = 8;  // length byte of a word whose key has >= 8 bytes
+
+  static std::string_view view(const char* rec) {
+    return rec == nullptr ? std::string_view()
+                          : std::string_view(rec + 1, static_cast<uint8_t>(rec[0]));
+  }
+  static uint64_t word_of(std::string_view k) {
+    uint64_t w = 0;
+    if (!k.empty()) std::memcpy(&w, k.data(), std::min<size_t>(k.size(), 7));
+    if constexpr (std::endian::native == std::endian::little) w = __builtin_bswap64(w);
+    return w | std::min<uint64_t>(k.size(), kLong);
+  }
+  static Search search(Key k) { return {word_of(k), k}; }
+  static Search search_of(const Stored& s) { return {s.word, view(s.rec)}; }
+  static Owned owned(const Stored& s) { return Owned(view(s.rec)); }
+  static Stored load(const std::atomic<uint64_t>* w, unsigned cap, unsigned i) {
+    return {reinterpret_cast<const char*>(static_cast<uintptr_t>(ld(w[i]))), ld(w[cap + i])};
+  }
+  static void store(std::atomic<uint64_t>* w, unsigned cap, unsigned i, const Stored& k) {
+    st(w[i], static_cast<uint64_t>(reinterpret_cast<uintptr_t>(k.rec)));
+    st(w[cap + i], k.word);
+  }
+  // Three-way compare of bytes 7.. of two keys whose words are equal with
+  // length byte 8. (Safe on torn optimistic reads: never reads out of a
+  // record.)
+  static int tail_cmp(std::string_view a, std::string_view b) {
+    a.remove_prefix(std::min<size_t>(7, a.size()));
+    b.remove_prefix(std::min<size_t>(7, b.size()));
+    return a.compare(b);
+  }
+  static const char* rec_at(const std::atomic<uint64_t>* w, unsigned i) {
+    return reinterpret_cast<const char*>(static_cast<uintptr_t>(ld(w[i])));
+  }
+  static bool slot_lt(const std::atomic<uint64_t>* w, unsigned cap, unsigned i, const Search& k) {
+    const uint64_t sw = ld(w[cap + i]);
+    if (sw != k.word) return sw < k.word;
+    return (sw & 0xff) == kLong && tail_cmp(view(rec_at(w, i)), k.key) < 0;
+  }
+  static bool lt_slot(const Search& k, const std::atomic<uint64_t>* w, unsigned cap, unsigned i) {
+    const uint64_t sw = ld(w[cap + i]);
+    if (sw != k.word) return k.word < sw;
+    return (sw & 0xff) == kLong && tail_cmp(k.key, view(rec_at(w, i))) < 0;
+  }
+  static bool slot_eq(const std::atomic<uint64_t>* w, unsigned cap, unsigned i, const Search& k) {
+    const uint64_t sw = ld(w[cap + i]);
+    if (sw != k.word) return false;
+    return (sw & 0xff) != kLong || tail_cmp(view(rec_at(w, i)), k.key) == 0;
+  }
+  static bool lt(const Stored& a, const Stored& b) {
+    if (a.word != b.word) return a.word < b.word;
+    return (a.word & 0xff) == kLong && tail_cmp(view(a.rec), view(b.rec)) < 0;
+  }
+  static bool eq(const Stored& a, const Stored& b) { return !lt(a, b) && !lt(b, a); }
+  static bool is_min(const Stored& s) { return s.word == 0; }  // only "" has word 0
+  static bool consistent(const Stored& s) { return s.word == word_of(view(s.rec)); }
+  static std::string show(const Stored& s) {
+    std::string out = "\"";
+    for (unsigned char c : view(s.rec).substr(0, 32)) {
+      if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+        out += static_cast<char>(c);
+      } else {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out += "\\x";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+      }
+    }
+    return out + (view(s.rec).size() > 32 ? "...\"" : "\"");
+  }
+  // A new record holding k (k.size() <= kMaxKeyBytes).
+  static Stored make(const Search& k) {
+    char* r = new char[1 + k.key.size()];
+    r[0] = static_cast<char>(static_cast<uint8_t>(k.key.size()));
+    if (!k.key.empty()) std::memcpy(r + 1, k.key.data(), k.key.size());
+    return {r, k.word};
+  }
+  static void free(const char* rec) { delete[] rec; }
+  static uint64_t record_bytes(const Stored& s) { return 1 + view(s.rec).size(); }
+};
+
+// A node. Its size (node_size, 128..4096 B, a multiple of 64) is a run-time
+// parameter of the tree; the struct declares the header (40 B for integer
+// keys, 56 B for string keys) and the slots follow it, 64-byte aligned as a
+// whole. Integer keys (W = 1 word per key), header 40 B:
+//
+//   offset        size  field
+//   ------------  ----  ----------------------------------------------------
+//        0           8  version lock: bit 0 obsolete, bit 1 locked, bits
+//                       2..63 version (+1 per write unlock)
+//        8           2  count: keys in the node (leaf: pairs; inner: separators)
+//       10           2  level: 0 = leaf, parent = child + 1 (immutable)
+//       12           4  padding
+//       16         8*W  low fence key: every key in the node is >= low
+//     16+8W        8*W  high fence key: every key is < high (meaningful only
+//                       when sibling != null; the rightmost node is unbounded)
+//     16+16W         8  sibling: next node on the same level, or null
+//   leaf (C = (node_size - H) / (8 (W + 1)) pairs; 512 B -> 29 integer, 19
+//   string pairs):
+//        H       8*W*C  keys[C], sorted ascending (W parallel arrays of C)
+//   H+8WC         8*C  values[C]
+//   inner (C = (node_size - H - 8) / (8 (W + 1)) separators; 512 B -> 29
+//   integer, 18 string separators):
+//        H       8*W*C  keys[C], sorted ascending
+//   H+8WC     8*(C+1)  children[C+1]: child i holds keys in [keys[i-1],
+//                       keys[i]) (child 0 from low, child C up to high)
+//
+// String keys (W = 2): a key is its record pointer (array 0) and its prefix
+// word (array 1); a fence likewise (pointer, then word), header 56 B.
+//
+// Who may change what: level is written before the node is published and
+// never again; every other field is written only by the holder of the
+// node's lock (a new, unpublished node excepted) and read by anyone.
+template <class KP>
+struct Node {
+  explicit Node(uint16_t lvl) : level(lvl) {}
+
+  std::atomic<uint64_t> version{0};
+  std::atomic<uint16_t> count{0};
+  const uint16_t level;
+  uint32_t pad = 0;
+  std::atomic<uint64_t> low[KP::kWords]{};
+  std::atomic<uint64_t> high[KP::kWords]{};
+  std::atomic<Node*> sibling{nullptr};
+
+  std::atomic<uint64_t>* slots() {
+    return reinterpret_cast<std::atomic<uint64_t>*>(reinterpret_cast<char*>(this) + sizeof(Node));
+  }
+  const std::atomic<uint64_t>* slots() const {
+    return reinterpret_cast<const std::atomic<uint64_t>*>(reinterpret_cast<const char*>(this) +
+                                                          sizeof(Node));
+  }
+};
+static_assert(sizeof(Node<IntKeys>) == 40);
+static_assert(sizeof(Node<StringKeys>) == 56);
+static_assert(sizeof(std::atomic<uint64_t>) == 8);
 
 void cpu_relax(unsigned* spins) {
   if (++*spins < 64) {
@@ -145,22 +302,6 @@ bool read_lock(const std::atomic<uint64_t>& word, uint64_t* v) {
 }
 // True when `word` still holds version v (nothing changed since read_lock).
 bool check(const std::atomic<uint64_t>& word, uint64_t v) { return ld(word) == v; }
-// One B-link step of a descent (Lehman & Yao): reads *n's version into *v
-// and follows right links while key >= the node's high fence (a split moved
-// the key's range right), setting *moved_right when it follows one. False
-// when the descent must restart: the node is obsolete, lost its low keys to a
-// rebalance (key < low fence), or changed before its right link was read.
-bool settle(uint64_t key, Node** n, uint64_t* v, bool* moved_right) {
-  for (;;) {
-    if (!read_lock((*n)->version, v)) return false;
-    if (key < ld((*n)->low)) return false;
-    Node* r = ld((*n)->sibling);
-    if (r == nullptr || key < ld((*n)->high)) return true;
-    if (!check((*n)->version, *v)) return false;
-    *n = r;
-    *moved_right = true;
-  }
-}
 // Locks `word` if it still holds version v; never waits.
 bool upgrade(std::atomic<uint64_t>& word, uint64_t v) {
   return word.compare_exchange_strong(v, v | kLocked, std::memory_order_acquire,
@@ -182,38 +323,76 @@ void unlock_obsolete(std::atomic<uint64_t>& word) {
              std::memory_order_release);
 }
 
-constexpr size_t kMaxLeafCap = (kBtreeMaxNodeSize - kHeaderBytes) / 16;
+template <class KP>
+class Btree final : public Index<typename KP::Key> {
+  using K = typename KP::Key;
+  using Owned = typename KP::Owned;
+  using Search = typename KP::Search;
+  // How the tree passes a search key: by value when it is one word (integer
+  // keys: in a register, as before the template), else by reference.
+  using SearchArg = std::conditional_t<sizeof(Search) <= 8, Search, const Search&>;
+  using Stored = typename KP::Stored;
+  using N = Node<KP>;
+  static constexpr unsigned W = KP::kWords;
+  static constexpr bool kString = std::is_same_v<KP, StringKeys>;
+  static constexpr size_t kHeaderBytes = sizeof(N);
+  static constexpr size_t kMaxLeafCap = (kBtreeMaxNodeSize - kHeaderBytes) / (8 * (W + 1));
 
-class Btree final : public Index<uint64_t> {
  public:
   explicit Btree(uint32_t node_size)
       : node_size_(node_size),
-        leaf_cap_((node_size - kHeaderBytes) / 16),
-        inner_cap_((node_size - kHeaderBytes - 8) / 16) {
+        leaf_cap_((node_size - kHeaderBytes) / (8 * (W + 1))),
+        inner_cap_((node_size - kHeaderBytes - 8) / (8 * (W + 1))) {
     root_.store(alloc_node(0), std::memory_order_release);
   }
 
   ~Btree() override {
-    for (Node* n : nodes_) ::operator delete (n, std::align_val_t{64});
+    if constexpr (kString) {
+      // Every record is the key of one leaf slot or retired: separators and
+      // fences only share them.
+      const N* n = root_.load(std::memory_order_acquire);
+      while (n->level > 0) n = kid(n, 0);
+      for (; n != nullptr; n = ld(n->sibling)) {
+        for (unsigned i = 0; i < count_of(n); ++i) KP::free(key_at(n, i).rec);
+      }
+      for (const char* r : retired_) KP::free(r);
+    }
+    for (N* n : nodes_) ::operator delete (n, std::align_val_t{64});
   }
 
   Btree(const Btree&) = delete;
   Btree& operator=(const Btree&) = delete;
 
-  Status insert(uint64_t key, Value value) override {
+  Status insert(K key, Value value) override {
+    if constexpr (kString) {
+      if (Status s = check_key("btree", key); !s.ok()) return s;
+    }
+    const Search sk = KP::search(key);
     Status s;
-    for (unsigned spins = 0; !try_insert(key, value, &s); cpu_relax(&spins)) {
+    Stored fresh{};
+    bool made = false;
+    for (unsigned spins = 0; !try_insert(sk, value, &fresh, &made, &s); cpu_relax(&spins)) {
+    }
+    if constexpr (kString) {
+      if (made && !s.ok()) {  // never published
+        record_bytes_.fetch_sub(KP::record_bytes(fresh), std::memory_order_relaxed);
+        KP::free(fresh.rec);
+      }
     }
     return s;
   }
 
-  Status update(uint64_t key, Value value) override {
+  Status update(K key, Value value) override {
+    if constexpr (kString) {
+      if (Status s = check_key("btree", key); !s.ok()) return s;
+    }
+    const Search sk = KP::search(key);
     for (unsigned spins = 0;; cpu_relax(&spins)) {
       uint64_t v;
-      Node* leaf = find_leaf(key, &v);
+      N* leaf = find_leaf(sk, &v);
       unsigned cnt = count_of(leaf);
-      unsigned i = leaf_lower_bound(leaf, cnt, key);
-      bool found = i < cnt && ld(keys(leaf)[i]) == key;
+      unsigned i = leaf_lower_bound(leaf, cnt, sk);
+      bool found = i < cnt && KP::slot_eq(leaf->slots(), leaf_cap_, i, sk);
       if (!found) {
         if (!check(leaf->version, v)) continue;
         return Status::NotFound();
@@ -225,20 +404,28 @@ class Btree final : public Index<uint64_t> {
     }
   }
 
-  Status remove(uint64_t key) override {
+  Status remove(K key) override {
+    if constexpr (kString) {
+      if (Status s = check_key("btree", key); !s.ok()) return s;
+    }
+    const Search sk = KP::search(key);
     Status s;
-    for (unsigned spins = 0; !try_remove(key, &s); cpu_relax(&spins)) {
+    for (unsigned spins = 0; !try_remove(sk, &s); cpu_relax(&spins)) {
     }
     return s;
   }
 
-  std::optional<Value> lookup(uint64_t key) override {
+  std::optional<Value> lookup(K key) override {
+    if constexpr (kString) {
+      if (!key_fits(key)) return std::nullopt;
+    }
+    const Search sk = KP::search(key);
     for (unsigned spins = 0;; cpu_relax(&spins)) {
       uint64_t v;
-      Node* leaf = find_leaf(key, &v);
+      N* leaf = find_leaf(sk, &v);
       unsigned cnt = count_of(leaf);
-      unsigned i = leaf_lower_bound(leaf, cnt, key);
-      bool found = i < cnt && ld(keys(leaf)[i]) == key;
+      unsigned i = leaf_lower_bound(leaf, cnt, sk);
+      bool found = i < cnt && KP::slot_eq(leaf->slots(), leaf_cap_, i, sk);
       Value val = found ? ld(vals(leaf)[i]) : 0;
       if (!check(leaf->version, v)) continue;
       if (!found) return std::nullopt;
@@ -249,58 +436,64 @@ class Btree final : public Index<uint64_t> {
   // Walks the leaf chain through right links; each leaf is read under its
   // version and re-read (re-located from the root) on a conflict, so every
   // returned pair was present at the moment its leaf was validated.
-  size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override {
+  size_t scan(K start, size_t count, std::vector<std::pair<Owned, Value>>* out) override {
     out->clear();
     if (count == 0) return 0;
-    uint64_t cursor = start;
+    Search cursor = search_long(start);
     uint64_t v;
-    Node* leaf = find_leaf(cursor, &v);
-    std::vector<std::pair<uint64_t, Value>> buf;
+    N* leaf = find_leaf(cursor, &v);
+    std::vector<std::pair<Owned, Value>> buf;
     buf.reserve(leaf_cap_);
     for (unsigned spins = 0;;) {
       buf.clear();
       size_t want = count - out->size();
       unsigned cnt = count_of(leaf);
       for (unsigned i = 0; i < cnt && buf.size() < want; ++i) {
-        uint64_t k = ld(keys(leaf)[i]);
-        if (k >= cursor) buf.emplace_back(k, ld(vals(leaf)[i]));
+        if (!KP::slot_lt(leaf->slots(), leaf_cap_, i, cursor)) {
+          buf.emplace_back(KP::owned(key_at(leaf, i)), ld(vals(leaf)[i]));
+        }
       }
-      Node* next = ld(leaf->sibling);
-      uint64_t hi = ld(leaf->high);
+      N* next = ld(leaf->sibling);
+      Stored hi = high_of(leaf);
       if (!check(leaf->version, v)) {
         cpu_relax(&spins);
         leaf = find_leaf(cursor, &v);
         continue;
       }
-      out->insert(out->end(), buf.begin(), buf.end());
+      out->insert(out->end(), std::make_move_iterator(buf.begin()),
+                  std::make_move_iterator(buf.end()));
       if (out->size() >= count || next == nullptr) break;
-      cursor = hi;  // > every key of this leaf, == low fence of `next`
+      cursor = KP::search_of(hi);  // > every key of this leaf, == low fence of `next`
       leaf = step_right(next, cursor, &v);
     }
     return out->size();
   }
 
-  // Largest key < `key`: searches the leaf holding key-1; if it has no such
-  // key, repeats below its low fence (leaves have no left links).
-  std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override {
-    if (key == 0) return std::nullopt;
-    uint64_t target = key;
-    for (unsigned spins = 0;;) {
-      uint64_t v;
-      Node* leaf = find_leaf(target - 1, &v);
-      unsigned cnt = count_of(leaf);
-      unsigned i = leaf_lower_bound(leaf, cnt, target);  // first key >= target
-      bool found = i > 0;
-      uint64_t k = found ? ld(keys(leaf)[i - 1]) : 0;
-      Value val = found ? ld(vals(leaf)[i - 1]) : 0;
-      uint64_t low = ld(leaf->low);
-      if (!check(leaf->version, v)) {
-        cpu_relax(&spins);
-        continue;
+  std::optional<std::pair<Owned, Value>> find_last_less_than(K key) override {
+    if constexpr (kString) {
+      return fllt_strict(search_long(key));
+    } else {
+      // Largest key < `key`: searches the leaf holding key-1; if it has no
+      // such key, repeats below its low fence (leaves have no left links).
+      if (key == 0) return std::nullopt;
+      uint64_t target = key;
+      for (unsigned spins = 0;;) {
+        uint64_t v;
+        N* leaf = find_leaf(target - 1, &v);
+        unsigned cnt = count_of(leaf);
+        unsigned i = leaf_lower_bound(leaf, cnt, target);  // first key >= target
+        bool found = i > 0;
+        uint64_t k = found ? ld(keys(leaf)[i - 1]) : 0;
+        Value val = found ? ld(vals(leaf)[i - 1]) : 0;
+        uint64_t low = ld(leaf->low[0]);
+        if (!check(leaf->version, v)) {
+          cpu_relax(&spins);
+          continue;
+        }
+        if (found) return std::make_pair(k, val);
+        if (low == 0) return std::nullopt;  // leftmost leaf (a separator is never 0)
+        target = low;
       }
-      if (found) return std::make_pair(k, val);
-      if (low == 0) return std::nullopt;  // leftmost leaf (a separator is never 0)
-      target = low;
     }
   }
 
@@ -310,53 +503,98 @@ class Btree final : public Index<uint64_t> {
     i.description = kBtreeDescription;
     i.caps.ordered = true;
     i.caps.thread_safe = true;
+    i.caps.string_keys = true;
     i.caps.placement = Placement::kDram;
     i.node_size = node_size_;
     std::lock_guard lock(nodes_mu_);
-    i.dram_bytes = static_cast<uint64_t>(nodes_.size()) * node_size_;
+    i.dram_bytes = static_cast<uint64_t>(nodes_.size()) * node_size_ +
+                   record_bytes_.load(std::memory_order_relaxed);
     return i;
   }
 
   Status verify(VerifyReport* report) const override;
 
-  /// See btree_damage_for_test() in btree.h.
+  /// See btree_damage_for_test() in btree_testing.h (integer keys only).
   Status damage(BtreeDamage d);
 
  private:
   // --- node access --------------------------------------------------------
-  std::atomic<uint64_t>* keys(Node* n) const { return n->slots(); }
-  const std::atomic<uint64_t>* keys(const Node* n) const { return n->slots(); }
-  std::atomic<uint64_t>* vals(Node* n) const { return n->slots() + leaf_cap_; }
-  const std::atomic<uint64_t>* vals(const Node* n) const { return n->slots() + leaf_cap_; }
-  std::atomic<uint64_t>* kids(Node* n) const { return n->slots() + inner_cap_; }
-  const std::atomic<uint64_t>* kids(const Node* n) const { return n->slots() + inner_cap_; }
-  Node* kid(const Node* n, unsigned i) const {
-    return reinterpret_cast<Node*>(static_cast<uintptr_t>(ld(kids(n)[i])));
+  // Key words of n (W parallel arrays of cap(n)).
+  std::atomic<uint64_t>* keys(N* n) const { return n->slots(); }
+  const std::atomic<uint64_t>* keys(const N* n) const { return n->slots(); }
+  std::atomic<uint64_t>* vals(N* n) const { return n->slots() + W * leaf_cap_; }
+  const std::atomic<uint64_t>* vals(const N* n) const { return n->slots() + W * leaf_cap_; }
+  std::atomic<uint64_t>* kids(N* n) const { return n->slots() + W * inner_cap_; }
+  const std::atomic<uint64_t>* kids(const N* n) const { return n->slots() + W * inner_cap_; }
+  N* kid(const N* n, unsigned i) const {
+    return reinterpret_cast<N*>(static_cast<uintptr_t>(ld(kids(n)[i])));
   }
-  void set_kid(Node* n, unsigned i, Node* c) const {
+  void set_kid(N* n, unsigned i, N* c) const {
     st(kids(n)[i], static_cast<uint64_t>(reinterpret_cast<uintptr_t>(c)));
   }
-  unsigned cap(const Node* n) const { return n->level == 0 ? leaf_cap_ : inner_cap_; }
+  unsigned cap(const N* n) const { return n->level == 0 ? leaf_cap_ : inner_cap_; }
+  Stored key_at(const N* n, unsigned i) const { return KP::load(keys(n), cap(n), i); }
+  void set_key(N* n, unsigned i, const Stored& k) const { KP::store(keys(n), cap(n), i, k); }
+  void move_key(N* dst, unsigned j, const N* src, unsigned i) const {
+    set_key(dst, j, key_at(src, i));
+  }
+  Stored low_of(const N* n) const { return KP::load(n->low, 1, 0); }
+  Stored high_of(const N* n) const { return KP::load(n->high, 1, 0); }
+  void set_low(N* n, const Stored& k) const { KP::store(n->low, 1, 0, k); }
+  void set_high(N* n, const Stored& k) const { KP::store(n->high, 1, 0, k); }
   // Count clamped to the capacity, so a torn optimistic read stays in bounds.
-  unsigned count_of(const Node* n) const { return std::min<unsigned>(ld(n->count), cap(n)); }
-  bool underfull(const Node* n, unsigned cnt) const { return cnt * 4 < cap(n); }
+  unsigned count_of(const N* n) const { return std::min<unsigned>(ld(n->count), cap(n)); }
+  bool underfull(const N* n, unsigned cnt) const { return cnt * 4 < cap(n); }
+
+  // A search key for scan and find_last_less_than, which take any key: one
+  // longer than kMaxKeyBytes compares like any other (its prefix word is
+  // that of its first bytes and length byte 8, exact for the order).
+  static Search search_long(K key) { return KP::search(key); }
 
   // First slot i with keys[i] >= key (linear search, Ni et al. §3.1).
-  unsigned leaf_lower_bound(const Node* n, unsigned cnt, uint64_t key) const {
+  unsigned leaf_lower_bound(const N* n, unsigned cnt, SearchArg key) const {
     unsigned i = 0;
-    while (i < cnt && ld(keys(n)[i]) < key) ++i;
+    while (i < cnt && KP::slot_lt(keys(n), cap(n), i, key)) ++i;
     return i;
   }
   // Child slot for key: first i with key < keys[i] (or cnt).
-  unsigned child_pos(const Node* n, unsigned cnt, uint64_t key) const {
+  unsigned child_pos(const N* n, unsigned cnt, SearchArg key) const {
     unsigned i = 0;
-    while (i < cnt && key >= ld(keys(n)[i])) ++i;
+    while (i < cnt && !KP::lt_slot(key, keys(n), cap(n), i)) ++i;
     return i;
   }
 
-  Node* alloc_node(uint16_t level) {
+  // One B-link step of a descent (Lehman & Yao): reads *n's version into *v
+  // and follows right links while key >= the node's high fence (a split moved
+  // the key's range right), setting *moved_right when it follows one. False
+  // when the descent must restart: the node is obsolete, lost its low keys to a
+  // rebalance (key < low fence), or changed before its right link was read.
+  // With `before` (find_last_less_than of string keys) the node must instead
+  // hold the keys just below `key`: low < key <= high.
+  template <bool before = false>
+  bool settle(SearchArg key, N** n, uint64_t* v, bool* moved_right) const {
+    for (;;) {
+      if (!read_lock((*n)->version, v)) return false;
+      if constexpr (before) {
+        if (!KP::slot_lt((*n)->low, 1, 0, key)) return false;
+      } else {
+        if (KP::lt_slot(key, (*n)->low, 1, 0)) return false;
+      }
+      N* r = ld((*n)->sibling);
+      if constexpr (before) {
+        if (r == nullptr || !KP::slot_lt((*n)->high, 1, 0, key)) return true;
+      } else {
+        if (r == nullptr || KP::lt_slot(key, (*n)->high, 1, 0)) return true;
+      }
+      if (!check((*n)->version, *v)) return false;
+      *n = r;
+      *moved_right = true;
+    }
+  }
+
+  N* alloc_node(uint16_t level) {
     void* p = ::operator new (node_size_, std::align_val_t{64});
-    Node* n = new (p) Node(level);
+    N* n = new (p) N(level);
     std::atomic<uint64_t>* s = n->slots();
     for (size_t i = 0; i < (node_size_ - kHeaderBytes) / 8; ++i)
       new (s + i) std::atomic<uint64_t>(0);
@@ -366,68 +604,114 @@ class Btree final : public Index<uint64_t> {
   }
 
   // The leaf whose fences hold `key`, and the version it was read at (not yet
-  // re-checked: the caller reads the leaf, then checks the version).
-  Node* find_leaf(uint64_t key, uint64_t* v_out) const {
+  // re-checked: the caller reads the leaf, then checks the version). With
+  // `before`: the leaf whose range holds the keys just below `key` (low <
+  // key <= high; `key` must not be the smallest key).
+  template <bool before = false>
+  N* find_leaf(SearchArg key, uint64_t* v_out) const {
     for (unsigned spins = 0;; cpu_relax(&spins)) {
-      Node* n = root_.load(std::memory_order_acquire);
+      N* n = root_.load(std::memory_order_acquire);
       for (;;) {
         uint64_t v;
         bool moved_right = false;
-        if (!settle(key, &n, &v, &moved_right)) break;
+        if (!settle<before>(key, &n, &v, &moved_right)) break;
         if (n->level == 0) {
           *v_out = v;
           return n;
         }
-        Node* c = kid(n, child_pos(n, count_of(n), key));
+        const unsigned cnt = count_of(n);
+        N* c = kid(n, before ? leaf_lower_bound(n, cnt, key) : child_pos(n, cnt, key));
         if (c == nullptr || !check(n->version, v)) break;
         n = c;
       }
     }
   }
 
+  // Largest key < `target` for string keys (no predecessor key to search
+  // for): descends to the leaf whose range holds the keys just below target;
+  // if it has none below target, repeats below its low fence (leaves have no
+  // left links).
+  std::optional<std::pair<Owned, Value>> fllt_strict(Search target) const {
+    if (target.word == 0) return std::nullopt;  // the empty key: nothing below
+    for (unsigned spins = 0;;) {
+      uint64_t v;
+      N* leaf = find_leaf<true>(target, &v);
+      unsigned cnt = count_of(leaf);
+      unsigned i = leaf_lower_bound(leaf, cnt, target);  // first key >= target
+      bool found = i > 0;
+      std::optional<std::pair<Owned, Value>> got;
+      if (found) got.emplace(KP::owned(key_at(leaf, i - 1)), ld(vals(leaf)[i - 1]));
+      Stored low = low_of(leaf);
+      if (!check(leaf->version, v)) {
+        cpu_relax(&spins);
+        continue;
+      }
+      if (found) return got;
+      if (KP::is_min(low)) return std::nullopt;  // leftmost leaf (a separator is never "")
+      target = KP::search_of(low);
+    }
+  }
+
   // The leaf for `key` (the low fence of `next`) after a scan left a leaf:
   // `next` itself when it still covers key, else a search from the root.
-  Node* step_right(Node* next, uint64_t key, uint64_t* v_out) const {
+  N* step_right(N* next, SearchArg key, uint64_t* v_out) const {
     uint64_t v;
-    if (read_lock(next->version, &v) && key >= ld(next->low) &&
-        (ld(next->sibling) == nullptr || key < ld(next->high)) && check(next->version, v)) {
+    if (read_lock(next->version, &v) && !KP::lt_slot(key, next->low, 1, 0) &&
+        (ld(next->sibling) == nullptr || KP::lt_slot(key, next->high, 1, 0)) &&
+        check(next->version, v)) {
       *v_out = v;
       return next;
     }
     return find_leaf(key, v_out);
   }
 
-  bool try_insert(uint64_t key, Value value, Status* s);
-  bool try_remove(uint64_t key, Status* s);
-  void split(Node* parent, uint64_t pv, unsigned pos, Node* n, uint64_t v, uint64_t rv);
-  Node* split_node(Node* n, uint64_t* sep);
-  void merge_or_rebalance(Node* parent, uint64_t pv, unsigned pcnt, unsigned pos, Node* n,
-                          uint64_t v);
-  void collapse_root(Node* n, uint64_t v, uint64_t rv);
+  // A removed key's record: kept until the tree is destroyed (see the file
+  // comment). Integer keys: nothing.
+  void retire(const Stored& k) {
+    if constexpr (kString) {
+      std::lock_guard lock(retired_mu_);
+      retired_.push_back(k.rec);
+    }
+  }
+
+  bool try_insert(SearchArg key, Value value, Stored* fresh, bool* made, Status* s);
+  bool try_remove(SearchArg key, Status* s);
+  void split(N* parent, uint64_t pv, unsigned pos, N* n, uint64_t v, uint64_t rv);
+  N* split_node(N* n, Stored* sep);
+  void merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, unsigned pos, N* n, uint64_t v);
+  void collapse_root(N* n, uint64_t v, uint64_t rv);
 
   struct VerifyState;
-  Status verify_node(const Node* n, uint64_t lo, bool bounded, uint64_t hi, unsigned level,
+  Status verify_node(const N* n, const Stored& lo, bool bounded, const Stored& hi, unsigned level,
                      VerifyState* vs) const;
 
   const uint32_t node_size_;
   const unsigned leaf_cap_;
   const unsigned inner_cap_;
-  std::atomic<Node*> root_{nullptr};
+  std::atomic<N*> root_{nullptr};
   std::atomic<uint64_t> root_lock_{0};  // version lock guarding root_ replacement
   std::atomic<uint64_t> size_{0};       // live keys
   mutable std::mutex nodes_mu_;
-  std::vector<Node*> nodes_;  // every node ever allocated, retired ones included
+  std::vector<N*> nodes_;  // every node ever allocated, retired ones included
+  // String keys: bytes of every key record allocated and not yet freed
+  // (live and retired), and the retired records.
+  std::atomic<uint64_t> record_bytes_{0};
+  std::mutex retired_mu_;
+  std::vector<const char*> retired_;
 };
 
 // Insert (one attempt; false = restart). Top-down: a full inner node on the
 // path, or a full leaf that must take the key, is split first (holding its
 // parent) and the insert restarts, so a split never propagates more than one
-// level and the parent always has room for the separator.
-bool Btree::try_insert(uint64_t key, Value value, Status* s) {
+// level and the parent always has room for the separator. The key to store
+// is made once (*fresh, *made; for string keys its record, allocated before
+// the leaf is locked) and kept across restarts.
+template <class KP>
+bool Btree<KP>::try_insert(SearchArg key, Value value, Stored* fresh, bool* made, Status* s) {
   uint64_t rv = 0;
   read_lock(root_lock_, &rv);
-  Node* n = root_.load(std::memory_order_acquire);
-  Node* parent = nullptr;
+  N* n = root_.load(std::memory_order_acquire);
+  N* parent = nullptr;
   uint64_t pv = 0;
   unsigned pos = 0;
   bool direct = true;  // n was reached from parent (or is the root), not by a right link
@@ -439,7 +723,7 @@ bool Btree::try_insert(uint64_t key, Value value, Status* s) {
     unsigned cnt = count_of(n);
     if (n->level == 0) {
       unsigned i = leaf_lower_bound(n, cnt, key);
-      if (i < cnt && ld(keys(n)[i]) == key) {
+      if (i < cnt && KP::slot_eq(keys(n), leaf_cap_, i, key)) {
         if (!check(n->version, v)) return false;
         *s = Status::AlreadyExists();
         return true;
@@ -448,14 +732,24 @@ bool Btree::try_insert(uint64_t key, Value value, Status* s) {
         if (direct) split(parent, pv, pos, n, v, rv);
         return false;
       }
+      if constexpr (kString) {
+        if (!*made) {
+          *fresh = KP::make(key);
+          *made = true;
+          record_bytes_.fetch_add(KP::record_bytes(*fresh), std::memory_order_relaxed);
+        }
+      } else {
+        *fresh = key;
+        (void)made;
+      }
       if (!upgrade(n->version, v)) return false;
       // Shift the larger pairs right by one slot; concurrent readers see a
       // torn node only under the lock, and their version check rejects it.
       for (unsigned j = cnt; j > i; --j) {
-        st(keys(n)[j], ld(keys(n)[j - 1]));
+        move_key(n, j, n, j - 1);
         st(vals(n)[j], ld(vals(n)[j - 1]));
       }
-      st(keys(n)[i], key);
+      set_key(n, i, *fresh);
       st(vals(n)[i], value);
       st(n->count, static_cast<uint16_t>(cnt + 1));
       unlock(n->version);
@@ -468,7 +762,7 @@ bool Btree::try_insert(uint64_t key, Value value, Status* s) {
       return false;
     }
     pos = child_pos(n, cnt, key);
-    Node* c = kid(n, pos);
+    N* c = kid(n, pos);
     if (c == nullptr || !check(n->version, v)) return false;
     parent = n;
     pv = v;
@@ -481,18 +775,19 @@ bool Btree::try_insert(uint64_t key, Value value, Status* s) {
 // to it through child slot pos; parent == nullptr means n is the root (read
 // under root version rv). Locks parent (or the root lock), then n; gives up
 // silently if either changed (the caller restarts anyway).
-void Btree::split(Node* parent, uint64_t pv, unsigned pos, Node* n, uint64_t v, uint64_t rv) {
+template <class KP>
+void Btree<KP>::split(N* parent, uint64_t pv, unsigned pos, N* n, uint64_t v, uint64_t rv) {
   if (parent == nullptr) {
     if (!upgrade(root_lock_, rv)) return;
     if (root_.load(std::memory_order_acquire) != n || !upgrade(n->version, v)) {
       unlock(root_lock_);
       return;
     }
-    uint64_t sep;
-    Node* sib = split_node(n, &sep);
+    Stored sep;
+    N* sib = split_node(n, &sep);
     // Root split: a new root with one separator above n and its new sibling.
-    Node* root = alloc_node(static_cast<uint16_t>(n->level + 1));
-    st(keys(root)[0], sep);
+    N* root = alloc_node(static_cast<uint16_t>(n->level + 1));
+    set_key(root, 0, sep);
     set_kid(root, 0, n);
     set_kid(root, 1, sib);
     st(root->count, static_cast<uint16_t>(1));
@@ -506,15 +801,15 @@ void Btree::split(Node* parent, uint64_t pv, unsigned pos, Node* n, uint64_t v, 
     unlock(parent->version);
     return;
   }
-  uint64_t sep;
-  Node* sib = split_node(n, &sep);
+  Stored sep;
+  N* sib = split_node(n, &sep);
   // The parent is not full: the insert split it on the way down otherwise.
   unsigned pcnt = count_of(parent);
   for (unsigned j = pcnt; j > pos; --j) {
-    st(keys(parent)[j], ld(keys(parent)[j - 1]));
+    move_key(parent, j, parent, j - 1);
     set_kid(parent, j + 1, kid(parent, j));
   }
-  st(keys(parent)[pos], sep);
+  set_key(parent, pos, sep);
   set_kid(parent, pos + 1, sib);
   st(parent->count, static_cast<uint16_t>(pcnt + 1));
   unlock(n->version);
@@ -524,42 +819,44 @@ void Btree::split(Node* parent, uint64_t pv, unsigned pos, Node* n, uint64_t v, 
 // Moves the upper half of the locked, full node n into a new right sibling
 // (B-link: the sibling inherits n's high fence and right link, n's high
 // fence becomes the separator). Returns the sibling and the separator.
-Node* Btree::split_node(Node* n, uint64_t* sep) {
-  Node* sib = alloc_node(n->level);
+template <class KP>
+Node<KP>* Btree<KP>::split_node(N* n, Stored* sep) {
+  N* sib = alloc_node(n->level);
   unsigned cnt = count_of(n);
   if (n->level == 0) {
     unsigned half = cnt / 2;
     for (unsigned j = half; j < cnt; ++j) {
-      st(keys(sib)[j - half], ld(keys(n)[j]));
+      move_key(sib, j - half, n, j);
       st(vals(sib)[j - half], ld(vals(n)[j]));
     }
     st(sib->count, static_cast<uint16_t>(cnt - half));
-    *sep = ld(keys(sib)[0]);
+    *sep = key_at(sib, 0);
     st(n->count, static_cast<uint16_t>(half));
   } else {
     unsigned mid = cnt / 2;  // keys[mid] moves up
-    *sep = ld(keys(n)[mid]);
-    for (unsigned j = mid + 1; j < cnt; ++j) st(keys(sib)[j - mid - 1], ld(keys(n)[j]));
+    *sep = key_at(n, mid);
+    for (unsigned j = mid + 1; j < cnt; ++j) move_key(sib, j - mid - 1, n, j);
     for (unsigned j = mid + 1; j <= cnt; ++j) set_kid(sib, j - mid - 1, kid(n, j));
     st(sib->count, static_cast<uint16_t>(cnt - mid - 1));
     st(n->count, static_cast<uint16_t>(mid));
   }
-  st(sib->low, *sep);
-  st(sib->high, ld(n->high));
+  set_low(sib, *sep);
+  set_high(sib, high_of(n));
   st(sib->sibling, ld(n->sibling));
   st(n->sibling, sib);  // publishes the fully built sibling
-  st(n->high, *sep);
+  set_high(n, *sep);
   return sib;
 }
 
 // Remove (one attempt; false = restart). Top-down: an underfull node on the
 // path is merged with or rebalanced against a sibling first, and a root with
 // a single child is replaced by that child; then the key leaves its leaf.
-bool Btree::try_remove(uint64_t key, Status* s) {
+template <class KP>
+bool Btree<KP>::try_remove(SearchArg key, Status* s) {
   uint64_t rv = 0;
   read_lock(root_lock_, &rv);
-  Node* n = root_.load(std::memory_order_acquire);
-  Node* parent = nullptr;
+  N* n = root_.load(std::memory_order_acquire);
+  N* parent = nullptr;
   uint64_t pv = 0;
   unsigned pcnt = 0;
   unsigned pos = 0;
@@ -580,24 +877,26 @@ bool Btree::try_remove(uint64_t key, Status* s) {
     }
     if (n->level == 0) {
       unsigned i = leaf_lower_bound(n, cnt, key);
-      if (i >= cnt || ld(keys(n)[i]) != key) {
+      if (i >= cnt || !KP::slot_eq(keys(n), leaf_cap_, i, key)) {
         if (!check(n->version, v)) return false;
         *s = Status::NotFound();
         return true;
       }
       if (!upgrade(n->version, v)) return false;
+      const Stored gone = key_at(n, i);
       for (unsigned j = i + 1; j < cnt; ++j) {
-        st(keys(n)[j - 1], ld(keys(n)[j]));
+        move_key(n, j - 1, n, j);
         st(vals(n)[j - 1], ld(vals(n)[j]));
       }
       st(n->count, static_cast<uint16_t>(cnt - 1));
       unlock(n->version);
+      retire(gone);
       size_.fetch_sub(1, std::memory_order_relaxed);
       *s = Status::Ok();
       return true;
     }
     pos = child_pos(n, cnt, key);
-    Node* c = kid(n, pos);
+    N* c = kid(n, pos);
     if (c == nullptr || !check(n->version, v)) return false;
     parent = n;
     pv = v;
@@ -614,15 +913,16 @@ bool Btree::try_remove(uint64_t key, Status* s) {
 // unchanged since read; gives up (caller restarts) otherwise. A merged-away
 // right node is marked obsolete and retired (never freed while the tree
 // lives), so readers holding a pointer to it restart.
-void Btree::merge_or_rebalance(Node* parent, uint64_t pv, unsigned pcnt, unsigned pos, Node* n,
-                               uint64_t v) {
+template <class KP>
+void Btree<KP>::merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, unsigned pos, N* n,
+                                   uint64_t v) {
   const bool n_left = pos < pcnt;
   const unsigned sep_idx = n_left ? pos : pos - 1;
-  Node* sib = kid(parent, n_left ? pos + 1 : pos - 1);
+  N* sib = kid(parent, n_left ? pos + 1 : pos - 1);
   uint64_t sv;
   if (sib == nullptr || !read_lock(sib->version, &sv) || !check(parent->version, pv)) return;
-  Node* left = n_left ? n : sib;
-  Node* right = n_left ? sib : n;
+  N* left = n_left ? n : sib;
+  N* right = n_left ? sib : n;
   const uint64_t lv = n_left ? v : sv;
   const uint64_t rv = n_left ? sv : v;
   if (!upgrade(parent->version, pv)) return;
@@ -638,26 +938,36 @@ void Btree::merge_or_rebalance(Node* parent, uint64_t pv, unsigned pcnt, unsigne
   const unsigned lc = count_of(left);
   const unsigned rc = count_of(right);
   const bool leaf = left->level == 0;
-  const bool merge = leaf ? lc + rc < leaf_cap_ : lc + rc + 1 < inner_cap_;
+  // Merge when the two fit with room to spare; also when they just fit and
+  // a rebalance would leave one of them underfull (only with the tiny
+  // inner nodes of 128 B string-key trees, 2 separators: 1 + 0 separators
+  // rebalance to 1 + 0 again, and the remove would restart for ever).
+  const unsigned total = leaf ? lc + rc : lc + 1 + rc;  // keys to place (inner: + separator)
+  const unsigned half = total / 2;                      // left's share (inner: the separator index)
+  const unsigned right_share = leaf ? total - half : total - half - 1;
+  const bool rebalance_helps = !underfull(left, half) && !underfull(right, right_share);
+  const bool merge =
+      leaf ? lc + rc < leaf_cap_ || (lc + rc == leaf_cap_ && !rebalance_helps)
+           : lc + rc + 1 < inner_cap_ || (lc + rc + 1 == inner_cap_ && !rebalance_helps);
   if (merge) {
     if (leaf) {
       for (unsigned j = 0; j < rc; ++j) {
-        st(keys(left)[lc + j], ld(keys(right)[j]));
+        move_key(left, lc + j, right, j);
         st(vals(left)[lc + j], ld(vals(right)[j]));
       }
       st(left->count, static_cast<uint16_t>(lc + rc));
     } else {
       // The separator comes down between the two key runs.
-      st(keys(left)[lc], ld(keys(parent)[sep_idx]));
-      for (unsigned j = 0; j < rc; ++j) st(keys(left)[lc + 1 + j], ld(keys(right)[j]));
+      move_key(left, lc, parent, sep_idx);
+      for (unsigned j = 0; j < rc; ++j) move_key(left, lc + 1 + j, right, j);
       for (unsigned j = 0; j <= rc; ++j) set_kid(left, lc + 1 + j, kid(right, j));
       st(left->count, static_cast<uint16_t>(lc + rc + 1));
     }
-    st(left->high, ld(right->high));
+    set_high(left, high_of(right));
     st(left->sibling, ld(right->sibling));
     // Drop separator sep_idx and child sep_idx + 1 (= right) from the parent.
     for (unsigned j = sep_idx + 1; j < pcnt; ++j) {
-      st(keys(parent)[j - 1], ld(keys(parent)[j]));
+      move_key(parent, j - 1, parent, j);
       set_kid(parent, j, kid(parent, j + 1));
     }
     st(parent->count, static_cast<uint16_t>(pcnt - 1));
@@ -667,49 +977,47 @@ void Btree::merge_or_rebalance(Node* parent, uint64_t pv, unsigned pcnt, unsigne
     return;
   }
   // Rebalance through a scratch copy of both nodes' contents.
-  std::array<uint64_t, 2 * kMaxLeafCap + 2> k{};
+  std::array<Stored, 2 * kMaxLeafCap + 2> k{};
   std::array<uint64_t, 2 * kMaxLeafCap + 2> x{};
-  uint64_t sep;
+  Stored sep;
   if (leaf) {
-    const unsigned total = lc + rc;
-    for (unsigned j = 0; j < lc; ++j) k[j] = ld(keys(left)[j]), x[j] = ld(vals(left)[j]);
-    for (unsigned j = 0; j < rc; ++j)
-      k[lc + j] = ld(keys(right)[j]), x[lc + j] = ld(vals(right)[j]);
-    const unsigned nl = total / 2;
-    for (unsigned j = 0; j < nl; ++j) st(keys(left)[j], k[j]), st(vals(left)[j], x[j]);
+    for (unsigned j = 0; j < lc; ++j) k[j] = key_at(left, j), x[j] = ld(vals(left)[j]);
+    for (unsigned j = 0; j < rc; ++j) k[lc + j] = key_at(right, j), x[lc + j] = ld(vals(right)[j]);
+    const unsigned nl = half;
+    for (unsigned j = 0; j < nl; ++j) set_key(left, j, k[j]), st(vals(left)[j], x[j]);
     for (unsigned j = nl; j < total; ++j)
-      st(keys(right)[j - nl], k[j]), st(vals(right)[j - nl], x[j]);
+      set_key(right, j - nl, k[j]), st(vals(right)[j - nl], x[j]);
     st(left->count, static_cast<uint16_t>(nl));
     st(right->count, static_cast<uint16_t>(total - nl));
     sep = k[nl];
   } else {
     // Keys: left's, the separator, right's; children: left's then right's.
-    const unsigned total = lc + 1 + rc;
-    for (unsigned j = 0; j < lc; ++j) k[j] = ld(keys(left)[j]);
-    k[lc] = ld(keys(parent)[sep_idx]);
-    for (unsigned j = 0; j < rc; ++j) k[lc + 1 + j] = ld(keys(right)[j]);
-    std::array<Node*, 2 * kMaxLeafCap + 2> c{};
+    for (unsigned j = 0; j < lc; ++j) k[j] = key_at(left, j);
+    k[lc] = key_at(parent, sep_idx);
+    for (unsigned j = 0; j < rc; ++j) k[lc + 1 + j] = key_at(right, j);
+    std::array<N*, 2 * kMaxLeafCap + 2> c{};
     for (unsigned j = 0; j <= lc; ++j) c[j] = kid(left, j);
     for (unsigned j = 0; j <= rc; ++j) c[lc + 1 + j] = kid(right, j);
-    const unsigned mid = total / 2;  // k[mid] becomes the separator
-    for (unsigned j = 0; j < mid; ++j) st(keys(left)[j], k[j]);
+    const unsigned mid = half;  // k[mid] becomes the separator
+    for (unsigned j = 0; j < mid; ++j) set_key(left, j, k[j]);
     for (unsigned j = 0; j <= mid; ++j) set_kid(left, j, c[j]);
-    for (unsigned j = mid + 1; j < total; ++j) st(keys(right)[j - mid - 1], k[j]);
+    for (unsigned j = mid + 1; j < total; ++j) set_key(right, j - mid - 1, k[j]);
     for (unsigned j = mid + 1; j <= total; ++j) set_kid(right, j - mid - 1, c[j]);
     st(left->count, static_cast<uint16_t>(mid));
     st(right->count, static_cast<uint16_t>(total - mid - 1));
     sep = k[mid];
   }
-  st(keys(parent)[sep_idx], sep);
-  st(left->high, sep);
-  st(right->low, sep);
+  set_key(parent, sep_idx, sep);
+  set_high(left, sep);
+  set_low(right, sep);
   unlock(right->version);
   unlock(left->version);
   unlock(parent->version);
 }
 
 // Replaces an inner root with no separators (one child) by that child.
-void Btree::collapse_root(Node* n, uint64_t v, uint64_t rv) {
+template <class KP>
+void Btree<KP>::collapse_root(N* n, uint64_t v, uint64_t rv) {
   if (!upgrade(root_lock_, rv)) return;
   if (root_.load(std::memory_order_acquire) != n || !upgrade(n->version, v)) {
     unlock(root_lock_);
@@ -722,16 +1030,18 @@ void Btree::collapse_root(Node* n, uint64_t v, uint64_t rv) {
 
 // --- verify ------------------------------------------------------------------
 
-struct Btree::VerifyState {
-  std::vector<std::vector<const Node*>> levels;  // per level, left to right
+template <class KP>
+struct Btree<KP>::VerifyState {
+  std::vector<std::vector<const N*>> levels;  // per level, left to right
   uint64_t keys = 0;
 };
 
-Status Btree::verify_node(const Node* n, uint64_t lo, bool bounded, uint64_t hi, unsigned level,
-                          VerifyState* vs) const {
+template <class KP>
+Status Btree<KP>::verify_node(const N* n, const Stored& lo, bool bounded, const Stored& hi,
+                              unsigned level, VerifyState* vs) const {
   auto bad = [&](const std::string& what) {
     return Status::Corruption("btree: level " + std::to_string(level) + " node with low fence " +
-                              std::to_string(lo) + ": " + what);
+                              KP::show(lo) + ": " + what);
   };
   const uint64_t ver = ld(n->version);
   if (ver & kLocked) return bad("left locked");
@@ -742,16 +1052,22 @@ Status Btree::verify_node(const Node* n, uint64_t lo, bool bounded, uint64_t hi,
   }
   const unsigned cnt = ld(n->count);
   if (cnt > cap(n)) return bad("count " + std::to_string(cnt) + " above capacity");
-  if (ld(n->low) != lo) return bad("low fence " + std::to_string(ld(n->low)) + " != separator");
-  if (bounded && ld(n->high) != hi) {
-    return bad("high fence " + std::to_string(ld(n->high)) + " != separator " + std::to_string(hi));
+  if (!KP::eq(low_of(n), lo)) return bad("low fence " + KP::show(low_of(n)) + " != separator");
+  if (bounded && !KP::eq(high_of(n), hi)) {
+    return bad("high fence " + KP::show(high_of(n)) + " != separator " + KP::show(hi));
+  }
+  if (!KP::consistent(low_of(n)) || (bounded && !KP::consistent(high_of(n)))) {
+    return bad("a fence's prefix word does not match its key");
   }
   for (unsigned i = 0; i < cnt; ++i) {
-    const uint64_t k = ld(keys(n)[i]);
-    if (i > 0 && k <= ld(keys(n)[i - 1]))
+    const Stored k = key_at(n, i);
+    if (!KP::consistent(k)) {
+      return bad("prefix word of slot " + std::to_string(i) + " does not match its key");
+    }
+    if (i > 0 && !KP::lt(key_at(n, i - 1), k))
       return bad("keys not strictly ascending at slot " + std::to_string(i));
-    if (k < lo || (bounded && k >= hi)) {
-      return bad("key " + std::to_string(k) + " outside the range its parent's separators bound");
+    if (KP::lt(k, lo) || (bounded && !KP::lt(k, hi))) {
+      return bad("key " + KP::show(k) + " outside the range its parent's separators bound");
     }
   }
   vs->levels[level].push_back(n);
@@ -760,25 +1076,26 @@ Status Btree::verify_node(const Node* n, uint64_t lo, bool bounded, uint64_t hi,
     return Status::Ok();
   }
   for (unsigned i = 0; i <= cnt; ++i) {
-    const Node* c = kid(n, i);
+    const N* c = kid(n, i);
     if (c == nullptr) return bad("null child " + std::to_string(i));
-    const uint64_t clo = i == 0 ? lo : ld(keys(n)[i - 1]);
+    const Stored clo = i == 0 ? lo : key_at(n, i - 1);
     const bool cb = i < cnt || bounded;
-    const uint64_t chi = i < cnt ? ld(keys(n)[i]) : hi;
+    const Stored chi = i < cnt ? key_at(n, i) : hi;
     Status s = verify_node(c, clo, cb, chi, level - 1, vs);
     if (!s.ok()) return s;
   }
   return Status::Ok();
 }
 
-Status Btree::verify(VerifyReport* report) const {
-  const Node* root = root_.load(std::memory_order_acquire);
-  if (ld(root->low) != 0 || ld(root->sibling) != nullptr) {
+template <class KP>
+Status Btree<KP>::verify(VerifyReport* report) const {
+  const N* root = root_.load(std::memory_order_acquire);
+  if (!KP::is_min(low_of(root)) || ld(root->sibling) != nullptr) {
     return Status::Corruption("btree: root has a low fence or a right link");
   }
   VerifyState vs;
   vs.levels.resize(root->level + 1u);
-  Status s = verify_node(root, 0, false, 0, root->level, &vs);
+  Status s = verify_node(root, Stored{}, false, Stored{}, root->level, &vs);
   if (!s.ok()) return s;
   // Right links: on each level, the in-order nodes chained left to right,
   // high fence = next node's low fence, the last one unlinked (acyclic).
@@ -786,14 +1103,14 @@ Status Btree::verify(VerifyReport* report) const {
   for (size_t lv = 0; lv < vs.levels.size(); ++lv) {
     const auto& nodes = vs.levels[lv];
     for (size_t j = 0; j < nodes.size(); ++j) {
-      const Node* want = j + 1 < nodes.size() ? nodes[j + 1] : nullptr;
+      const N* want = j + 1 < nodes.size() ? nodes[j + 1] : nullptr;
       if (ld(nodes[j]->sibling) != want) {
         return Status::Corruption("btree: level " + std::to_string(lv) + " node " +
                                   std::to_string(j) +
                                   ": right link does not point at the next "
                                   "node in key order");
       }
-      if (want != nullptr && ld(nodes[j]->high) != ld(want->low)) {
+      if (want != nullptr && !KP::eq(high_of(nodes[j]), low_of(want))) {
         return Status::Corruption("btree: level " + std::to_string(lv) + " node " +
                                   std::to_string(j) + ": high fence != right sibling's low fence");
       }
@@ -803,13 +1120,15 @@ Status Btree::verify(VerifyReport* report) const {
   // The leaf chain, walked by right links from the leftmost leaf, in order.
   uint64_t chain_keys = 0;
   bool first = true;
-  uint64_t prev = 0;
+  Stored prev{};
   size_t steps = 0;
-  for (const Node* l = vs.levels[0].front(); l != nullptr; l = ld(l->sibling)) {
+  for (const N* l = vs.levels[0].front(); l != nullptr; l = ld(l->sibling)) {
     if (++steps > vs.levels[0].size()) return Status::Corruption("btree: leaf chain has a cycle");
     for (unsigned i = 0; i < ld(l->count); ++i) {
-      const uint64_t k = ld(keys(l)[i]);
-      if (!first && k <= prev) return Status::Corruption("btree: leaf chain out of key order");
+      const Stored k = key_at(l, i);
+      if (!first && !KP::lt(prev, k)) {
+        return Status::Corruption("btree: leaf chain out of key order");
+      }
       first = false;
       prev = k;
       ++chain_keys;
@@ -829,10 +1148,12 @@ Status Btree::verify(VerifyReport* report) const {
   return Status::Ok();
 }
 
-Status Btree::damage(BtreeDamage d) {
-  Node* first = root_.load(std::memory_order_acquire);
+template <class KP>
+Status Btree<KP>::damage(BtreeDamage d) {
+  static_assert(!kString, "btree_damage_for_test takes integer-key trees");
+  N* first = root_.load(std::memory_order_acquire);
   while (first->level > 0) first = kid(first, 0);
-  Node* second = ld(first->sibling);
+  N* second = ld(first->sibling);
   if (second == nullptr || ld(first->count) < 2 || ld(second->count) < 2) {
     return Status::InvalidArgument("btree_damage_for_test: the tree needs two leaves of 2+ keys");
   }
@@ -847,7 +1168,7 @@ Status Btree::damage(BtreeDamage d) {
       st(second->sibling, first);
       break;
     case BtreeDamage::kFenceMismatch:
-      st(second->low, ld(second->low) + 1);
+      st(second->low[0], ld(second->low[0]) + 1);
       break;
     case BtreeDamage::kKeyOutOfRange:
       st(keys(first)[ld(first->count) - 1u], ~uint64_t{0});
@@ -862,14 +1183,20 @@ Status Btree::damage(BtreeDamage d) {
 }  // namespace
 
 Status btree_damage_for_test(Index<uint64_t>* idx, BtreeDamage damage) {
-  auto* tree = dynamic_cast<Btree*>(idx);
+  auto* tree = dynamic_cast<Btree<IntKeys>*>(idx);
   if (tree == nullptr) return Status::InvalidArgument("btree_damage_for_test: not a btree");
   return tree->damage(damage);
 }
 
 Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
   // make_index() has checked the node size (btree_valid_node_size).
-  *out = std::make_unique<Btree>(options.node_size);
+  *out = std::make_unique<Btree<IntKeys>>(options.node_size);
+  return Status::Ok();
+}
+
+Status make_btree_string(const IndexOptions& options,
+                         std::unique_ptr<Index<std::string_view>>* out) {
+  *out = std::make_unique<Btree<StringKeys>>(options.node_size);
   return Status::Ok();
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "nvindex/index.h"
 
@@ -30,5 +31,17 @@ inline bool btree_valid_node_size(uint32_t s) {
 /// Errors: InvalidArgument when node_size is outside [128, 4096] or not a
 /// multiple of 64.
 Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+
+/// Factory for "btree" with byte-string keys (0..kMaxKeyBytes bytes; a
+/// longer one is InvalidArgument in insert, update and remove). Each key
+/// lives in a heap key record (1 length byte + the bytes); a key slot is 16
+/// bytes: the record's pointer and an inline prefix word (first 7 bytes and
+/// min(length, 8)) that settles most comparisons without dereferencing it.
+/// A 512 B leaf holds 19 pairs, a 512 B inner node 18 separators (see
+/// btree.cc). Removed keys' records are kept until the tree is destroyed
+/// (optimistic readers may hold them); info().dram_bytes counts them. Node
+/// sizes and errors as make_btree.
+Status make_btree_string(const IndexOptions& options,
+                         std::unique_ptr<Index<std::string_view>>* out);
 
 }  // namespace nvindex

@@ -20,8 +20,9 @@
 // persistent.h) frees it: an index's mark() must mark the record of every
 // live slot (mark_key_record). A record is freed only after the slot that
 // published it is gone and durable, and only when no concurrent reader can
-// still hold its offset (the index's reclamation rule: retire until close, or
-// an epoch), so no slot ever names a freed record.
+// still hold its offset (the index's reclamation rule: retire until close,
+// free when no other operation is in flight as fastfair does, or an epoch),
+// so no slot ever names a freed record.
 //
 // Thread-safety: store_key_record() and free_key_record() call the
 // allocator, which is thread-safe; a record is immutable once published, so
@@ -71,12 +72,13 @@ inline std::string_view key_record(const pm::Pool& pool, uint64_t off) {
   return {rec + 1, static_cast<uint8_t>(rec[0])};
 }
 
-/// Marks the record at `off` reachable during a recovery pass, after checking
-/// that it is a block that holds its stated length. Errors: Corruption
-/// "<index>: key record offset 0x.. is not a block" or "... holds a key of N
-/// bytes in a block of M B", and mark_reachable's (a block marked twice: two
-/// slots name one record).
-inline Status mark_key_record(pm::Pool& pool, std::string_view index, uint64_t off) {
+/// Checks, without marking it, that the pool offset `off` (read from a
+/// possibly damaged pool) names a key record: the start of an allocator
+/// block that holds its stated length. Recovery calls it before comparing
+/// the key of a record it has not marked yet. Errors: Corruption "<index>:
+/// key record offset 0x.. is not a block" or "<index>: key record 0x.. holds
+/// a key of N bytes in a block of M B".
+inline Status check_key_record(const pm::Pool& pool, std::string_view index, uint64_t off) {
   const uint32_t block = pool.allocator().block_size(off);
   if (block == 0 || !pool.contains(off, block)) {
     return Status::Corruption(std::string(index) + ": key record offset " + hex(off) +
@@ -88,6 +90,14 @@ inline Status mark_key_record(pm::Pool& pool, std::string_view index, uint64_t o
                               std::to_string(len) + " bytes in a block of " +
                               std::to_string(block) + " B");
   }
+  return Status::Ok();
+}
+
+/// Marks the record at `off` reachable during a recovery pass, after
+/// check_key_record. Errors: check_key_record's, and mark_reachable's (a
+/// block marked twice: two slots name one record).
+inline Status mark_key_record(pm::Pool& pool, std::string_view index, uint64_t off) {
+  if (Status s = check_key_record(pool, index, off); !s.ok()) return s;
   return pool.allocator().mark_reachable(off);
 }
 

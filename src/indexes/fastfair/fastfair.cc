@@ -18,6 +18,7 @@
 #include <unordered_set>
 
 #include "indexes/common/factory.h"
+#include "indexes/common/key_record.h"
 #include "indexes/common/prefetch.h"
 #include "indexes/common/simd_search.h"
 #include "nvindex/pm/persist.h"
@@ -45,8 +46,9 @@ uintptr_t line_of(const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::k
 /// split costs one allocation, not height + 2 allocations and height + 1
 /// frees. Spare blocks are allocated but unreachable: after a crash recovery
 /// reclaims them like any unpublished block (allocator.h, reachability).
-struct FastFair::Stash {
-  FastFair* tree;
+template <class K>
+struct FastFairT<K>::Stash {
+  FastFairT* tree;
   std::vector<uint64_t> blocks;
   Status fill(size_t n) {
     if (blocks.size() < n) {
@@ -89,73 +91,240 @@ struct FastFair::Stash {
 
 // ---------------------------------------------------------------- basics
 
-FastFair::FastFair(pm::Pool* pool) : PersistentIndex(pool) {}
+template <class K>
+FastFairT<K>::FastFairT(pm::Pool* pool) : PersistentIndexOf<K>(pool) {}
 
-FastFair::~FastFair() {
+template <class K>
+FastFairT<K>::~FastFairT() {
   // Retired nodes were unlinked from every persistent pointer by their merge
-  // (or root collapse) and no thread can read them once the index is gone.
+  // (or root collapse), retired key records from every slot and low_key by
+  // their durable remove or leaf merge, and no thread can read them once the
+  // index is gone.
   for (uint64_t off : retired_) pool_->allocator().free(off);
+  for (uint64_t word : retired_records_) free_key_record(*pool_, record_of(word));
   for (uint64_t off : spare_) pool_->allocator().free(off);
-  record_close_keys();
+  this->record_close_keys();
 }
 
-uint32_t FastFair::clamp_count(const Node* n) const {
+// ---------------------------------------------------------------- key policy
+
+// Integer keys: the word is the key, compared as an unsigned integer (the
+// code the tree had before it was templated). String keys: the word is a
+// key-record offset; a low_key of 0 (leftmost node of a level) is minus
+// infinity and compares below every key, "" included. Holes are equal words
+// in both cases (see fastfair.h), so no comparison here decides a hole.
+
+template <class K>
+inline typename FastFairT<K>::Probe FastFairT<K>::probe(K key) {
+  if constexpr (kStringKeys) {
+    return StringProbe{key, false};
+  } else {
+    return key;
+  }
+}
+
+template <class K>
+inline typename FastFairT<K>::Probe FastFairT<K>::probe_of_word(uint64_t word) const {
+  if constexpr (kStringKeys) {
+    return StringProbe{key_record(*pool_, record_of(word)), false};
+  } else {
+    return word;
+  }
+}
+
+template <class K>
+inline bool FastFairT<K>::word_le(uint64_t word, ProbeArg p) const {
+  if constexpr (kStringKeys) {
+    if (word == 0) return true;  // minus infinity
+    const uint16_t wp = static_cast<uint16_t>(word >> 48);
+    if (wp != p.prefix) return wp < p.prefix;  // settled without the record
+    const int c = key_record(*pool_, record_of(word)).compare(p.key);
+    return c < 0 || (c == 0 && !p.strict);
+  } else {
+    return word <= p;
+  }
+}
+
+template <class K>
+inline bool FastFairT<K>::word_eq(uint64_t word, ProbeArg p) const {
+  if constexpr (kStringKeys) {
+    return word != 0 && static_cast<uint16_t>(word >> 48) == p.prefix &&
+           key_record(*pool_, record_of(word)) == p.key;
+  } else {
+    return word == p;
+  }
+}
+
+template <class K>
+int FastFairT<K>::compare_words(uint64_t a, uint64_t b) const {
+  if constexpr (kStringKeys) {
+    if (a == b) return 0;
+    if (a == 0 || b == 0) return a == 0 ? -1 : 1;
+    if ((a >> 48) != (b >> 48)) return (a >> 48) < (b >> 48) ? -1 : 1;
+    const int c = key_record(*pool_, record_of(a)).compare(key_record(*pool_, record_of(b)));
+    return c < 0 ? -1 : (c > 0 ? 1 : 0);
+  } else {
+    return a < b ? -1 : (a > b ? 1 : 0);
+  }
+}
+
+// Index of the last slot in [0, n) with key <= `key`, or -1. Keys are
+// non-decreasing (equal pairs allowed), so the slot found is never the left
+// (hole) of an equal pair. Integer keys: the SIMD search of simd_search.h
+// (AVX-512 / AVX2 / branch-free scalar binary search, chosen at run time).
+// String keys: a binary search over the records (word_le is monotone over
+// sorted slots), one record read per probe.
+template <class K>
+inline int FastFairT<K>::last_le(Entry* e, uint32_t n, ProbeArg p) const {
+  if constexpr (kStringKeys) {
+    uint32_t lo = 0, hi = n;  // answer + 1 in [lo, hi]
+    while (lo < hi) {
+      const uint32_t mid = (lo + hi) / 2;
+      if (word_le(e[mid].key.load(kAcq), p)) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return static_cast<int>(lo) - 1;
+  } else {
+    static_assert(sizeof(Entry) == sizeof(simd::KeyEntry) && offsetof(Entry, key) == 0);
+    return simd::last_le(reinterpret_cast<const simd::KeyEntry*>(e), n, p);
+  }
+}
+
+template <class K>
+OwnedKey<K> FastFairT<K>::owned_key(uint64_t word) const {
+  if constexpr (kStringKeys) {
+    return std::string(key_record(*pool_, record_of(word)));
+  } else {
+    return word;
+  }
+}
+
+template <class K>
+uint32_t FastFairT<K>::clamp_count(const Node* n) const {
   // An optimistic read may see any count a writer stored; it is always
   // <= cap_, but clamp so that a torn view can never index past the node.
   return static_cast<uint32_t>(std::min<uint64_t>(n->count.load(kAcq), cap_));
 }
 
-inline void FastFair::prefetch_node(uint64_t off) const {
+template <class K>
+inline void FastFairT<K>::prefetch_node(uint64_t off) const {
   locks_->prefetch(off);
   prefetch_bytes(node(off), prefetch_bytes_);
 }
 
-bool FastFair::upper_bound_of(Node* n, uint64_t* ub) const {
+template <class K>
+bool FastFairT<K>::upper_bound_of(Node* n, uint64_t* ub) const {
   const uint64_t sib = n->sibling.load(kAcq);
   if (sib == 0) return false;
   *ub = node(sib)->low_key.load(kAcq);
   return true;
 }
 
-// Index of the last slot in [0, n) with key <= `key`, or -1. Keys are
-// non-decreasing (equal pairs allowed), so the slot found is never the left
-// (hole) of an equal pair. The SIMD search of simd_search.h (AVX-512 / AVX2
-// / branch-free scalar binary search, chosen at run time).
-static int last_le(Entry* e, uint32_t n, uint64_t key) {
-  static_assert(sizeof(Entry) == sizeof(simd::KeyEntry) && offsetof(Entry, key) == 0);
-  return simd::last_le(reinterpret_cast<const simd::KeyEntry*>(e), n, key);
-}
-
-bool FastFair::read_lock(uint64_t off, uint64_t* v) const {
+template <class K>
+bool FastFairT<K>::read_lock(uint64_t off, uint64_t* v) const {
   return vlock::read_lock(locks_->word(off), v);
 }
 
-bool FastFair::validate(uint64_t off, uint64_t v) const {
+template <class K>
+bool FastFairT<K>::validate(uint64_t off, uint64_t v) const {
   // Every node word is read with an acquire load, so no later access (this
   // re-read of the version) can be reordered before those reads: no fence
   // is needed (and GCC's ThreadSanitizer does not support one).
   return vlock::validate(locks_->word(off), v);
 }
 
-bool FastFair::lock(uint64_t off) const { return vlock::lock(locks_->word(off)); }
+template <class K>
+bool FastFairT<K>::lock(uint64_t off) const {
+  return vlock::lock(locks_->word(off));
+}
 
-bool FastFair::upgrade(uint64_t off, uint64_t v) const {
+template <class K>
+bool FastFairT<K>::upgrade(uint64_t off, uint64_t v) const {
   return vlock::upgrade(locks_->word(off), v);
 }
 
-void FastFair::unlock(uint64_t off) const { vlock::unlock(locks_->word(off)); }
+template <class K>
+void FastFairT<K>::unlock(uint64_t off) const {
+  vlock::unlock(locks_->word(off));
+}
 
-void FastFair::unlock_obsolete(uint64_t off) const { vlock::unlock_obsolete(locks_->word(off)); }
+template <class K>
+void FastFairT<K>::unlock_obsolete(uint64_t off) const {
+  vlock::unlock_obsolete(locks_->word(off));
+}
 
-void FastFair::retire(uint64_t off) {
+template <class K>
+void FastFairT<K>::retire(uint64_t off) {
   std::lock_guard g(retire_mu_);
   retired_.push_back(off);
 }
 
+template <class K>
+void FastFairT<K>::retire_record(uint64_t word) {
+  if constexpr (kStringKeys) {
+    std::lock_guard g(retire_mu_);
+    retired_records_.push_back(word);
+  }
+}
+
+// Key record reclamation (string keys). An optimistic reader may hold a
+// record's offset it read from a slot before the slot was removed, and read
+// the record's bytes after, until its validation fails; so a retired record
+// may be freed (and reused) only when no operation that could have read the
+// slot is still running. Every public operation counts itself in active_
+// (acquire increment before it reads the tree, release decrement after its
+// last read). reclaim_records() takes the retired list first, then reads
+// active_ with an acq_rel RMW: if it is 1 (the caller alone), every other
+// operation either ended (its decrement precedes the RMW in active_'s
+// modification order, so its reads happen before the frees) or starts
+// after (its increment reads from the RMW's release sequence, so it sees
+// every slot removal made before the list was taken and cannot reach those
+// records). Otherwise the list goes back for a later try. Records retired
+// after the list was taken are not in it. A single-threaded user thus
+// reuses every remove's record at once; under concurrency records wait for
+// a quiescent remove, or the destructor.
+template <class K>
+class FastFairT<K>::InFlight {
+ public:
+  explicit InFlight(FastFairT* t) : t_(t) {
+    if constexpr (kStringKeys) t_->active_.fetch_add(1, std::memory_order_acquire);
+  }
+  ~InFlight() {
+    if constexpr (kStringKeys) t_->active_.fetch_sub(1, std::memory_order_release);
+  }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+
+ private:
+  [[maybe_unused]] FastFairT* t_;
+};
+
+template <class K>
+void FastFairT<K>::reclaim_records() {
+  if constexpr (kStringKeys) {
+    std::vector<uint64_t> batch;
+    {
+      std::lock_guard g(retire_mu_);
+      if (retired_records_.empty()) return;
+      batch.swap(retired_records_);
+    }
+    if (active_.fetch_add(0, std::memory_order_acq_rel) == 1) {
+      for (uint64_t word : batch) free_key_record(*pool_, record_of(word));
+      return;
+    }
+    std::lock_guard g(retire_mu_);
+    retired_records_.insert(retired_records_.end(), batch.begin(), batch.end());
+  }
+}
+
 // ---------------------------------------------------------------- create
 
-void FastFair::init_node(uint64_t off, uint32_t level, uint64_t low_key, uint64_t leftmost,
-                         uint64_t sibling) {
+template <class K>
+void FastFairT<K>::init_node(uint64_t off, uint32_t level, uint64_t low_key, uint64_t leftmost,
+                             uint64_t sibling) {
   // The block is unpublished: no reader can reach it until a later NAW or
   // sibling store, which comes after the caller persists it.
   Node* n = node(off);
@@ -167,7 +336,11 @@ void FastFair::init_node(uint64_t off, uint32_t level, uint64_t low_key, uint64_
   for (auto& r : n->reserved) pm::store(&r, 0);
 }
 
-Status FastFair::create(uint32_t node_size) {
+template <class K>
+Status FastFairT<K>::create(uint32_t node_size) {
+  if (kStringKeys && pool_->size() > kRecordMask) {
+    return Status::InvalidArgument("fastfair: string keys need a pool below 2^48 bytes");
+  }
   node_size_ = node_size;
   cap_ = (node_size - kHeaderBytes) / kEntryBytes;
   prefetch_bytes_ = std::min<uint32_t>(node_size_, 512);
@@ -187,7 +360,7 @@ Status FastFair::create(uint32_t node_size) {
   // no root whose blocks the next create reclaims (see above).
   init_node(leaf, 0, 0, 0, 0);
   pm::persist(node(leaf), kHeaderBytes, {"fastfair.create.leaf"});
-  root_obj_ = pool_->ptr<RootObject>(ro);
+  root_obj_ = pool_->template ptr<RootObject>(ro);
   pm::store(&root_obj_->magic, kRootMagic);
   pm::store(&root_obj_->node_size, static_cast<uint64_t>(node_size_));
   pm::store(&root_obj_->root_node, leaf);
@@ -214,7 +387,8 @@ Status FastFair::create(uint32_t node_size) {
 // and fenced whenever the next slot is on a lower line, so every durable
 // state is a prefix of this sequence, and every prefix reads, under the
 // reader rule, as the old or the new content.
-void FastFair::fast_insert(Node* x, uint32_t n, uint32_t p, uint64_t key, uint64_t value) {
+template <class K>
+void FastFairT<K>::fast_insert(Node* x, uint32_t n, uint32_t p, uint64_t key, uint64_t value) {
   Entry* e = x->entries();
   if (p < n) {
     pm::store(&e[n].value, e[n - 1].value.load(kRlx));
@@ -250,7 +424,8 @@ void FastFair::fast_insert(Node* x, uint32_t n, uint32_t p, uint64_t key, uint64
 // higher line, the finished line is flushed and fenced; the last modified
 // line is persisted; then NAW count = n-1 drops the final duplicate. Every
 // prefix reads as the old content with key[p] removed or not at all.
-void FastFair::fast_delete(Node* x, uint32_t n, uint32_t p) {
+template <class K>
+void FastFairT<K>::fast_delete(Node* x, uint32_t n, uint32_t p) {
   Entry* e = x->entries();
   for (uint32_t j = p; j + 1 < n; ++j) {
     pm::store(&e[j].key, e[j + 1].key.load(kRlx));
@@ -263,7 +438,11 @@ void FastFair::fast_delete(Node* x, uint32_t n, uint32_t p) {
 }
 
 // FAIR split (paper §4.1, mended) of the full, locked node at xoff into the
-// fresh block noff. Returns the separator (N's low_key).
+// fresh block noff. Returns the separator (N's low_key): `low_record` when
+// non-zero (string leaves: a persisted copy of the first moved key's record,
+// which N then owns, see fastfair.h), else the first moved key word itself
+// (integer keys; string inner nodes, whose pushed-up key already names the
+// record of a leaf's low_key).
 //
 // Crash argument. N is filled and persisted entirely before anything points
 // to it (a crash before leaves an unreachable block that recovery reclaims).
@@ -274,7 +453,8 @@ void FastFair::fast_delete(Node* x, uint32_t n, uint32_t p) {
 // content exactly once. N is reachable through X.sibling only until the
 // caller inserts the separator into the parent (B-link); recovery re-inserts
 // a missing separator.
-uint64_t FastFair::split(uint64_t xoff, uint64_t noff) {
+template <class K>
+uint64_t FastFairT<K>::split(uint64_t xoff, uint64_t noff, uint64_t low_record) {
   pm::count_smo();
   Node* x = node(xoff);
   Node* nn = node(noff);
@@ -283,7 +463,7 @@ uint64_t FastFair::split(uint64_t xoff, uint64_t noff) {
   const uint32_t n = clamp_count(x);
   const uint32_t m = n / 2;
   const bool leaf = x->level() == 0;
-  const uint64_t low = xe[m].key.load(kRlx);
+  const uint64_t low = low_record != 0 ? low_record : xe[m].key.load(kRlx);
   // Inner nodes push the middle key up: its child becomes N's leftmost.
   const uint32_t from = leaf ? m : m + 1;
   init_node(noff, x->level(), low, leaf ? 0 : xe[m].value.load(kRlx), x->sibling.load(kRlx));
@@ -327,9 +507,10 @@ uint64_t FastFair::split(uint64_t xoff, uint64_t noff) {
 // and the parent's next entry are chosen by masks, not branches: a
 // mispredicted branch that waits for a node's miss keeps the next lookup's
 // misses from overlapping this one's (inner_tree.cc, find).
+template <class K>
 template <class Search>
-FastFair::Descend FastFair::descend_with(uint64_t key, uint32_t level, uint64_t* off,
-                                         uint64_t* ver) const {
+typename FastFairT<K>::Descend FastFairT<K>::descend_with(ProbeArg key, uint32_t level,
+                                                          uint64_t* off, uint64_t* ver) const {
   uint64_t cur = root_offset();
   uint64_t v = 0;
   if (!read_lock(cur, &v)) return Descend::kRestart;
@@ -345,7 +526,7 @@ FastFair::Descend FastFair::descend_with(uint64_t key, uint32_t level, uint64_t*
     bool right = false;
     if (sib != 0) {
       const uint64_t ub = sib == next_off ? next_low : node(sib)->low_key.load(kAcq);
-      right = key >= ub;
+      right = word_le(ub, key);
     }
     uint64_t next;
     if (right) {
@@ -359,7 +540,12 @@ FastFair::Descend FastFair::descend_with(uint64_t key, uint32_t level, uint64_t*
     } else {
       Entry* e = n->entries();
       const uint32_t cnt = clamp_count(n);
-      const int i = Search::last(reinterpret_cast<const simd::KeyEntry*>(e), cnt, key);
+      int i;
+      if constexpr (kStringKeys) {
+        i = last_le(e, cnt, key);
+      } else {
+        i = Search::last(reinterpret_cast<const simd::KeyEntry*>(e), cnt, key);
+      }
       // Child: entry i's, or the leftmost when i is -1.
       const uint64_t found = uint64_t{0} - (i >= 0 ? 1u : 0u);  // all ones when i >= 0
       const uint64_t child = e[i >= 0 ? i : 0].value.load(kAcq);
@@ -381,21 +567,26 @@ FastFair::Descend FastFair::descend_with(uint64_t key, uint32_t level, uint64_t*
   }
 }
 
-__attribute__((target("avx512f,popcnt"), flatten)) FastFair::Descend FastFair::descend_avx512(
-    uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const {
+template <class K>
+__attribute__((target("avx512f,popcnt"), flatten)) typename FastFairT<K>::Descend
+FastFairT<K>::descend_avx512(ProbeArg key, uint32_t level, uint64_t* off, uint64_t* ver) const {
   return descend_with<simd::LastLeAvx512>(key, level, off, ver);
 }
-__attribute__((target("avx2,popcnt"), flatten)) FastFair::Descend FastFair::descend_avx2(
-    uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const {
+template <class K>
+__attribute__((target("avx2,popcnt"), flatten)) typename FastFairT<K>::Descend
+FastFairT<K>::descend_avx2(ProbeArg key, uint32_t level, uint64_t* off, uint64_t* ver) const {
   return descend_with<simd::LastLeAvx2>(key, level, off, ver);
 }
-FastFair::Descend FastFair::descend_scalar(uint64_t key, uint32_t level, uint64_t* off,
-                                           uint64_t* ver) const {
+template <class K>
+typename FastFairT<K>::Descend FastFairT<K>::descend_scalar(ProbeArg key, uint32_t level,
+                                                            uint64_t* off, uint64_t* ver) const {
   return descend_with<simd::LastLeScalar>(key, level, off, ver);
 }
 
-FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
-                                    uint64_t* ver) const {
+template <class K>
+typename FastFairT<K>::Descend FastFairT<K>::descend(ProbeArg key, uint32_t level, uint64_t* off,
+                                                     uint64_t* ver) const {
+  if constexpr (kStringKeys) return descend_scalar(key, level, off, ver);
   switch (simd::search_level()) {
     case simd::Level::kAvx512:
       return descend_avx512(key, level, off, ver);
@@ -410,7 +601,9 @@ FastFair::Descend FastFair::descend(uint64_t key, uint32_t level, uint64_t* off,
 // Locks the node at `level` covering `key` (moving right, lock coupling
 // left-to-right, while key >= its upper bound). kNoLevel when the tree has
 // no such level.
-FastFair::Descend FastFair::lock_covering(uint64_t key, uint32_t level, uint64_t* off) {
+template <class K>
+typename FastFairT<K>::Descend FastFairT<K>::lock_covering(ProbeArg key, uint32_t level,
+                                                           uint64_t* off) {
   while (true) {
     uint64_t cur = 0, v = 0;
     const Descend d = descend(key, level, &cur, &v);
@@ -419,7 +612,7 @@ FastFair::Descend FastFair::lock_covering(uint64_t key, uint32_t level, uint64_t
     bool ok = true;
     while (true) {
       uint64_t ub = 0;
-      if (!upper_bound_of(node(cur), &ub) || key < ub) break;
+      if (!upper_bound_of(node(cur), &ub) || !word_le(ub, key)) break;
       const uint64_t sib = node(cur)->sibling.load(kRlx);
       // A locked node's sibling is never obsolete (a merge unlinks R while
       // holding L's lock), but stay safe: restart if it is.
@@ -439,16 +632,22 @@ FastFair::Descend FastFair::lock_covering(uint64_t key, uint32_t level, uint64_t
 
 // ---------------------------------------------------------------- reads
 
+template <class K>
 template <class Search>
-std::optional<Value> FastFair::lookup_with(uint64_t key) {
+std::optional<Value> FastFairT<K>::lookup_with(ProbeArg key) {
   while (true) {
     uint64_t off = 0, v = 0;
     if (descend_with<Search>(key, 0, &off, &v) != Descend::kOk) continue;
     Node* n = node(off);
     Entry* e = n->entries();
-    const int i = Search::last(reinterpret_cast<const simd::KeyEntry*>(e), clamp_count(n), key);
+    int i;
+    if constexpr (kStringKeys) {
+      i = last_le(e, clamp_count(n), key);
+    } else {
+      i = Search::last(reinterpret_cast<const simd::KeyEntry*>(e), clamp_count(n), key);
+    }
     const Entry& at = e[i >= 0 ? i : 0];
-    const bool found = i >= 0 && at.key.load(kAcq) == key;
+    const bool found = i >= 0 && word_eq(at.key.load(kAcq), key);
     const Value val = at.value.load(kAcq);
     if (!validate(off, v)) continue;
     if (found) return val;
@@ -456,19 +655,26 @@ std::optional<Value> FastFair::lookup_with(uint64_t key) {
   }
 }
 
-__attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value> FastFair::lookup_avx512(
-    uint64_t key) {
+template <class K>
+__attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value> FastFairT<K>::lookup_avx512(
+    ProbeArg key) {
   return lookup_with<simd::LastLeAvx512>(key);
 }
-__attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> FastFair::lookup_avx2(
-    uint64_t key) {
+template <class K>
+__attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> FastFairT<K>::lookup_avx2(
+    ProbeArg key) {
   return lookup_with<simd::LastLeAvx2>(key);
 }
-std::optional<Value> FastFair::lookup_scalar(uint64_t key) {
+template <class K>
+std::optional<Value> FastFairT<K>::lookup_scalar(ProbeArg key) {
   return lookup_with<simd::LastLeScalar>(key);
 }
 
-std::optional<Value> FastFair::lookup(uint64_t key) {
+template <class K>
+std::optional<Value> FastFairT<K>::lookup(K k) {
+  const InFlight in_flight(this);
+  const Probe key = probe(k);
+  if constexpr (kStringKeys) return lookup_scalar(key);
   switch (simd::search_level()) {
     case simd::Level::kAvx512:
       return lookup_avx512(key);
@@ -480,11 +686,17 @@ std::optional<Value> FastFair::lookup(uint64_t key) {
   return lookup_scalar(key);
 }
 
-size_t FastFair::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) {
+template <class K>
+size_t FastFairT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) {
+  const InFlight in_flight(this);
   out->clear();
   if (count == 0) return 0;
-  uint64_t cursor = start;  // every key < cursor has been returned or skipped
-  std::vector<std::pair<uint64_t, Value>> buf;
+  // Every key < cursor has been returned or skipped. String keys: the
+  // cursor views the caller's key or a low_key's record, which is not freed
+  // while this operation is in flight (in_flight: records are freed only
+  // when no other operation is, "Key record reclamation").
+  Probe cursor = probe(start);
+  std::vector<std::pair<uint64_t, Value>> buf;  // (key word, value) of one leaf
   while (true) {
     uint64_t off = 0, v = 0;
     if (descend(cursor, 0, &off, &v) != Descend::kOk) continue;
@@ -500,8 +712,14 @@ size_t FastFair::scan(uint64_t start, size_t count, std::vector<std::pair<uint64
       for (uint32_t i = 0; i < cnt; ++i) {
         const uint64_t k = e[i].key.load(kAcq);
         if (i + 1 < cnt && e[i + 1].key.load(kAcq) == k) continue;  // hole
-        if (has_ub && k >= ub) break;                               // moved right
-        if (k >= cursor) buf.emplace_back(k, e[i].value.load(kAcq));
+        if constexpr (kStringKeys) {
+          if (has_ub && compare_words(k, ub) >= 0) break;  // moved right
+          if (!word_le(k, StringProbe{cursor.key, true}))
+            buf.emplace_back(k, e[i].value.load(kAcq));
+        } else {
+          if (has_ub && k >= ub) break;  // moved right
+          if (k >= cursor) buf.emplace_back(k, e[i].value.load(kAcq));
+        }
       }
       if (!validate(off, v)) {
         if (!read_lock(off, &v)) restart = true;  // obsolete: from the root
@@ -509,13 +727,17 @@ size_t FastFair::scan(uint64_t start, size_t count, std::vector<std::pair<uint64
       }
       for (const auto& kv : buf) {
         if (out->size() == count) break;
-        out->push_back(kv);
+        out->emplace_back(owned_key(kv.first), kv.second);
       }
       if (out->size() == count || sib == 0) return out->size();
       // Every key of this leaf is < ub. A re-read after a failed validation
       // may see a leaf whose ub shrank (split) below the cursor: never move
       // the cursor backwards.
-      cursor = std::max(cursor, ub);
+      if constexpr (kStringKeys) {
+        if (!word_le(ub, cursor)) cursor = probe_of_word(ub);
+      } else {
+        cursor = std::max(cursor, ub);
+      }
       if (!read_lock(sib, &v)) {
         restart = true;
         continue;
@@ -525,9 +747,19 @@ size_t FastFair::scan(uint64_t start, size_t count, std::vector<std::pair<uint64
   }
 }
 
-std::optional<std::pair<uint64_t, Value>> FastFair::find_last_less_than(uint64_t key) {
-  if (key == 0) return std::nullopt;
-  uint64_t target = key - 1;
+template <class K>
+std::optional<std::pair<OwnedKey<K>, Value>> FastFairT<K>::find_last_less_than(K key) {
+  const InFlight in_flight(this);
+  // The probe: integer keys, the last key <= key - 1; string keys, a strict
+  // probe (the descent routes to the leaf covering keys just below it, and
+  // last_le finds the last key < it).
+  Probe target;
+  if constexpr (kStringKeys) {
+    target = StringProbe{key, true};
+  } else {
+    if (key == 0) return std::nullopt;
+    target = key - 1;
+  }
   while (true) {
     uint64_t off = 0, v = 0;
     if (descend(target, 0, &off, &v) != Descend::kOk) continue;
@@ -540,22 +772,36 @@ std::optional<std::pair<uint64_t, Value>> FastFair::find_last_less_than(uint64_t
     }
     const uint64_t low = n->low_key.load(kAcq);
     if (!validate(off, v)) continue;
-    if (i >= 0) return std::make_pair(k, val);
-    // Nothing <= target here: the answer, if any, is left of low_key.
+    // A string key's record is not freed while this operation is in flight
+    // (the InFlight guard, "Key record reclamation"), so it may be copied
+    // after the validation.
+    if (i >= 0) return std::make_pair(owned_key(k), val);
+    // Nothing below the probe here: the answer, if any, is left of low_key
+    // (strictly smaller each round).
     if (low == 0) return std::nullopt;
-    target = low - 1;
+    if constexpr (kStringKeys) {
+      target = StringProbe{key_record(*pool_, record_of(low)), true};
+    } else {
+      target = low - 1;
+    }
   }
 }
 
 // ---------------------------------------------------------------- writes
 
-Status FastFair::update(uint64_t key, Value value) {
+template <class K>
+Status FastFairT<K>::update(K k, Value value) {
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, k); !s.ok()) return s;
+  }
+  const InFlight in_flight(this);
+  const Probe key = probe(k);
   uint64_t off = 0;
   lock_covering(key, 0, &off);
   Node* n = node(off);
   const uint32_t cnt = clamp_count(n);
   const int i = last_le(n->entries(), cnt, key);
-  if (i < 0 || n->entries()[i].key.load(kRlx) != key) {
+  if (i < 0 || !word_eq(n->entries()[i].key.load(kRlx), key)) {
     unlock(off);
     return Status::NotFound();
   }
@@ -567,18 +813,41 @@ Status FastFair::update(uint64_t key, Value value) {
   return Status::Ok();
 }
 
-Status FastFair::insert(uint64_t key, Value value) {
+template <class K>
+Status FastFairT<K>::insert(K k, Value value) {
+  // The entry's key word. String keys: the key's record, written and
+  // persisted here, before any lock, and published by fast_insert's key
+  // store (key_record.h: a crash before that leaves an unreachable record,
+  // which recovery reclaims); freed at once if the insert fails (never
+  // published).
+  uint64_t word = 0;
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, k); !s.ok()) return s;
+    uint64_t rec = 0;
+    if (Status s = store_key_record(*pool_, k, &rec, {"fastfair.insert.key_record"}); !s.ok()) {
+      return s;
+    }
+    word = key_word(rec, k);
+  } else {
+    word = k;
+  }
+  const InFlight in_flight(this);
+  const auto fail = [&](Status s) {
+    if constexpr (kStringKeys) free_key_record(*pool_, record_of(word));
+    return s;
+  };
+  const Probe key = probe(k);
   uint64_t off = 0;
   lock_covering(key, 0, &off);
   Node* x = node(off);
   uint32_t n = clamp_count(x);
   int i = last_le(x->entries(), n, key);
-  if (i >= 0 && x->entries()[i].key.load(kRlx) == key) {
+  if (i >= 0 && word_eq(x->entries()[i].key.load(kRlx), key)) {
     unlock(off);
-    return Status::AlreadyExists();
+    return fail(Status::AlreadyExists());
   }
   if (n < cap_) {
-    fast_insert(x, n, static_cast<uint32_t>(i + 1), key, value);
+    fast_insert(x, n, static_cast<uint32_t>(i + 1), word, value);
     unlock(off);
     return Status::Ok();
   }
@@ -588,16 +857,30 @@ Status FastFair::insert(uint64_t key, Value value) {
   Status s = stash.fill(node(root_offset())->level() + 2);
   if (!s.ok()) {
     unlock(off);
-    return s;
+    return fail(s);
+  }
+  // String keys: N's low_key (and the separator in the parent) is a record
+  // of its own, a copy of the key split() moves first (slot n / 2), which N
+  // owns; persisted here, reachable only once split() publishes N.
+  uint64_t low_record = 0;
+  if constexpr (kStringKeys) {
+    const uint64_t first_moved = x->entries()[n / 2].key.load(kRlx);
+    const std::string_view moved = key_record(*pool_, record_of(first_moved));
+    s = store_key_record(*pool_, moved, &low_record, {"fastfair.split.separator_record"});
+    if (!s.ok()) {
+      unlock(off);
+      return fail(s);
+    }
+    low_record = key_word(low_record, moved);
   }
   uint64_t noff = 0;
   const Status took = stash.take(&noff);
   NVINDEX_DCHECK(took.ok());  // filled with at least two nodes above
-  const uint64_t sep = split(off, noff);
-  Node* target = key >= sep ? node(noff) : x;
+  const uint64_t sep = split(off, noff, low_record);
+  Node* target = word_le(sep, key) ? node(noff) : x;
   n = clamp_count(target);
   i = last_le(target->entries(), n, key);
-  fast_insert(target, n, static_cast<uint32_t>(i + 1), key, value);
+  fast_insert(target, n, static_cast<uint32_t>(i + 1), word, value);
   // N is reachable only through X.sibling, and X is locked: the insert into
   // N above was exclusive. The child is consistent on its own (B-link), so
   // release it before locking the parent.
@@ -616,10 +899,12 @@ Status FastFair::insert(uint64_t key, Value value) {
 // Inserts the separator (sep -> child) into the node at `level` covering
 // sep, splitting it (recursively) when full; grows a new root when the tree
 // has no node at `level` (the child's level is the root's).
-Status FastFair::insert_separator(uint32_t level, uint64_t sep, uint64_t child, Stash* stash) {
+template <class K>
+Status FastFairT<K>::insert_separator(uint32_t level, uint64_t sep, uint64_t child, Stash* stash) {
   while (true) {
+    const Probe sp = probe_of_word(sep);
     uint64_t off = 0;
-    if (lock_covering(sep, level, &off) == Descend::kNoLevel) {
+    if (lock_covering(sp, level, &off) == Descend::kNoLevel) {
       std::lock_guard g(root_mu_);
       const uint64_t old_root = root_offset();
       const uint32_t root_level = node(old_root)->level();
@@ -644,8 +929,8 @@ Status FastFair::insert_separator(uint32_t level, uint64_t sep, uint64_t child, 
     }
     Node* p = node(off);
     const uint32_t n = clamp_count(p);
-    const int i = last_le(p->entries(), n, sep);
-    if (i >= 0 && p->entries()[i].key.load(kRlx) == sep) {
+    const int i = last_le(p->entries(), n, sp);
+    if (i >= 0 && word_eq(p->entries()[i].key.load(kRlx), sp)) {
       unlock(off);  // already present (recovery re-running): nothing to do
       return Status::Ok();
     }
@@ -660,10 +945,12 @@ Status FastFair::insert_separator(uint32_t level, uint64_t sep, uint64_t child, 
       unlock(off);
       return s;
     }
-    const uint64_t up = split(off, noff);
-    Node* target = sep >= up ? node(noff) : p;
+    // An inner split pushes its middle key word up (no new record: it names
+    // a leaf's low_key record, fastfair.h).
+    const uint64_t up = split(off, noff, 0);
+    Node* target = word_le(up, sp) ? node(noff) : p;
     const uint32_t tn = clamp_count(target);
-    fast_insert(target, tn, static_cast<uint32_t>(last_le(target->entries(), tn, sep) + 1), sep,
+    fast_insert(target, tn, static_cast<uint32_t>(last_le(target->entries(), tn, sp) + 1), sep,
                 child);
     unlock(off);
     sep = up;
@@ -672,19 +959,33 @@ Status FastFair::insert_separator(uint32_t level, uint64_t sep, uint64_t child, 
   }
 }
 
-Status FastFair::remove(uint64_t key) {
+template <class K>
+Status FastFairT<K>::remove(K k) {
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, k); !s.ok()) return s;
+  }
+  const InFlight in_flight(this);
+  const Probe key = probe(k);
   uint64_t off = 0;
   lock_covering(key, 0, &off);
   Node* x = node(off);
   const uint32_t n = clamp_count(x);
   const int i = last_le(x->entries(), n, key);
-  if (i < 0 || x->entries()[i].key.load(kRlx) != key) {
+  if (i < 0 || !word_eq(x->entries()[i].key.load(kRlx), key)) {
     unlock(off);
     return Status::NotFound();
   }
+  const uint64_t word = x->entries()[i].key.load(kRlx);
   fast_delete(x, n, static_cast<uint32_t>(i));
   unlock(off);
+  // String keys: the slot is gone and durable (fast_delete ends with the
+  // count NAW); an optimistic reader may still hold the record's offset, so
+  // the record is retired and freed once no other operation is in flight
+  // ("Key record reclamation"; after a crash recovery reclaims it: no slot
+  // names it).
+  retire_record(word);
   if (n - 1 < cap_ / 4) try_merge(0, key);
+  reclaim_records();
   return Status::Ok();
 }
 
@@ -701,7 +1002,8 @@ Status FastFair::remove(uint64_t key) {
 // >= L's upper bound (R.low_key) and ignored; {count, sibling}: merged. 4) R
 // is unreachable: retired (freed at destruction; after a crash recovery
 // reclaims it).
-void FastFair::try_merge(uint32_t level, uint64_t key) {
+template <class K>
+void FastFairT<K>::try_merge(uint32_t level, ProbeArg key) {
   uint64_t poff = 0;
   if (lock_covering(key, level + 1, &poff) == Descend::kNoLevel) return;
   Node* p = node(poff);
@@ -771,6 +1073,11 @@ void FastFair::try_merge(uint32_t level, uint64_t key) {
   pm::persist(l, kHeaderBytes, {"fastfair.merge.header"});
   unlock_obsolete(roff);  // 4)
   retire(roff);
+  // String keys: a leaf merge leaves R's low_key record named by nothing
+  // (P's separator is deleted, R is unreachable, L's entries own their own
+  // records; R is not P's leftmost child, so no ancestor names it). An inner
+  // merge keeps it as the separator appended to L.
+  if (level == 0) retire_record(sep);
   unlock(loff);
   unlock(poff);
   if (p_is_root) {
@@ -783,7 +1090,8 @@ void FastFair::try_merge(uint32_t level, uint64_t key) {
 // Root collapse: an inner root with no entry and no sibling is replaced by
 // its only child with one NAW of the root offset (failure-atomic; the old
 // root becomes unreachable and is retired, or reclaimed after a crash).
-void FastFair::collapse_root() {
+template <class K>
+void FastFairT<K>::collapse_root() {
   std::lock_guard g(root_mu_);
   const uint64_t r = root_offset();
   Node* n = node(r);
@@ -803,7 +1111,8 @@ void FastFair::collapse_root() {
 // chain from the leftmost node; validates offsets, alignment, block size,
 // magic, level and count; detects cycles. Never dereferences an offset it
 // has not validated.
-Status FastFair::walk_levels(std::vector<std::vector<uint64_t>>* levels) const {
+template <class K>
+Status FastFairT<K>::walk_levels(std::vector<std::vector<uint64_t>>* levels) const {
   levels->clear();
   std::unordered_set<uint64_t> seen;
   auto check = [&](uint64_t off, uint32_t level, const char* what) -> Status {
@@ -862,34 +1171,75 @@ Status FastFair::walk_levels(std::vector<std::vector<uint64_t>>* levels) const {
 // ignores. A hole is removed by FAST delete of the hole's slot: its first key
 // store writes the key the slot already has, and every later state reads the
 // same content, so any prefix is an equivalent, still-normalisable node.
-uint64_t FastFair::settled_keys(uint64_t off) const {
+template <class K>
+template <class F>
+void FastFairT<K>::for_each_settled(uint64_t off, F&& f) const {
   Node* x = node(off);
   const Entry* e = x->entries();
   uint32_t n = clamp_count(x);
   uint64_t ub = 0;
   if (upper_bound_of(x, &ub)) {
-    while (n > 0 && e[n - 1].key.load(kRlx) >= ub) --n;
+    while (n > 0 && compare_words(e[n - 1].key.load(kRlx), ub) >= 0) --n;
   }
-  uint64_t keys = n;
-  for (uint32_t i = 0; i + 1 < n; ++i) {
-    if (e[i].key.load(kRlx) == e[i + 1].key.load(kRlx)) --keys;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i + 1 < n && e[i].key.load(kRlx) == e[i + 1].key.load(kRlx)) continue;  // hole
+    f(i);
   }
-  return keys;
 }
 
-Status FastFair::normalize(uint64_t off) {
+// String keys: a key word names a key record (check_key_record) and its
+// prefix bits are that record's key's prefix (a wrong prefix would order
+// keys differently from their bytes).
+template <class K>
+Status FastFairT<K>::check_key_word(uint64_t word) const {
+  if (Status s = check_key_record(*pool_, kLayout, record_of(word)); !s.ok()) return s;
+  if (word != key_word(record_of(word), key_record(*pool_, record_of(word)))) {
+    return Status::Corruption(std::string(kLayout) + ": key word " + hex(word) +
+                              " has a prefix that is not its record's");
+  }
+  return Status::Ok();
+}
+
+// String keys: every key word a recovery comparison may read (low keys;
+// entries below count, holes and entries beyond the upper bound included)
+// must name a key record before any is dereferenced, so a damaged word gives
+// Corruption, not a wild read.
+template <class K>
+Status FastFairT<K>::check_key_words(const std::vector<std::vector<uint64_t>>& levels) const {
+  if constexpr (kStringKeys) {
+    for (const auto& chain : levels) {
+      for (size_t j = 0; j < chain.size(); ++j) {
+        const Node* x = node(chain[j]);
+        const uint64_t low = x->low_key.load(kRlx);
+        // The leftmost node's low_key is 0 (minus infinity), checked below.
+        if (j > 0 || low != 0) {
+          if (Status s = check_key_word(low); !s.ok()) return s;
+        }
+        const Entry* e = const_cast<Node*>(x)->entries();
+        for (uint32_t i = 0; i < clamp_count(x); ++i) {
+          if (Status s = check_key_word(e[i].key.load(kRlx)); !s.ok()) return s;
+        }
+      }
+    }
+  }
+  (void)levels;
+  return Status::Ok();
+}
+
+template <class K>
+Status FastFairT<K>::normalize(uint64_t off) {
   Node* x = node(off);
   Entry* e = x->entries();
   uint32_t n = clamp_count(x);
   for (uint32_t i = 0; i + 1 < n; ++i) {
-    if (e[i].key.load(kRlx) > e[i + 1].key.load(kRlx)) {
+    if (compare_words(e[i].key.load(kRlx), e[i + 1].key.load(kRlx)) > 0) {
       return Status::Corruption("fastfair: keys out of order in node " + hex(off));
     }
   }
   uint64_t ub = 0;
   if (upper_bound_of(x, &ub)) {
     uint32_t cut = n;
-    while (cut > 0 && e[cut - 1].key.load(kRlx) >= ub) --cut;
+    while (cut > 0 && compare_words(e[cut - 1].key.load(kRlx), ub) >= 0) --cut;
     if (cut < n) {
       pm::naw(&x->count, cut, {"fastfair.recover.trim"});
       n = cut;
@@ -909,7 +1259,8 @@ Status FastFair::normalize(uint64_t off) {
 // sibling store and its parent insert, or during a merge after its parent
 // delete) gets (low_key, node) inserted into the parent covering low_key,
 // with the ordinary crash-safe insert (which may split or grow a new root).
-Status FastFair::repair_separators() {
+template <class K>
+Status FastFairT<K>::repair_separators() {
   Stash stash{this, {}};
   for (uint32_t lvl = 0;; ++lvl) {
     std::vector<std::vector<uint64_t>> levels;
@@ -942,12 +1293,16 @@ Status FastFair::repair_separators() {
 // offset, magic, level or a cycle; never a crash), hand the reachable set to
 // the allocator (every other block, e.g. an allocated-but-unpublished node,
 // is reclaimed), normalise every node, re-insert missing separators.
-Status FastFair::recover() {
-  if (Status s = open_root_object(kLayout, kRootMagic, &root_obj_); !s.ok()) return s;
+template <class K>
+Status FastFairT<K>::recover() {
+  if (Status s = this->open_root_object(kLayout, kRootMagic, &root_obj_); !s.ok()) return s;
   if (root_obj_->node_size > 4096 ||
       !valid_node_size(static_cast<uint32_t>(root_obj_->node_size))) {
     return Status::Corruption("fastfair: root object has invalid node size " +
                               std::to_string(root_obj_->node_size));
+  }
+  if (kStringKeys && pool_->size() > kRecordMask) {
+    return Status::InvalidArgument("fastfair: string keys need a pool below 2^48 bytes");
   }
   node_size_ = static_cast<uint32_t>(root_obj_->node_size);
   cap_ = (node_size_ - kHeaderBytes) / kEntryBytes;
@@ -956,6 +1311,8 @@ Status FastFair::recover() {
 
   std::vector<std::vector<uint64_t>> levels;
   Status s = walk_levels(&levels);
+  if (!s.ok()) return s;
+  s = check_key_words(levels);
   if (!s.ok()) return s;
   // Structural checks before anything is written (a damaged pool must give
   // Corruption, not be "normalised" into a different tree, nor recover into
@@ -973,7 +1330,7 @@ Status FastFair::recover() {
     uint64_t prev_low = 0;
     for (size_t j = 0; j < levels[li].size(); ++j) {
       const uint64_t low = node(levels[li][j])->low_key.load(kRlx);
-      if ((j == 0 && low != 0) || (j > 0 && low <= prev_low)) {
+      if ((j == 0 && low != 0) || (j > 0 && (low == 0 || compare_words(low, prev_low) <= 0))) {
         return Status::Corruption("fastfair: low keys out of order on the sibling chain at " +
                                   hex(levels[li][j]));
       }
@@ -1010,7 +1367,9 @@ Status FastFair::recover() {
       Entry* e = p->entries();
       for (uint32_t i = 0; i < n; ++i) {
         const uint64_t k = e[i].key.load(kRlx);
-        if ((i + 1 < n && e[i + 1].key.load(kRlx) == k) || (has_ub && k >= ub)) continue;
+        if ((i + 1 < n && e[i + 1].key.load(kRlx) == k) || (has_ub && compare_words(k, ub) >= 0)) {
+          continue;
+        }
         s = child_ok(poff, e[i].value.load(kRlx), k);
         if (!s.ok()) return s;
       }
@@ -1018,13 +1377,33 @@ Status FastFair::recover() {
   }
   // Nothing was written so far: the pass below compares what the levels
   // reach with the pool's close record before anything changes.
-  s = reclaim_unreachable(kLayout, [&](pm::Allocator& alloc, uint64_t* keys) {
+  s = this->reclaim_unreachable(kLayout, [&](pm::Allocator& alloc, uint64_t* keys) {
     for (const auto& chain : levels) {
       for (uint64_t off : chain) {
         if (Status m = alloc.mark_reachable(off); !m.ok()) return m;
       }
     }
-    for (uint64_t off : levels.back()) *keys += settled_keys(off);  // the leaves
+    // The leaves' live entries are the keys. String keys: each record is
+    // marked by its owner (fastfair.h): a leaf's live entry, or a leaf's
+    // non-zero low_key; holes and entries beyond the upper bound are copies
+    // of live entries and are skipped, and inner nodes name leaves' low_key
+    // records (checked above: separator == child's low_key), so a record
+    // named twice is damage (mark_reachable: marked twice).
+    Status m = Status::Ok();
+    for (uint64_t off : levels.back()) {
+      Entry* e = node(off)->entries();
+      for_each_settled(off, [&](uint32_t i) {
+        ++*keys;
+        if constexpr (kStringKeys) {
+          if (m.ok()) m = mark_key_record(*pool_, kLayout, record_of(e[i].key.load(kRlx)));
+        }
+      });
+      if constexpr (kStringKeys) {
+        const uint64_t low = node(off)->low_key.load(kRlx);
+        if (m.ok() && low != 0) m = mark_key_record(*pool_, kLayout, record_of(low));
+      }
+      if (!m.ok()) return m;
+    }
     return Status::Ok();
   });
   if (!s.ok()) return s;
@@ -1044,14 +1423,20 @@ Status FastFair::recover() {
 
 // ---------------------------------------------------------------- info, verify
 
-IndexInfo FastFair::info() const {
-  return persistent_info(
+template <class K>
+IndexInfo FastFairT<K>::info() const {
+  return this->persistent_info(
       kLayout, kFastFairDescription,
-      {.ordered = true, .persistent = true, .thread_safe = true, .placement = Placement::kPmOnly},
+      {.ordered = true,
+       .persistent = true,
+       .thread_safe = true,
+       .string_keys = true,  // the entry's claim, whatever this instance's K
+       .placement = Placement::kPmOnly},
       node_size_, locks_ ? locks_->dram_bytes() : 0);
 }
 
-Status FastFair::verify(VerifyReport* report) const {
+template <class K>
+Status FastFairT<K>::verify(VerifyReport* report) const {
   std::vector<std::vector<uint64_t>> levels;
   Status s = walk_levels(&levels);
   if (!s.ok()) return s;
@@ -1072,22 +1457,35 @@ Status FastFair::verify(VerifyReport* report) const {
       const uint64_t low = n->low_key.load(kRlx);
       uint64_t ub = 0;
       const bool has_ub = upper_bound_of(n, &ub);
-      if (has_ub && ub <= low) return Status::Corruption("fastfair: sibling chain out of order");
+      if (has_ub && compare_words(ub, low) <= 0) {
+        return Status::Corruption("fastfair: sibling chain out of order");
+      }
       for (uint32_t i = 0; i < cnt; ++i) {
         const uint64_t k = e[i].key.load(kRlx);
-        if (i > 0 && k <= e[i - 1].key.load(kRlx)) {
+        if (i > 0 && compare_words(k, e[i - 1].key.load(kRlx)) <= 0) {
           return Status::Corruption("fastfair: keys not strictly increasing (hole) in " + hex(off));
         }
-        if (k < low || (has_ub && k >= ub)) {
+        if (compare_words(k, low) < 0 || (has_ub && compare_words(k, ub) >= 0)) {
           return Status::Corruption("fastfair: key outside node bounds in " + hex(off));
         }
         // Leaves: low <= k; inner separators must exceed low (the leftmost
         // child covers [low, first separator)).
-        if (!leaf && k == low) return Status::Corruption("fastfair: separator equals low_key");
+        if (!leaf && compare_words(k, low) == 0) {
+          return Status::Corruption("fastfair: separator equals low_key");
+        }
       }
       if (leaf) {
         r.keys += cnt;
         ++r.leaves;
+        if constexpr (kStringKeys) {
+          // The records this leaf owns (fastfair.h): its entries' and its
+          // low_key's.
+          const pm::Allocator& alloc = pool_->allocator();
+          for (uint32_t i = 0; i < cnt; ++i) {
+            r.pm_bytes += alloc.block_size(record_of(e[i].key.load(kRlx)));
+          }
+          if (low != 0) r.pm_bytes += alloc.block_size(record_of(low));
+        }
         if (n->leftmost.load(kRlx) != 0) return Status::Corruption("fastfair: leaf has a child");
         continue;
       }
@@ -1114,6 +1512,9 @@ Status FastFair::verify(VerifyReport* report) const {
       }
     }
   }
+  // String keys: the blocks reached are the nodes and the key records
+  // (VerifyReport::pm_bytes); integer keys report nodes only (pm_bytes 0).
+  if constexpr (kStringKeys) r.pm_bytes += (r.leaves + r.inner_nodes) * uint64_t{node_size_};
   *report = r;
   return Status::Ok();
 }
@@ -1123,8 +1524,9 @@ Status FastFair::verify(VerifyReport* report) const {
 // Ablation notes (issue 3 §4): the flushes and fences whose removal the crash
 // lab (`nvindex crashtest --index fastfair --ablate all`) does not catch, and
 // why each stays.
-std::vector<std::pair<std::string, std::string>> FastFair::ablation_notes() const {
-  return {
+template <class K>
+std::vector<std::pair<std::string, std::string>> FastFairT<K>::ablation_notes() const {
+  std::vector<std::pair<std::string, std::string>> notes = {
       {"fastfair.create.leaf/fence",
        "redundant: the leaf's flush is committed by the fence of the root object's persist that "
        "follows at once, before the NAW that publishes both; one fence per pool creation"},
@@ -1145,18 +1547,47 @@ std::vector<std::pair<std::string, std::string>> FastFair::ablation_notes() cons
        "is retired and freed when the index is destroyed, after which its block may be reused "
        "while the durable L.sibling still named it"},
   };
+  if constexpr (kStringKeys) {
+    notes.emplace_back(
+        "fastfair.insert.key_record/fence",
+        "redundant in fastfair: FAST insert persists a slot (flush and fence) before the store "
+        "that publishes the key (the count NAW of an append, the key store at slot p after a "
+        "shift), and that fence also commits the record's flushes; store_key_record fences for "
+        "callers without such a fence (one fence per insert that fastfair could save)");
+    notes.emplace_back(
+        "fastfair.split.separator_record/fence",
+        "redundant in fastfair: split() persists the new node (flush and fence) before X.sibling "
+        "publishes it, and that fence also commits the separator record's flushes");
+  }
+  return notes;
 }
+
+template class FastFairT<uint64_t>;
+template class FastFairT<std::string_view>;
 
 }  // namespace fastfair
 
 // ---------------------------------------------------------------- factory
 
-Status make_fastfair(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
+namespace {
+template <class K>
+Status open_fastfair(const IndexOptions& options, std::unique_ptr<Index<K>>* out) {
   // make_index() has checked the node size; a recovered tree keeps its own.
-  return open_persistent_index<fastfair::FastFair>(
-      options, fastfair::kLayout,
-      [&](fastfair::FastFair& t) { return t.create(options.node_size); },
-      [](fastfair::FastFair& t) { return t.recover(); }, out);
+  using Tree = fastfair::FastFairT<K>;
+  return open_persistent_index<Tree>(
+      options, pool_layout(fastfair::kLayout, key_type_of<K>),
+      [&](Tree& t) { return t.create(options.node_size); }, [](Tree& t) { return t.recover(); },
+      out);
+}
+}  // namespace
+
+Status make_fastfair(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
+  return open_fastfair(options, out);
+}
+
+Status make_fastfair_string(const IndexOptions& options,
+                            std::unique_ptr<Index<std::string_view>>* out) {
+  return open_fastfair(options, out);
 }
 
 }  // namespace nvindex

@@ -6,8 +6,9 @@
 // departures from the paper and its code; fastfair.cc holds the crash argument of every
 // persistent update where the update is.
 //
-// Persistent layout (pool layout name "fastfair"): the root object and the
-// node, byte tables directly above their structs below.
+// Persistent layout (pool layout name "fastfair", "fastfair:string" for
+// byte-string keys): the root object and the node, byte tables directly
+// above their structs below; string keys' key words: FastFairT.
 //
 // Reader rule (transient duplicates, paper §3.2 mended): entries are sorted;
 // a slot i < count-1 with key[i] == key[i+1] is a hole and is skipped (the
@@ -28,6 +29,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -58,10 +61,16 @@ inline constexpr char kFastFairDescription[] =
 /// wins over options.node_size. Errors: Corruption (bad root object or
 /// node), OutOfSpace (pool full at creation).
 Status make_fastfair(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+/// Factory for "fastfair" with byte-string keys: as make_fastfair, in a pool
+/// of layout pool_layout("fastfair", KeyType::kString) ("fastfair:string").
+/// Key words are key-record offsets (fastfair.h, FastFairT).
+Status make_fastfair_string(const IndexOptions& options,
+                            std::unique_ptr<Index<std::string_view>>* out);
 
 namespace fastfair {
 
-/// Pool layout name.
+/// Pool layout name of the integer-key tree, and the index name in messages;
+/// the string-key tree's layout is pool_layout(kLayout, KeyType::kString).
 inline constexpr char kLayout[] = "fastfair";
 /// Root object magic: "FFAIRv1\0" as a little-endian word.
 inline constexpr uint64_t kRootMagic = 0x0031764941524646ull;
@@ -135,14 +144,81 @@ static_assert(offsetof(Node, reserved) == 40);
 static_assert(sizeof(Node) == kHeaderBytes);
 static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
 
-/// The FAST & FAIR tree. Created by make_fastfair().
-class FastFair final : public PersistentIndex {
+/// String keys: a key word is (prefix << 48) | record offset, where the
+/// record offset (key_record.h) is below 2^48 (pools are smaller: checked at
+/// create and recover) and the prefix is the key's first two bytes, big-endian,
+/// zero-padded (key_prefix). The prefix is monotone in the key (s <= t
+/// implies prefix(s) <= prefix(t)), so two different prefixes order their
+/// keys without reading either record; equal prefixes read the records.
+inline constexpr uint64_t kRecordMask = (uint64_t{1} << 48) - 1;
+/// The key record offset of a string key word.
+inline uint64_t record_of(uint64_t word) { return word & kRecordMask; }
+/// The 2-byte prefix of a string key: bytes 0 and 1 big-endian, 0 for a
+/// missing byte.
+inline uint16_t key_prefix(std::string_view k) {
+  const unsigned b0 = k.size() > 0 ? static_cast<uint8_t>(k[0]) : 0u;
+  const unsigned b1 = k.size() > 1 ? static_cast<uint8_t>(k[1]) : 0u;
+  return static_cast<uint16_t>(b0 << 8 | b1);
+}
+/// The key word naming the record at `off` that holds `key`.
+inline uint64_t key_word(uint64_t off, std::string_view key) {
+  return off | uint64_t{key_prefix(key)} << 48;
+}
+
+/// Probe of a string-key search: the key, its prefix, and whether the search
+/// wants the last entry < key (strict, find_last_less_than) instead of <=.
+struct StringProbe {
+  StringProbe() = default;
+  StringProbe(std::string_view k, bool s) : key(k), prefix(key_prefix(k)), strict(s) {}
+  std::string_view key;
+  uint16_t prefix = 0;
+  bool strict = false;
+};
+
+/// The FAST & FAIR tree over keys K (uint64_t or std::string_view). Created
+/// by make_fastfair() / make_fastfair_string().
+///
+/// The 8-byte key word of an entry (and a node's low_key) is the key itself
+/// for K = uint64_t, and for K = std::string_view the pool offset of a key
+/// record (common/key_record.h) with the key's 2-byte prefix in the top 16
+/// bits (key_word; 0 in a low_key = minus infinity, the leftmost node of a
+/// level). Both instances share every protocol: the
+/// reader rule's holes are equal WORDS (a shifted slot is a copy of its
+/// neighbour, so a hole names the same record), and only ordering
+/// comparisons dereference a record. Integer keys compile to the same code
+/// as before the template (the key policy's comparisons are the word's).
+///
+/// Key record ownership (string keys; recovery marks each record once):
+/// every leaf entry owns its key's record; every leaf owns the record its
+/// low_key names (a separator record, a copy of the key the split moved
+/// first, made by the leaf split). An inner node's low_key and its
+/// separators name the record of a leaf's low_key (a child's low_key equals
+/// its separator, a leftmost child's the parent's low_key), never their own.
+/// A record is retired once no slot names it durably: a removed key's record
+/// after its remove's count NAW, a separator record after the leaf merge
+/// that unlinks its owner (no separator names it then). Retired records are
+/// freed when no other operation is in flight (see reclaim_records in
+/// fastfair.cc: an operation counter, so a single writer reuses the space of
+/// every remove at once), else at the next quiescent remove or at
+/// destruction. Nodes stay retired until destruction.
+template <class K>
+class FastFairT final : public PersistentIndexOf<K> {
  public:
-  FastFair(pm::Pool* pool);
-  /// Frees the nodes retired by merges (unreachable since their merge) and
-  /// the spare blocks kept for splits (never published), and records the
-  /// key count for the pool's close record (common/persistent.h).
-  ~FastFair() override;
+  /// True for byte-string keys (key words are key-record offsets).
+  static constexpr bool kStringKeys = std::is_same_v<K, std::string_view>;
+  /// What a search compares entries against: the key (integers) or a
+  /// StringProbe.
+  using Probe = std::conditional_t<kStringKeys, StringProbe, uint64_t>;
+  /// How a Probe is passed: integer keys by value (in a register, as before
+  /// the template), string probes by reference.
+  using ProbeArg = std::conditional_t<kStringKeys, const StringProbe&, uint64_t>;
+
+  explicit FastFairT(pm::Pool* pool);
+  /// Frees the nodes retired by merges (unreachable since their merge), the
+  /// key records retired by removes and leaf merges (string keys), and the
+  /// spare blocks kept for splits (never published), and records the key
+  /// count for the pool's close record (common/persistent.h).
+  ~FastFairT() override;
 
   /// Creates an empty tree in a pool with no root (node_size checked by the
   /// caller). Errors: OutOfSpace.
@@ -150,17 +226,18 @@ class FastFair final : public PersistentIndex {
   /// Recovers the tree of a pool with a root (see fastfair.cc "Recovery").
   /// Before writing anything it checks the structure every crash state keeps
   /// (low keys increasing from 0 along each sibling chain; live children
-  /// distinct, in chain order, low_key == separator); after normalisation and
-  /// separator repair the tree must pass verify().
-  /// Errors: Corruption (with the offending node), OutOfSpace.
+  /// distinct, in chain order, low_key == separator; string keys: every key
+  /// word names a key record); after normalisation and separator repair the
+  /// tree must pass verify(). Errors: Corruption (with the offending node or
+  /// record), OutOfSpace.
   Status recover();
 
-  Status insert(uint64_t key, Value value) override;
-  Status update(uint64_t key, Value value) override;
-  Status remove(uint64_t key) override;
-  std::optional<Value> lookup(uint64_t key) override;
-  size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override;
-  std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override;
+  Status insert(K key, Value value) override;
+  Status update(K key, Value value) override;
+  Status remove(K key) override;
+  std::optional<Value> lookup(K key) override;
+  size_t scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) override;
+  std::optional<std::pair<OwnedKey<K>, Value>> find_last_less_than(K key) override;
   IndexInfo info() const override;
   Status verify(VerifyReport* report) const override;
   /// Why the crash lab's ablation self-test cannot catch the removal of some
@@ -170,7 +247,6 @@ class FastFair final : public PersistentIndex {
   // --- internals exposed for tests (tests/crash_fastfair_recovery_test.cc
   // builds transient crash states with them) and tools; not for indexes'
   // users: writing through them bypasses every lock.
-  /// The node at pool offset `off`.
   /// The node at offset `off` (a valid node offset: callers never pass 0, so
   /// no null check on the hot path).
   Node* node(uint64_t off) const { return reinterpret_cast<Node*>(pool_->base() + off); }
@@ -186,10 +262,35 @@ class FastFair final : public PersistentIndex {
     std::lock_guard g(spare_mu_);
     return spare_.size();
   }
+  /// Key records retired by removes and leaf merges and not yet freed
+  /// (string keys: freed when no other operation is in flight; 0 for
+  /// integer keys).
+  size_t retired_records() const {
+    std::lock_guard g(retire_mu_);
+    return retired_records_.size();
+  }
 
  private:
+  using PersistentIndexOf<K>::pool_;
   enum class Descend { kOk, kRestart, kNoLevel };
   struct Stash;
+
+  // Key policy: the only places where the two key types differ.
+  /// The probe for a user's key.
+  static Probe probe(K key);
+  /// The probe for a key word (a separator or low_key) of this tree.
+  Probe probe_of_word(uint64_t word) const;
+  /// word <= probe (strict probe: word < key); a string low_key 0 is minus
+  /// infinity.
+  bool word_le(uint64_t word, ProbeArg p) const;
+  /// The key word names the probe's key.
+  bool word_eq(uint64_t word, ProbeArg p) const;
+  /// Three-way comparison of two key words (recovery and verify).
+  int compare_words(uint64_t a, uint64_t b) const;
+  /// Index of the last slot in [0, n) whose key word_le the probe, or -1.
+  int last_le(Entry* e, uint32_t n, ProbeArg p) const;
+  /// The owned key (scan results) of a key word.
+  OwnedKey<K> owned_key(uint64_t word) const;
 
   uint32_t clamp_count(const Node* n) const;
   /// Prefetches the first prefetch_bytes_ of the node at `off` and its lock
@@ -203,34 +304,59 @@ class FastFair final : public PersistentIndex {
   void unlock(uint64_t off) const;
   void unlock_obsolete(uint64_t off) const;
 
-  Descend descend(uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const;
+  Descend descend(ProbeArg key, uint32_t level, uint64_t* off, uint64_t* ver) const;
   /// descend() and lookup() with the node search of one SIMD level inlined
-  /// (simd_search.h policies; fastfair.cc, "descent").
+  /// (simd_search.h policies; fastfair.cc, "descent"). String keys use the
+  /// scalar policy type only as a tag: their search is last_le().
   template <class Search>
-  Descend descend_with(uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const;
+  Descend descend_with(ProbeArg key, uint32_t level, uint64_t* off, uint64_t* ver) const;
   template <class Search>
-  std::optional<Value> lookup_with(uint64_t key);
-  Descend descend_avx512(uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const;
-  Descend descend_avx2(uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const;
-  Descend descend_scalar(uint64_t key, uint32_t level, uint64_t* off, uint64_t* ver) const;
-  std::optional<Value> lookup_avx512(uint64_t key);
-  std::optional<Value> lookup_avx2(uint64_t key);
-  std::optional<Value> lookup_scalar(uint64_t key);
-  Descend lock_covering(uint64_t key, uint32_t level, uint64_t* off);
+  std::optional<Value> lookup_with(ProbeArg key);
+  // The SIMD level's attributes are on these declarations: GCC ignores
+  // attributes on the out-of-class definition of a class template's member,
+  // and without `flatten` and the target the search would not be inlined.
+  __attribute__((target("avx512f,popcnt"), flatten)) Descend descend_avx512(ProbeArg key,
+                                                                            uint32_t level,
+                                                                            uint64_t* off,
+                                                                            uint64_t* ver) const;
+  __attribute__((target("avx2,popcnt"), flatten)) Descend descend_avx2(ProbeArg key, uint32_t level,
+                                                                       uint64_t* off,
+                                                                       uint64_t* ver) const;
+  Descend descend_scalar(ProbeArg key, uint32_t level, uint64_t* off, uint64_t* ver) const;
+  __attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value> lookup_avx512(
+      ProbeArg key);
+  __attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> lookup_avx2(ProbeArg key);
+  std::optional<Value> lookup_scalar(ProbeArg key);
+  Descend lock_covering(ProbeArg key, uint32_t level, uint64_t* off);
   void init_node(uint64_t off, uint32_t level, uint64_t low_key, uint64_t leftmost,
                  uint64_t sibling);
   void fast_insert(Node* x, uint32_t n, uint32_t p, uint64_t key, uint64_t value);
   void fast_delete(Node* x, uint32_t n, uint32_t p);
-  uint64_t split(uint64_t xoff, uint64_t noff);
+  uint64_t split(uint64_t xoff, uint64_t noff, uint64_t low_record);
   Status insert_separator(uint32_t level, uint64_t sep, uint64_t child, Stash* stash);
-  void try_merge(uint32_t level, uint64_t key);
+  void try_merge(uint32_t level, ProbeArg key);
   void collapse_root();
   void retire(uint64_t off);
+  void retire_record(uint64_t word);
+  /// String keys: frees the retired records if no operation but the
+  /// caller's is in flight (fastfair.cc, "Key record reclamation").
+  void reclaim_records();
+  /// String keys: counts the calling operation in active_ for its scope (no
+  /// code for integer keys).
+  class InFlight;
   Status walk_levels(std::vector<std::vector<uint64_t>>* levels) const;
+  /// String keys: checks that every key word of the nodes (low keys, entries
+  /// below count) names a key record, before recovery compares any. Errors:
+  /// Corruption (check_key_record's).
+  Status check_key_words(const std::vector<std::vector<uint64_t>>& levels) const;
+  /// One key word of check_key_words.
+  Status check_key_word(uint64_t word) const;
   Status normalize(uint64_t off);
-  /// Keys node `off` holds as normalize() would leave it (entries below its
-  /// upper bound, each equal pair counted once), without writing anything.
-  uint64_t settled_keys(uint64_t off) const;
+  /// Calls f(slot) for each entry node `off` holds as normalize() would leave
+  /// it (entries below its upper bound, each equal pair once), without
+  /// writing anything.
+  template <class F>
+  void for_each_settled(uint64_t off, F&& f) const;
   Status repair_separators();
 
   RootObject* root_obj_ = nullptr;
@@ -240,9 +366,13 @@ class FastFair final : public PersistentIndex {
   /// 512 B (8 lines), else the first 512 B.
   uint32_t prefetch_bytes_ = 0;
   std::unique_ptr<LockTable> locks_;
-  std::mutex root_mu_;    ///< serialises root creation and root collapse
-  std::mutex retire_mu_;  ///< guards retired_
+  std::mutex root_mu_;            ///< serialises root creation and root collapse
+  mutable std::mutex retire_mu_;  ///< guards retired_ and retired_records_
   std::vector<uint64_t> retired_;
+  std::vector<uint64_t> retired_records_;
+  /// String keys: operations in flight (every public operation counts
+  /// itself for its duration); unused for integer keys.
+  std::atomic<uint64_t> active_{0};
   /// Most spare node blocks kept between splits (see Stash in fastfair.cc).
   static constexpr size_t kMaxSpare = 64;
   mutable std::mutex spare_mu_;  ///< guards spare_
@@ -250,6 +380,14 @@ class FastFair final : public PersistentIndex {
   /// the destructor, reclaimed by recovery after a crash.
   std::vector<uint64_t> spare_;
 };
+
+/// The integer-key tree (the tests' and tools' name).
+using FastFair = FastFairT<uint64_t>;
+/// The string-key tree.
+using FastFairString = FastFairT<std::string_view>;
+
+extern template class FastFairT<uint64_t>;
+extern template class FastFairT<std::string_view>;
 
 }  // namespace fastfair
 }  // namespace nvindex

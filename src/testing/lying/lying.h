@@ -17,5 +17,9 @@ inline constexpr char kLyingDescription[] =
 /// 32 bits flipped) for every 16th successful lookup. Ignores every option.
 /// Never fails.
 Status make_lying_index(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+/// The same over string keys (std::string_view, owned as std::string in the
+/// map; byte-wise order), for make_index<std::string_view>("lying-test").
+Status make_lying_string_index(const IndexOptions& options,
+                               std::unique_ptr<Index<std::string_view>>* out);
 
 }  // namespace nvindex
