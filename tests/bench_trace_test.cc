@@ -18,6 +18,7 @@
 #include "bench/driver.h"
 #include "bench/trace.h"
 #include "bench/workload.h"
+#include "nvindex/index.h"
 
 namespace nvindex::bench {
 namespace {
@@ -386,26 +387,34 @@ TEST(StringTrace, WorkloadIdsAreByteOrderRanksAndExpectationsMatchAStringReplay)
   }
 }
 
-// The string samples replayed by the driver on absl-btree at 1 and 2
-// threads: zero verification failures (bench_driver_test shows the same
-// checks catch lying-test on string keys).
+// The string samples replayed by the driver on every registered index with
+// string keys (test doubles excluded) at 1 and 2 threads: zero verification
+// failures (bench_driver_test shows the same checks catch lying-test on
+// string keys).
 TEST(StringTrace, SharedSamplesReplayWithoutFailures) {
-  for (const char* w : {"workloada", "workloadc", "workloade"}) {
-    for (unsigned threads : {1u, 2u}) {
-      SCOPED_TRACE(std::string(w) + " threads " + std::to_string(threads));
-      Workload wl;
-      Status s = make_string_trace(w, threads, &wl);
-      ASSERT_TRUE(s.ok()) << s.ToString();
-      BenchOptions o;
-      o.pm.mode = pm::Mode::kEmulated;
-      IndexResult r;
-      s = run_benchmark(o, wl, "absl-btree", &r, nullptr);
-      ASSERT_TRUE(s.ok()) << s.ToString();
-      EXPECT_EQ(r.failures, 0u) << (r.failure_examples.empty() ? "" : r.failure_examples[0]);
-      EXPECT_EQ(r.load.operations, 10000u);
-      EXPECT_EQ(r.run.operations, 10000u);
-      EXPECT_TRUE(r.structure.ok());
-      EXPECT_GE(r.verify_report.keys, 10000u);
+  std::vector<std::string> names;
+  for (const IndexEntry& e : registered_indexes()) {
+    if (e.caps.string_keys && !is_test_only_index(e.name)) names.emplace_back(e.name);
+  }
+  ASSERT_GE(names.size(), 4u);  // absl-btree, btree, fastfair, p-masstree at least
+  for (const std::string& name : names) {
+    for (const char* w : {"workloada", "workloadc", "workloade"}) {
+      for (unsigned threads : {1u, 2u}) {
+        SCOPED_TRACE(name + " " + w + " threads " + std::to_string(threads));
+        Workload wl;
+        Status s = make_string_trace(w, threads, &wl);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        BenchOptions o;
+        o.pm.mode = pm::Mode::kEmulated;
+        IndexResult r;
+        s = run_benchmark(o, wl, name, &r, nullptr);
+        ASSERT_TRUE(s.ok()) << s.ToString();
+        EXPECT_EQ(r.failures, 0u) << (r.failure_examples.empty() ? "" : r.failure_examples[0]);
+        EXPECT_EQ(r.load.operations, 10000u);
+        EXPECT_EQ(r.run.operations, 10000u);
+        EXPECT_TRUE(r.structure.ok());
+        EXPECT_GE(r.verify_report.keys, 10000u);
+      }
     }
   }
 }

@@ -40,6 +40,7 @@ TEST_P(Ablation, EverySiteIsCaughtOrHasAWrittenReason) {
     GTEST_SKIP() << "ablation self-test skipped under a sanitizer or NVINDEX_CRASH_SCALE < 1 "
                     "(it runs in the release build)";
   }
+  if (!GetParam().no_ablation.empty()) GTEST_SKIP() << GetParam().no_ablation;
   Options o;
   o.index = GetParam().index;
   o.key_type = GetParam().key_type;
@@ -47,8 +48,9 @@ TEST_P(Ablation, EverySiteIsCaughtOrHasAWrittenReason) {
   // 40 operations split 128 B nodes several times; larger smallest nodes
   // (lbtree's and fptree's 256 B leaves, 14 slots) need proportionally more
   // operations before their split sites are reached.
-  o.ops = 40 * o.node_size / 128;
+  o.ops = GetParam().ablation_ops != 0 ? GetParam().ablation_ops : 40 * o.node_size / 128;
   o.scenarios = 1;
+  o.images.budget = GetParam().budget;
   o.nested_max = 4;  // the baseline still re-recovers a few images
   AblationReport ar;
   Status s = run_ablation(o, &ar);

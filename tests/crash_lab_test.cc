@@ -47,7 +47,10 @@ double scale() {
 #endif
 }
 
-size_t scaled(size_t n) { return std::max<size_t>(1, static_cast<size_t>(n * scale() + 0.5)); }
+/// n x scale() x share, at least 1.
+size_t scaled(size_t n, double share = 1.0) {
+  return std::max<size_t>(1, static_cast<size_t>(n * scale() * share + 0.5));
+}
 
 void expect_clean(const Report& r) {
   EXPECT_EQ(r.failures, 0u) << "first failure:\n"
@@ -81,10 +84,11 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
   // Small nodes: splits and merges (and root growth and collapse) within a
   // few dozen operations.
   const uint32_t small = smallest_node_size(GetParam().index);
+  const double share = GetParam().scenario_share;
   const Run runs[] = {
-      {small, 50, scaled(12), pm::crashsim::Profile::kAdr},
-      {small, 12, scaled(4), pm::crashsim::Profile::kAdr},
-      {2 * small, 40, scaled(4), pm::crashsim::Profile::kAdr},
+      {small, 50, scaled(12, share), pm::crashsim::Profile::kAdr},
+      {small, 12, scaled(4, share), pm::crashsim::Profile::kAdr},
+      {2 * small, 40, scaled(4, share), pm::crashsim::Profile::kAdr},
       {small, 30, 1, pm::crashsim::Profile::kEadr},
   };
   uint64_t images = 0, nested = 0, boundary_points = 0, fence_points = 0;
@@ -111,6 +115,7 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
     o.scenarios = run.scenarios;
     o.seed = seed;
     o.sim.profile = run.profile;
+    o.images.budget = GetParam().budget;
     seed += 100;
     Report r;
     Status s = run_crash_test(o, &r);
@@ -122,7 +127,7 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
     boundary_points += r.boundary_points;
     fence_points += r.fence_points;
     if (i + 1 == all.size() && images < bar && all.size() < std::size(runs) + 32) {
-      all.push_back({small, 50, scaled(4), pm::crashsim::Profile::kAdr});
+      all.push_back({small, 50, scaled(4, share), pm::crashsim::Profile::kAdr});
     }
   }
   // Every crash point yields at least one image; the issues' bar for every

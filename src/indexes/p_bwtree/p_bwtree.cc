@@ -294,9 +294,16 @@ class PBwTree final : public PersistentIndexOf<K> {
 
   /// CAS of node `id`'s word from `expected` (clean) to `record` (persisted
   /// by the caller). On success the word is persisted before return, then
-  /// its kDirty bit cleared. Crash: before the persist the word may be lost
-  /// (the operation has not returned, and no other thread relied on it
-  /// without persisting it: load_head); after, it holds `record`.
+  /// its kDirty bit cleared and the line flushed without a fence. Crash:
+  /// before the persist the word may be lost (the operation has not
+  /// returned, and no other thread relied on it without persisting it:
+  /// load_head); after, it holds `record`, with or without kDirty (the bit
+  /// means nothing after a crash; recovery clears it). The flush of the
+  /// clear is committed by this thread's next fence, so at any moment at
+  /// most one cleared bit per thread is not durable: recovery rewrites
+  /// O(threads) words, not one per node written since the last crash (the
+  /// crash lab's images per crash point stay bounded for the same reason).
+  /// Cost: one flush per publication, no fence.
   bool publish(uint64_t id, uint64_t expected, uint64_t record) {
     std::atomic<uint64_t>* w = word(id);
     uint64_t e = expected;
@@ -306,7 +313,7 @@ class PBwTree final : public PersistentIndexOf<K> {
     }
     pm::persist(w, 8, {"p-bwtree.publish.word"});
     uint64_t d = record | kDirty;
-    pm::cas(w, &d, record);
+    if (pm::cas(w, &d, record)) pm::flush(w, 8, {"p-bwtree.publish.clean"});
     return true;
   }
 
@@ -545,16 +552,24 @@ class PBwTree final : public PersistentIndexOf<K> {
     std::lock_guard<std::mutex> g(id_mu_);
     free_ids_.push_back(id);
   }
-  /// Mapping chunk c: allocated, zeroed and persisted, then published in
-  /// the root's directory by one NAW. Crash: before the NAW the chunk is
-  /// unreachable (freed by recovery); after, it holds only free ids.
+  /// Mapping chunk c: allocated, zeroed and flushed, then (c > 0) fenced
+  /// and published in the root's directory by one NAW. Crash: before the
+  /// NAW the chunk is unreachable (freed by recovery); after, it holds only
+  /// free ids. Chunk 0 (`c` = 0, from create()) is neither fenced nor
+  /// published here: create() stores it in the directory and its persist of
+  /// the root object commits both.
   Status add_chunk(uint64_t c) {
     uint64_t off = 0;
     if (Status s = pool_->allocator().allocate(kChunkBytes, &off); !s.ok()) return s;
     char* p = pool_->base() + off;
     pm::fill(p, 0, kChunkBytes);
-    pm::persist(p, kChunkBytes, {"p-bwtree.chunk.init"});
-    pm::naw(&root_->chunks[c], off, {"p-bwtree.chunk.publish"});
+    pm::flush(p, kChunkBytes, {"p-bwtree.chunk.init"});
+    if (c == 0) {
+      pm::store(&root_->chunks[0], off);
+    } else {
+      pm::fence({"p-bwtree.chunk.init"});
+      pm::naw(&root_->chunks[c], off, {"p-bwtree.chunk.publish"});
+    }
     dir_[c].store(reinterpret_cast<std::atomic<uint64_t>*>(p), std::memory_order_release);
     return Status::Ok();
   }
@@ -617,7 +632,10 @@ class PBwTree final : public PersistentIndexOf<K> {
       release_id(qid);
       return false;
     }
-    pm::naw(word(qid), qbase, {"p-bwtree.split.sibling_word"});
+    // Q's word: flushed here, fenced by the split delta's persist below,
+    // so it is durable before the CAS that makes Q reachable.
+    pm::store(word(qid), qbase);
+    pm::flush(word(qid), 8, {"p-bwtree.split.sibling_word"});
     if (!write_delta(head, kSplit, sep, qid, static_cast<uint32_t>(mid), &sd).ok() ||
         !publish(id, head, sd)) {
       if (sd != 0) pool_->allocator().free(sd);
@@ -769,10 +787,7 @@ class PBwTree final : public PersistentIndexOf<K> {
   std::atomic<uint64_t> ev_consolidations_{0}, ev_splits_{0}, ev_index_entries_{0}, ev_helped_{0},
       ev_root_grows_{0}, ev_cas_failures_{0};
 
-  Status walk_levels(VerifyReport* report, ChainStats* stats,
-                     std::vector<OwnedKey<K>>* unposted = nullptr) const;
-  void compact_after_recovery();
-  void fold_chains();
+  Status walk_levels(VerifyReport* report, ChainStats* stats) const;
   Status check_chain(uint64_t id, uint64_t head, std::vector<uint64_t>* children, uint64_t* keys);
 };
 
@@ -787,13 +802,14 @@ Status PBwTree<K>::create() {
   root_ = reinterpret_cast<RootObject*>(p);
   pm::store(&root_->magic, kRootMagic);
   pm::store(&root_->node_size, uint64_t{node_size_});
-  // Chunk 0 and an empty leaf as node 0, all persisted before set_root:
-  // a crash before it leaves a pool without a root (factory.h reclaims).
+  // Chunk 0 and an empty leaf as node 0, all flushed, and fenced by the
+  // root object's persist before set_root: a crash before set_root leaves a
+  // pool without a root (factory.h reclaims).
   if (Status s = add_chunk(0); !s.ok()) return s;
   uint64_t leaf = 0;
   if (Status s = write_base(true, {}, nullptr, kNoNode, &leaf); !s.ok()) return s;
   pm::store(word(0), leaf);
-  pm::persist(word(0), 8, {"p-bwtree.create.word"});
+  pm::flush(word(0), 8, {"p-bwtree.create.word"});
   pm::store(&root_->root_id, uint64_t{0});
   pm::persist(p, kRootBytes, {"p-bwtree.create.root"});  // the zeroed directory too
   next_id_ = 1;
@@ -931,58 +947,10 @@ Status PBwTree<K>::recover() {
   }
   std::reverse(free_ids_.begin(), free_ids_.end());  // lowest id handed out first
   next_id_ = ids;
-  compact_after_recovery();
   // A full pool may have no room for the reserve: then it starts empty and
   // fills from reclaimed records.
   if (Status r = fill_reserve(); !r.ok() && r.code() != Code::kOutOfSpace) return r;
   return Status::Ok();
-}
-
-/// Folds every delta chain into one base (splitting a node whose content
-/// is over node_size), so a recovered tree holds one base per node, each a
-/// node_size block: what the crash lab's accounting expects, and the
-/// shortest chains to start from. Each step is the run-time consolidation
-/// or split (same crash argument); records it replaces are freed at once
-/// (no reader exists yet). A step that cannot allocate leaves the chain.
-template <class K>
-void PBwTree<K>::compact_after_recovery() {
-  // Completes every split a crash left half done (second half: the index
-  // entry, or the root growth), by the lookups that would help it, then
-  // folds the chains; repeated while the folding splits again.
-  for (int round = 0; round < 8; ++round) {
-    fold_chains();
-    std::vector<OwnedKey<K>> lows;
-    VerifyReport r;
-    ChainStats cs;
-    if (!walk_levels(&r, &cs, &lows).ok() || lows.empty()) break;
-    for (const OwnedKey<K>& k : lows) (void)lookup(K(k));
-  }
-  fold_chains();
-}
-
-/// One folding pass of compact_after_recovery: every chain to one base.
-template <class K>
-void PBwTree<K>::fold_chains() {
-  bool changed = true;
-  for (int pass = 0; changed && pass < 16; ++pass) {  // splits add nodes: a few passes
-    changed = false;
-    for (uint64_t id = 0; id < next_id_; ++id) {
-      for (int tries = 0; tries < 64; ++tries) {
-        const uint64_t head = word(id)->load(kRlx) & ~kDirty;
-        if (head == 0) break;
-        const RecordHeader* h = hdr(head);
-        const auto* b = reinterpret_cast<const Base*>(rec(head));
-        if (h->depth == 0 &&
-            (b->bytes <= node_size_ ? pool_->allocator().block_size(head) == node_size_
-                                    : !over_node_size(h->flags & kLeafFlag, h->count, b->bytes))) {
-          break;
-        }
-        if (!consolidate(id, head, kNoNode)) break;
-        changed = true;
-      }
-    }
-  }
-  epoch_.drain();
 }
 
 // ---------------------------------------------------------------- operations
@@ -1119,8 +1087,7 @@ std::optional<std::pair<OwnedKey<K>, Value>> PBwTree<K>::find_last_less_than(K k
 /// and inside [low, high), and that every child an inner node names is on
 /// the next level with that low key.
 template <class K>
-Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats,
-                               std::vector<OwnedKey<K>>* unposted) const {
+Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats) const {
   *report = VerifyReport{};
   *stats = ChainStats{};
   EpochManager::Guard g(epoch_);
@@ -1130,6 +1097,12 @@ Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats,
   expected.emplace_back(C::min_key(), first);
   View v;
   std::vector<uint8_t> seen(next_id_ + 1, 0);
+  // pm_bytes: the mapping chunks, then every record of every reached chain
+  // (the root object and the DRAM-held reserve are the constant rest).
+  for (uint32_t c = 0; c < kMaxChunks; ++c) {
+    const uint64_t off = root_->chunks[c].load(kAcq);
+    if (off != 0) report->pm_bytes += pool_->allocator().block_size(off);
+  }
   for (uint32_t level = 0;; ++level) {
     if (level > 64) return Status::Corruption(idx + ": more than 64 levels");
     std::vector<std::pair<K, uint64_t>> next_level;
@@ -1148,7 +1121,9 @@ Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats,
       collect(head, &v);
       stats->nodes++;
       stats->max_depth = std::max<uint64_t>(stats->max_depth, hdr(head)->depth);
-      for (uint64_t o = head; hdr(o)->depth > 0; o = hdr(o)->next) {
+      for (uint64_t o = head;; o = hdr(o)->next) {
+        report->pm_bytes += pool_->allocator().block_size(o);
+        if (hdr(o)->depth == 0) break;
         if (hdr(o)->type == kSplit) stats->split_deltas++;
         if (hdr(o)->type == kIndexEntry) stats->index_deltas++;
       }
@@ -1163,7 +1138,6 @@ Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats,
         ++want;
       } else {
         stats->unposted_splits++;
-        if (unposted != nullptr) unposted->emplace_back(lo);
       }
       if (hdr(head)->count != v.items.size()) {
         return Status::Corruption(idx + ": node " + std::to_string(id) + " counts " +
@@ -1230,12 +1204,25 @@ std::vector<std::pair<std::string, std::string>> PBwTree<K>::ablation_notes() co
        "tolerated by design: a lost root id leaves the old root, which reaches the new root's "
        "sibling by its split delta, and the new root's id is an orphan recovery clears; the "
        "persist keeps the grown root across a crash (one per root growth)"},
-      {"p-bwtree.split.sibling_word/fence",
-       "redundant: the fence of the split delta's persist follows before the CAS that makes the "
-       "sibling reachable; kept so the sibling word is durable whatever the delta write does"},
+      {"p-bwtree.chunk.init/flush",
+       "hygiene: no word of a chunk is followed before the NAW that gives its id a record (a "
+       "split's or root growth's word, persisted before the CAS that links the id), and recovery "
+       "clears every nonzero word it did not reach; the zeros only keep a reused block's stale "
+       "words out of the table (once per 512 node ids)"},
+      {"p-bwtree.split.sibling_word/flush",
+       "needed, and not observable in the lab's small trees: the word must be durable (this "
+       "flush, the split delta's fence) before the CAS that names the new id (recovery reports a "
+       "reachable node without a record as "
+       "Corruption); the lab's runs make fewer than 8 node ids (3 splits in 80 operations at "
+       "128 B), so every new word shares line 0 of chunk 0 with the split node's word, whose "
+       "persist after the publishing CAS flushes both"},
       {"p-bwtree.recover.orphan",
        "hygiene: an orphan id is never followed (no chain names it) and its word is rewritten by "
        "NAW before the id is published again, so a lost clear changes nothing a crash test sees"},
+      {"p-bwtree.publish.clean",
+       "hygiene: the flush only bounds how many cleared kDirty bits a crash can lose (one per "
+       "thread); a lost clear leaves a dirty word, which recovery clears and any reader "
+       "persists before relying on it"},
       {"p-bwtree.recover.clean",
        "hygiene: kDirty is ignored by every reader after recovery (the word is durable; a reader "
        "that sees the bit persists it again), so a lost clear only costs one flush later"},
