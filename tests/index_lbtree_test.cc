@@ -468,7 +468,7 @@ TEST(LbTreeString, InsertCostAgainstIntegerKeys) {
 // Key records: a removed key's record is freed (single thread: at once),
 // a failed insert leaves none behind, and recovery marks every live slot's
 // record once (the allocator's bytes equal leaves + records before and after
-// a crash-style reopen with 4 rebuild threads); keys whose records were
+// crash-style reopens rebuilt by 4 threads from the anchors); keys whose records were
 // freed still route (separators and DRAM low keys are copies).
 TEST(LbTreeString, RecordsFreedOnRemoveAndMarkedOnceByRecovery) {
   for (uint32_t size : {256u, 768u}) {
@@ -522,14 +522,30 @@ TEST(LbTreeString, RecordsFreedOnRemoveAndMarkedOnceByRecovery) {
         EXPECT_EQ(got->first, want->first);
       }
     }
-    st.crash();
+    // A clean close spreads the anchors; the crash-style reopens after it
+    // rebuild the string separators from several segments in parallel.
+    const auto routed = st.lbs().routed_leaves();
     IndexOptions o;
     o.node_size = size;
     o.threads = 4;
     ASSERT_TRUE(st.reopen(o).ok());
-    testing::expect_equals_model(*st.index, model);
-    ASSERT_TRUE(st.index->verify(&vr).ok());
-    EXPECT_EQ(st.pool->allocator().bytes_in_use(), lbtree::kRootBytes + vr.pm_bytes);
+    for (int round = 0; round < 2; ++round) {
+      st.crash();
+      ASSERT_TRUE(st.reopen(o).ok());
+      EXPECT_EQ(st.lbs().rebuild_threads(), 4u);
+      testing::expect_equals_model(*st.index, model);
+      ASSERT_TRUE(st.index->verify(&vr).ok());
+      EXPECT_EQ(st.pool->allocator().bytes_in_use(), lbtree::kRootBytes + vr.pm_bytes);
+    }
+    // Recovery routes each non-empty leaf from its smallest key: the same
+    // leaves as before, in order, each at or above its old separator.
+    const auto again = st.lbs().routed_leaves();
+    ASSERT_LE(again.size(), routed.size());
+    for (size_t i = 0, j = 0; i < again.size(); ++i) {
+      while (j < routed.size() && routed[j].second != again[i].second) ++j;
+      ASSERT_LT(j, routed.size()) << "leaf routed after recovery but not before";
+      EXPECT_GE(again[i].first, routed[j].first);
+    }
   }
 }
 
