@@ -109,7 +109,9 @@ uint64_t LbTreeT<K>::low_word(K low) {
   if constexpr (kStringKeys) {
     if (low.empty()) return 0;
     std::lock_guard g(low_mu_);
-    return reinterpret_cast<uintptr_t>(&low_keys_.emplace_back(low));
+    const std::string& s = low_keys_.emplace_back(low);
+    low_bytes_ += sizeof(std::string) + (s.capacity() > 15 ? s.capacity() + 1 : 0);
+    return reinterpret_cast<uintptr_t>(&s);
   } else {
     return low;
   }
@@ -1012,7 +1014,7 @@ IndexInfo LbTreeT<K>::info() const {
        .placement = Placement::kSelective},
       leaf_size_,
       (tree_ ? tree_->dram_bytes() : 0) + (versions_ ? versions_->dram_bytes() : 0) +
-          (lows_ ? lows_->dram_bytes() : 0));
+          (lows_ ? lows_->dram_bytes() : 0) + low_dram_bytes());
 }
 
 template <class K>

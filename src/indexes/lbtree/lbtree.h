@@ -243,6 +243,11 @@ class LbTreeT final : public PersistentIndexOf<K> {
   uint64_t low_word(K low);
   /// The low key a low-key word names.
   K low_key(uint64_t word) const;
+  /// DRAM held by the string low keys' copies (0 for integer keys).
+  uint64_t low_dram_bytes() const {
+    std::lock_guard g(low_mu_);
+    return low_bytes_;
+  }
 
   inner::Route lock_leaf_for(K key);
   void unlock_leaf(uint64_t off);
@@ -287,7 +292,8 @@ class LbTreeT final : public PersistentIndexOf<K> {
   /// String keys: the DRAM copies low-key words name (a deque never moves
   /// its elements); guarded by low_mu_ for appends.
   std::deque<std::string> low_keys_;
-  std::mutex low_mu_;
+  uint64_t low_bytes_ = 0;  ///< DRAM of low_keys_ (objects and heap bytes)
+  mutable std::mutex low_mu_;
   KeyRecordReclaimer reclaimer_;     ///< string keys: removed keys' records
   std::atomic<uint64_t> leaves_{0};  ///< leaves on the chain
   bool ready_ = false;               ///< created or recovered successfully
