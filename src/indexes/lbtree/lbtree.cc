@@ -36,18 +36,17 @@ std::string layout() {
   return pool_layout(kLayout, key_type_of<K>);
 }
 
-/// The largest key of at most kMaxKeyBytes bytes that is <= `key` and <
-/// `key` when `strict` (strings: the predecessor under byte order, shorter
-/// prefix first: drop a trailing 0x00 byte, else decrement the last byte
-/// and pad with 0xff to kMaxKeyBytes); false when there is none ("" and
-/// strict). find_last_less_than searches keys <= the result.
-bool at_most(std::string_view key, bool strict, std::string* out) {
+/// The largest key of at most kMaxKeyBytes bytes below `key` (its
+/// predecessor under byte order, shorter prefix first: a longer key's
+/// kMaxKeyBytes-byte prefix; else drop a trailing 0x00 byte, or decrement
+/// the last byte and pad with 0xff to kMaxKeyBytes) into *out; false when
+/// there is none (key ""). String find_last_less_than searches keys <= it.
+bool predecessor(std::string_view key, std::string* out) {
   if (key.size() > kMaxKeyBytes) {
     out->assign(key.substr(0, kMaxKeyBytes));  // a proper prefix: below key
     return true;
   }
   out->assign(key);
-  if (!strict) return true;
   if (out->empty()) return false;
   if (out->back() == '\0') {
     out->pop_back();
@@ -335,10 +334,10 @@ size_t LbTreeT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>
 
 template <class K>
 std::optional<std::pair<OwnedKey<K>, Value>> LbTreeT<K>::find_last_less_than(K key) {
-  // target: the largest key sought (keys <= target); strings: at_most.
+  // target: the largest key sought (keys <= target).
   OwnedKey<K> target{};
   if constexpr (kStringKeys) {
-    if (!at_most(key, true, &target)) return std::nullopt;
+    if (!predecessor(key, &target)) return std::nullopt;
   } else {
     if (key == 0) return std::nullopt;
     target = key - 1;
@@ -376,7 +375,7 @@ std::optional<std::pair<OwnedKey<K>, Value>> LbTreeT<K>::find_last_less_than(K k
     // Nothing <= target in this leaf: the answer, if any, is below its low.
     if (low == 0) return std::nullopt;
     if constexpr (kStringKeys) {
-      at_most(low_key(low), true, &target);  // low != "": there is one
+      predecessor(low_key(low), &target);  // low != "": there is one
     } else {
       target = low - 1;
     }
