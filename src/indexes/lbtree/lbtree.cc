@@ -386,7 +386,9 @@ std::optional<std::pair<OwnedKey<K>, Value>> LbTreeT<K>::find_last_less_than(K k
 
 template <class K>
 Status LbTreeT<K>::update(K key, Value value) {
-  if (Status s = check_key(kLayout, key); !s.ok()) return s;
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, key); !s.ok()) return s;
+  }
   const Guard guard(&reclaimer_);
   const inner::Route r = lock_leaf_for(key);
   const Leaf l = leaf(r.leaf);
@@ -402,7 +404,9 @@ Status LbTreeT<K>::update(K key, Value value) {
 
 template <class K>
 Status LbTreeT<K>::remove(K key) {
-  if (Status s = check_key(kLayout, key); !s.ok()) return s;
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, key); !s.ok()) return s;
+  }
   const Guard guard(&reclaimer_);
   const inner::Route r = lock_leaf_for(key);
   const Leaf l = leaf(r.leaf);
@@ -411,21 +415,22 @@ Status LbTreeT<K>::remove(K key) {
     unlock_leaf(r.leaf);
     return Status::NotFound();
   }
-  const uint64_t word = l.ent(at.block, at.slot).key.load(kRlx);
   leaf_remove(l, at);
-  unlock_leaf(r.leaf);
   if constexpr (kStringKeys) {
     // The slot's bit is clear and durable (leaf_remove's NAW): no slot
     // names the record (it is not copied elsewhere: a live slot's word is
     // only copied by entry moving or a split, which clear the source bit in
-    // the NAW that publishes the copy). A concurrent reader may still hold
-    // the offset: retired, freed once no other operation is in flight
+    // the NAW that publishes the copy). The word is read before the unlock
+    // (then the slot may be reused). A concurrent reader may still hold the
+    // offset: retired, freed once no other operation is in flight
     // (KeyRecordReclaimer). After a crash before the free, recovery
     // reclaims it (unmarked).
+    const uint64_t word = l.ent(at.block, at.slot).key.load(kRlx);
+    unlock_leaf(r.leaf);
     reclaimer_.retire(word);
     reclaimer_.reclaim(*pool_);
   } else {
-    (void)word;
+    unlock_leaf(r.leaf);
   }
   return Status::Ok();
 }

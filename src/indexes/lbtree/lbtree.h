@@ -236,8 +236,11 @@ class LbTreeT final : public PersistentIndexOf<K> {
   /// bytes, read without a check: the word came from a live slot).
   K key_of(uint64_t word) const;
   /// Finds `key` (fingerprint f) in leaf l: leaf_find_fp with the key type's
-  /// equality.
-  bool find_in(const Leaf& l, K key, uint8_t f, SlotRef* where, uint64_t* value) const;
+  /// equality. Always inlined (on this declaration: GCC ignores attributes
+  /// on a class template member's out-of-class definition), so the integer
+  /// instance's writers are the code they were before the template.
+  __attribute__((always_inline)) inline bool find_in(const Leaf& l, K key, uint8_t f,
+                                                     SlotRef* where, uint64_t* value) const;
   /// The DRAM low-key word of a leaf for low key `low` (integers: the key;
   /// strings: the address of a DRAM copy kept until destruction, 0 for "").
   uint64_t low_word(K low);
