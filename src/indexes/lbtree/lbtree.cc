@@ -508,12 +508,19 @@ Status LbTreeT<K>::split_and_insert(uint64_t off, K key, uint8_t f, uint64_t wor
   const Leaf l = leaf(off);
   const Leaf n = leaf(noff);
   const bool alt = l.alt();
-  struct Item {
+  // An entry of L; strings also keep the key (a view of its record) and the
+  // fingerprint (copied to N); integers are sorted by the key word itself.
+  struct IntItem {
     uint64_t key, value;  // key word
     uint32_t block, slot;
-    K k;         // the key (strings: a view of its record)
-    uint8_t fp;  // strings: the fingerprint, copied
   };
+  struct StringItem {
+    uint64_t key, value;  // key word
+    uint32_t block, slot;
+    std::string_view k;
+    uint8_t fp;
+  };
+  using Item = std::conditional_t<kStringKeys, StringItem, IntItem>;
   std::array<Item, kSlots * kMaxBlocks> items{};
   uint32_t cnt = 0;
   for (uint32_t j = 0; j < blocks_; ++j) {
@@ -521,14 +528,24 @@ Status LbTreeT<K>::split_and_insert(uint64_t off, K key, uint8_t f, uint64_t wor
     for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
       const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
       const uint64_t w = l.ent(j, i).key.load(kRlx);
-      items[cnt++] = {w,         l.ent(j, i).value.load(kRlx),      j, i,
-                      key_of(w), kStringKeys ? h.fp(i) : uint8_t{0}};
+      if constexpr (kStringKeys) {
+        items[cnt++] = {w, l.ent(j, i).value.load(kRlx), j, i, key_of(w), h.fp(i)};
+      } else {
+        items[cnt++] = {w, l.ent(j, i).value.load(kRlx), j, i};
+      }
     }
   }
+  const auto key_of_item = [](const Item& it) {
+    if constexpr (kStringKeys) {
+      return it.k;
+    } else {
+      return it.key;
+    }
+  };
   std::sort(items.begin(), items.begin() + cnt,
-            [](const Item& a, const Item& b) { return a.k < b.k; });
+            [&](const Item& a, const Item& b) { return key_of_item(a) < key_of_item(b); });
   const uint32_t half = cnt / 2;
-  const OwnedKey<K> sep(items[half].k);  // strings: a DRAM copy
+  const OwnedKey<K> sep(key_of_item(items[half]));  // strings: a DRAM copy
   const uint32_t moved = cnt - half;
 
   // (1) Build N. Its DRAM version is locked before it becomes reachable
