@@ -2,7 +2,8 @@
 // crash image of an insert that splits a full leaf (logless split) holds the
 // old or the new pair of leaves; the flush of the split's commit is needed
 // when the key goes to the new leaf; every image of a bulk load holds the
-// empty tree or the whole loaded chain. The images come from the crash lab
+// empty tree or the whole loaded chain; with string keys, every image of a
+// split names each key record once. The images come from the crash lab
 // (src/crash/images.h), hence the crash_ prefix; the rest of lbtree's tests
 // are in index_lbtree_test.cc.
 #include <gtest/gtest.h>
@@ -57,30 +58,33 @@ ImageLeaf read_image_leaf(const std::vector<char>& img, uint64_t off, uint32_t b
 /// An lbtree on a 4 MiB crash-sim pool file with a simulator attached and
 /// crash points off (for set-up); index, simulator and pool are destroyed
 /// in that order, then the file.
-struct SimTree {
-  explicit SimTree(const std::string& tag) : file(tag) {}
-  ~SimTree() {}
+template <class K>
+struct SimTreeOf {
+  explicit SimTreeOf(const std::string& tag) : file(tag) {}
+  ~SimTreeOf() {}
   /// Creates the pool, attaches the simulator and creates the tree with
   /// `leaf_size` B leaves and bulk-load fill factor `fill` (call it inside
   /// ASSERT_NO_FATAL_FAILURE).
   void open(uint32_t leaf_size, double fill = IndexOptions().fill_factor) {
-    ASSERT_TRUE(
-        pm::Pool::create(file.path(), 4ull << 20, "lbtree", pm::Mode::kCrashSim, &pool).ok());
+    ASSERT_TRUE(pm::Pool::create(file.path(), 4ull << 20, pool_layout("lbtree", key_type_of<K>),
+                                 pm::Mode::kCrashSim, &pool)
+                    .ok());
     ASSERT_TRUE(pm::crashsim::Simulator::attach(pool.get(), {}, &sim).ok());
     sim->set_crash_points(false);
     IndexOptions o;
     o.pool = pool.get();
     o.node_size = leaf_size;
     o.fill_factor = fill;
-    ASSERT_TRUE(make_index<uint64_t>("lbtree", o, &idx).ok());
+    ASSERT_TRUE(make_index<K>("lbtree", o, &idx).ok());
   }
-  LbTree& tree() { return static_cast<LbTree&>(*idx); }
+  lbtree::LbTreeT<K>& tree() { return static_cast<lbtree::LbTreeT<K>&>(*idx); }
 
   TempPool file;
   std::unique_ptr<pm::Pool> pool;
   std::unique_ptr<pm::crashsim::Simulator> sim;
-  std::unique_ptr<Index<uint64_t>> idx;
+  std::unique_ptr<Index<K>> idx;
 };
+using SimTree = SimTreeOf<uint64_t>;
 
 // Every crash image taken at the fences and the return of an insert that
 // splits a full leaf holds either the old leaf (all keys, old sibling) or
@@ -272,6 +276,64 @@ TEST(LbTreeBulkLoad, CrashDuringBulkLoadLeavesEmptyOrAll) {
     EXPECT_GT(full, 0u);
     std::printf("[ bulk     ] %u B leaves: %zu images, %zu empty, %zu complete\n", size, images,
                 empty, full);
+  }
+}
+
+// String keys: every crash image of an insert that splits a full leaf names
+// each key record from exactly one live slot of the old leaf or of the new
+// pair (the ownership recovery's marking relies on), and every record a
+// live slot names holds its key in the image (records are durable before
+// the NAW that publishes them); the new key appears only with its record.
+TEST(LbTreeStringSplit, EveryImageNamesEachRecordOnce) {
+  for (uint32_t size : {256u, 512u}) {
+    SimTreeOf<std::string_view> t("ssplit" + std::to_string(size));
+    ASSERT_NO_FATAL_FAILURE(t.open(size));
+    auto& tree = t.tree();
+    const uint32_t blocks = size / 256;
+    const uint32_t cap = 14 * blocks;
+    auto key = [](uint64_t k) { return "key-" + std::to_string(1000 + k); };
+    std::set<std::string> all;
+    for (uint64_t k = 1; k <= cap; ++k) {
+      ASSERT_TRUE(tree.insert(key(k * 10), k).ok());
+      all.insert(key(k * 10));
+    }
+    t.sim->make_all_durable();
+    const std::string added = key(cap * 10 + 5);  // the largest: goes right
+    const uint64_t head = tree.head();
+    size_t images = 0, with_key = 0;
+    std::vector<std::string> problems;
+    ASSERT_TRUE(crash::set_image_visitor(
+                    t.sim.get(), {},
+                    [&](const pm::crashsim::CrashPoint&, const crash::Image& img) {
+                      ++images;
+                      const ImageLeaf l = read_image_leaf(*img.bytes, head, blocks);
+                      std::vector<uint64_t> words(l.keys.begin(), l.keys.end());
+                      if (l.alt && l.next != 0) {
+                        const ImageLeaf n = read_image_leaf(*img.bytes, l.next, blocks);
+                        words.insert(words.end(), n.keys.begin(), n.keys.end());
+                      }
+                      if (std::set<uint64_t>(words.begin(), words.end()).size() != words.size()) {
+                        problems.push_back("a record named by two live slots");
+                      }
+                      std::set<std::string> keys;
+                      for (uint64_t w : words) {
+                        const auto len = static_cast<uint8_t>((*img.bytes)[w]);
+                        keys.emplace(img.bytes->data() + w + 1, len);
+                      }
+                      if (keys.erase(added) != 0) ++with_key;
+                      if (keys != all) problems.push_back("keys lost, invented or torn");
+                      return true;
+                    })
+                    .ok());
+    t.sim->set_crash_points(true);
+    ASSERT_TRUE(tree.insert(added, 99).ok());
+    t.sim->operation_boundary("insert");
+    t.sim->set_crash_points(false);
+    EXPECT_TRUE(problems.empty()) << size << ": " << problems.front();
+    EXPECT_GT(with_key, 0u) << size;
+    EXPECT_GT(images, with_key) << size;
+    std::printf("[ ssplit   ] %u B leaves: %zu images, %zu with the new key\n", size, images,
+                with_key);
   }
 }
 

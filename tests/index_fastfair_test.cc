@@ -97,17 +97,7 @@ struct StringPool : testing::StringFileIndex {
   }
 };
 
-/// Keys with long shared prefixes (a 40-byte prefix, one of four), keys that
-/// are prefixes of one another, bytes 0x00 and 0xff, and the empty key.
-std::string prefixed_key(uint64_t r) {
-  static const std::string kPrefix[4] = {std::string(40, 'p'), std::string(40, 'p') + "q",
-                                         std::string(39, 'p') + "\xff", ""};
-  std::string k = kPrefix[r % 4];
-  const uint64_t tail = r / 4;
-  for (uint64_t t = tail; t != 0; t /= 7)
-    k.push_back(static_cast<char>(t % 7 == 6 ? 0 : 'a' + t % 7));
-  return k;
-}
+using testing::prefixed_key;
 
 // Random inserts, updates, removes, lookups, scans and find_last_less_than
 // over prefixed keys against a std::map, at the smallest node (capacity 4:
@@ -314,29 +304,11 @@ TEST(FastFairString, RecoveryRefusesDamagedKeyWords) {
 // same random order at 512 B nodes (docs/indexes/fastfair.md quotes it).
 TEST(FastFairString, InsertCostAgainstIntegerKeys) {
   constexpr uint64_t kN = 20000;
-  std::vector<uint64_t> order(kN);
-  for (uint64_t i = 0; i < kN; ++i) order[i] = i * 7919 % kN;
   testing::TestIndex it;
   ASSERT_TRUE(testing::open_test_index("fastfair", 512, &it, 64ull << 20).ok());
-  pm::CounterSnapshot a = pm::snapshot();
-  for (uint64_t k : order) ASSERT_TRUE(it.index->insert(k * 0x9e3779b97f4a7c15ull, k).ok());
-  const pm::CounterSnapshot ints = pm::snapshot() - a;
   StringPool sp;
   ASSERT_TRUE(sp.create(512).ok());
-  a = pm::snapshot();
-  for (uint64_t k : order) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "user%020llu",
-                  static_cast<unsigned long long>(k * 0x9e3779b97f4a7c15ull));
-    ASSERT_TRUE(sp.index->insert(std::string_view(buf, 24), k).ok());
-  }
-  const pm::CounterSnapshot strs = pm::snapshot() - a;
-  const double n = kN;
-  std::printf(
-      "per insert: integer %.2f flushes %.2f lines %.2f fences; 24 B string %.2f flushes %.2f "
-      "lines %.2f fences\n",
-      ints.flushes / n, ints.lines_flushed / n, ints.fences / n, strs.flushes / n,
-      strs.lines_flushed / n, strs.fences / n);
+  const auto [ints, strs] = testing::measure_insert_cost(*it.index, *sp.index, kN);
   // The record costs one line and one fence per insert; a leaf split one
   // more record (its separator).
   EXPECT_GE(strs.lines_flushed, ints.lines_flushed + kN);
@@ -350,42 +322,8 @@ TEST(FastFairString, InsertCostAgainstIntegerKeys) {
 TEST(FastFairString, ConcurrentWritersAndReaders) {
   StringPool sp;
   ASSERT_TRUE(sp.create(128).ok());
-  Index<std::string_view>& idx = *sp.index;
-  constexpr int kWriters = 3;
-  constexpr uint64_t kPer = 800;  // keys prefixed_key(0 .. 2399), distinct
-  std::atomic<bool> stop{false};
-  std::vector<std::thread> th;
-  for (int w = 0; w < kWriters; ++w) {
-    th.emplace_back([&, w] {
-      for (int pass = 0; pass < 2; ++pass) {
-        for (uint64_t i = 0; i < kPer; ++i) {
-          const std::string k = prefixed_key(i * kWriters + w);
-          if (pass == 0) {
-            EXPECT_TRUE(idx.insert(k, i).ok());
-          } else if (i % 2 == 0) {
-            EXPECT_TRUE(idx.remove(k).ok());
-          }
-        }
-      }
-    });
-  }
-  th.emplace_back([&] {
-    std::vector<std::pair<std::string, Value>> got;
-    while (!stop.load()) {
-      idx.scan(std::string(40, 'p'), 50, &got);
-      for (size_t j = 1; j < got.size(); ++j) EXPECT_LT(got[j - 1].first, got[j].first);
-      (void)idx.lookup(prefixed_key(17));
-      (void)idx.find_last_less_than(prefixed_key(33));
-    }
-  });
-  for (int w = 0; w < kWriters; ++w) th[w].join();
-  stop.store(true);
-  th.back().join();
-  std::map<std::string, Value> model;
-  for (int w = 0; w < kWriters; ++w) {
-    for (uint64_t i = 1; i < kPer; i += 2) model[prefixed_key(i * kWriters + w)] = i;
-  }
-  ASSERT_NO_FATAL_FAILURE(testing::expect_equals_model(idx, model));
+  // Keys prefixed_key(0 .. 2399), distinct.
+  testing::run_string_readers_race_removes(*sp.index, 3, 800);
 }
 
 }  // namespace

@@ -37,6 +37,12 @@ constexpr Capabilities kSelective{.ordered = true,
                                   .thread_safe = true,
                                   .bulk_load = true,
                                   .placement = Placement::kSelective};
+constexpr Capabilities kSelectiveStrings{.ordered = true,
+                                         .persistent = true,
+                                         .thread_safe = true,
+                                         .string_keys = true,
+                                         .bulk_load = true,
+                                         .placement = Placement::kSelective};
 
 bool fptree_node_size_ok(uint32_t s) {
   fptree::Layout l;
@@ -76,12 +82,13 @@ constexpr IndexEntry kIndexes[] = {
      &make_btree_string},
     {"lbtree",
      kLbTreeDescription,
-     kSelective,
+     kSelectiveStrings,
      256,
      "256, 512, 768 or 1024 B (the leaf)",
      &lbtree_node_size_ok,
      {},
-     &make_lbtree},
+     &make_lbtree,
+     &make_lbtree_string},
     {"fptree",
      kFpTreeDescription,
      kSelective,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
@@ -819,6 +820,76 @@ void run_concurrent_test(Index<uint64_t>& idx, unsigned threads, uint64_t seed,
 void run_concurrent_test(Index<std::string_view>& idx, unsigned threads, uint64_t seed,
                          size_t ops_per_thread, uint64_t keys_per_thread) {
   concurrent_test<std::string_view>(idx, threads, seed, ops_per_thread, keys_per_thread);
+}
+
+std::string prefixed_key(uint64_t r) {
+  static const std::string kPrefix[4] = {std::string(40, 'p'), std::string(40, 'p') + "q",
+                                         std::string(39, 'p') + "\xff", ""};
+  std::string k = kPrefix[r % 4];
+  const uint64_t tail = r / 4;
+  for (uint64_t t = tail; t != 0; t /= 7)
+    k.push_back(static_cast<char>(t % 7 == 6 ? 0 : 'a' + t % 7));
+  return k;
+}
+
+InsertCost measure_insert_cost(Index<uint64_t>& ints, Index<std::string_view>& strs, uint64_t n) {
+  std::vector<uint64_t> order(n);
+  for (uint64_t i = 0; i < n; ++i) order[i] = i * 7919 % n;
+  InsertCost c;
+  pm::CounterSnapshot a = pm::snapshot();
+  for (uint64_t k : order) EXPECT_TRUE(ints.insert(k * 0x9e3779b97f4a7c15ull, k).ok());
+  c.ints = pm::snapshot() - a;
+  a = pm::snapshot();
+  for (uint64_t k : order) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "user%020llu",
+                  static_cast<unsigned long long>(k * 0x9e3779b97f4a7c15ull));
+    EXPECT_TRUE(strs.insert(std::string_view(buf, 24), k).ok());
+  }
+  c.strs = pm::snapshot() - a;
+  const double d = static_cast<double>(n);
+  std::printf(
+      "per insert: integer %.2f flushes %.2f lines %.2f fences; 24 B string %.2f flushes %.2f "
+      "lines %.2f fences\n",
+      c.ints.flushes / d, c.ints.lines_flushed / d, c.ints.fences / d, c.strs.flushes / d,
+      c.strs.lines_flushed / d, c.strs.fences / d);
+  return c;
+}
+
+void run_string_readers_race_removes(Index<std::string_view>& idx, int writers, uint64_t per) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> th;
+  for (int w = 0; w < writers; ++w) {
+    th.emplace_back([&, w] {
+      for (int pass = 0; pass < 2; ++pass) {
+        for (uint64_t i = 0; i < per; ++i) {
+          const std::string k = prefixed_key(i * writers + w);
+          if (pass == 0) {
+            EXPECT_TRUE(idx.insert(k, i).ok());
+          } else if (i % 2 == 0) {
+            EXPECT_TRUE(idx.remove(k).ok());
+          }
+        }
+      }
+    });
+  }
+  th.emplace_back([&] {
+    std::vector<std::pair<std::string, Value>> got;
+    while (!stop.load()) {
+      idx.scan(std::string(40, 'p'), 50, &got);
+      for (size_t j = 1; j < got.size(); ++j) EXPECT_LT(got[j - 1].first, got[j].first);
+      (void)idx.lookup(prefixed_key(17));
+      (void)idx.find_last_less_than(prefixed_key(33));
+    }
+  });
+  for (int w = 0; w < writers; ++w) th[w].join();
+  stop.store(true);
+  th.back().join();
+  std::map<std::string, Value> model;
+  for (int w = 0; w < writers; ++w) {
+    for (uint64_t i = 1; i < per; i += 2) model[prefixed_key(i * writers + w)] = i;
+  }
+  ASSERT_NO_FATAL_FAILURE(expect_equals_model(idx, model));
 }
 
 }  // namespace nvindex::testing

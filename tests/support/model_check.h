@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "nvindex/index.h"
+#include "nvindex/pm/counters.h"
 #include "nvindex/pm/pool.h"
 #include "pm_test_util.h"
 
@@ -131,6 +132,33 @@ std::string test_key<std::string_view>(uint64_t i);
 /// non-printable ones as \xNN (the first 40, then "...") and its length.
 std::string show_key(uint64_t key);
 std::string show_key(std::string_view key);
+
+/// A string key for per-index tests: one of four prefixes (40 bytes of 'p',
+/// the same plus "q", 39 'p' and 0xff, or none) chosen by r % 4, then the
+/// base-7 digits of r / 4 as bytes 'a'..'f' and 0x00: long shared prefixes,
+/// keys that are prefixes of one another, bytes 0x00 and 0xff, the empty key
+/// (r = 3). Distinct r give distinct keys.
+std::string prefixed_key(uint64_t r);
+
+/// Writers and an optimistic reader racing on string keys, for indexes that
+/// free removed keys' records: `writers` threads insert prefixed_key(i *
+/// writers + w) -> i for i < per, then remove the even i; meanwhile one
+/// reader scans 50 keys from 40 bytes of 'p' (each result ascending), looks
+/// up prefixed_key(17) and asks find_last_less_than(prefixed_key(33)), so it
+/// dereferences records of keys being removed. Afterwards the index must
+/// equal the model of the odd i (expect_equals_model). Every operation's
+/// result is checked (gtest failures).
+void run_string_readers_race_removes(Index<std::string_view>& idx, int writers, uint64_t per);
+
+/// PM counters of n inserts of the same keys in the same random order
+/// (i * 7919 % n, n not a multiple of 7919) into two empty indexes: integer
+/// keys k * 0x9e3779b97f4a7c15 into `ints`, the 24-byte string keys "user"
+/// + those 20 digits (YCSB's form) into `strs`. Prints the flushes, lines
+/// and fences per insert of both. Every insert must succeed (gtest failure).
+struct InsertCost {
+  pm::CounterSnapshot ints, strs;
+};
+InsertCost measure_insert_cost(Index<uint64_t>& ints, Index<std::string_view>& strs, uint64_t n);
 
 }  // namespace nvindex::testing
 

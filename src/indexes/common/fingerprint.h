@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 // Inline XXH3 (the same function, with the same results, as the library's
 // XXH3_64bits): a fingerprint is then a few multiplies on the lookup's path,
@@ -19,6 +20,12 @@ namespace nvindex {
 /// made by this function, so it must never change for a pool format.
 inline uint8_t fingerprint(uint64_t key) {
   return static_cast<uint8_t>(XXH3_64bits(&key, sizeof(key)));
+}
+
+/// One-byte fingerprint of a byte-string key: the low byte of XXH3_64bits
+/// over all its bytes (lbtree's string leaves). Persistent, as above.
+inline uint8_t fingerprint(std::string_view key) {
+  return static_cast<uint8_t>(XXH3_64bits(key.data(), key.size()));
 }
 
 }  // namespace nvindex

@@ -29,9 +29,12 @@
 // reading one needs no lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "nvindex/index.h"
 #include "nvindex/pm/allocator.h"
@@ -105,5 +108,78 @@ inline Status mark_key_record(pm::Pool& pool, std::string_view index, uint64_t o
 /// removal of, every slot that named it, and no concurrent reader may still
 /// hold `off` (see the file comment).
 inline void free_key_record(pm::Pool& pool, uint64_t off) { pool.allocator().free(off); }
+
+/// Reclamation of removed keys' records by quiescence (the rule fastfair
+/// introduced; lbtree uses it too). An optimistic reader may hold a record's
+/// offset it read from a slot before the slot was removed, and read the
+/// record's bytes after, until its validation fails; so a retired record may
+/// be freed (and reused) only when no operation that could have read the
+/// slot is still running. Every public operation counts itself in active_
+/// for its scope (Guard: acquire increment before it reads the index,
+/// release decrement after its last read). reclaim() takes the retired list
+/// first, then reads active_ with an acq_rel RMW: if it is 1 (the caller
+/// alone), every other operation either ended (its decrement precedes the
+/// RMW in active_'s modification order, so its reads happen before the
+/// frees) or starts after (its increment reads from the RMW's release
+/// sequence, so it sees every slot removal made before the list was taken
+/// and cannot reach those records). Otherwise the list goes back for a
+/// later try. A single-threaded user thus reuses every remove's record at
+/// once; under concurrency records wait for a quiescent remove, or
+/// free_all() at destruction. Costs two atomic RMWs on one shared counter
+/// per operation (string keys only). Thread-safe.
+class KeyRecordReclaimer {
+ public:
+  /// Counts the calling operation as in flight for its scope.
+  class Guard {
+   public:
+    explicit Guard(KeyRecordReclaimer* r) : r_(r) {
+      r_->active_.fetch_add(1, std::memory_order_acquire);
+    }
+    ~Guard() { r_->active_.fetch_sub(1, std::memory_order_release); }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+
+   private:
+    KeyRecordReclaimer* r_;
+  };
+
+  /// Queues the record at `off`: no durable slot names it any more.
+  void retire(uint64_t off) {
+    std::lock_guard g(mu_);
+    retired_.push_back(off);
+  }
+  /// Frees the queued records if the caller (which holds a Guard) is the
+  /// only operation in flight; else keeps them for a later call.
+  void reclaim(pm::Pool& pool) {
+    std::vector<uint64_t> batch;
+    {
+      std::lock_guard g(mu_);
+      if (retired_.empty()) return;
+      batch.swap(retired_);
+    }
+    if (active_.fetch_add(0, std::memory_order_acq_rel) == 1) {
+      for (uint64_t off : batch) free_key_record(pool, off);
+      return;
+    }
+    std::lock_guard g(mu_);
+    retired_.insert(retired_.end(), batch.begin(), batch.end());
+  }
+  /// Frees every queued record (no operation in flight: destruction).
+  void free_all(pm::Pool& pool) {
+    std::lock_guard g(mu_);
+    for (uint64_t off : retired_) free_key_record(pool, off);
+    retired_.clear();
+  }
+  /// Records queued and not yet freed.
+  size_t retired() const {
+    std::lock_guard g(mu_);
+    return retired_.size();
+  }
+
+ private:
+  std::atomic<uint64_t> active_{0};
+  mutable std::mutex mu_;
+  std::vector<uint64_t> retired_;
+};
 
 }  // namespace nvindex

@@ -101,7 +101,7 @@ FastFairT<K>::~FastFairT() {
   // their durable remove or leaf merge, and no thread can read them once the
   // index is gone.
   for (uint64_t off : retired_) pool_->allocator().free(off);
-  for (uint64_t word : retired_records_) free_key_record(*pool_, record_of(word));
+  if constexpr (kStringKeys) reclaimer_.free_all(*pool_);
   for (uint64_t off : spare_) pool_->allocator().free(off);
   this->record_close_keys();
 }
@@ -264,60 +264,16 @@ void FastFairT<K>::retire(uint64_t off) {
 
 template <class K>
 void FastFairT<K>::retire_record(uint64_t word) {
-  if constexpr (kStringKeys) {
-    std::lock_guard g(retire_mu_);
-    retired_records_.push_back(word);
-  }
+  if constexpr (kStringKeys) reclaimer_.retire(record_of(word));
 }
 
-// Key record reclamation (string keys). An optimistic reader may hold a
-// record's offset it read from a slot before the slot was removed, and read
-// the record's bytes after, until its validation fails; so a retired record
-// may be freed (and reused) only when no operation that could have read the
-// slot is still running. Every public operation counts itself in active_
-// (acquire increment before it reads the tree, release decrement after its
-// last read). reclaim_records() takes the retired list first, then reads
-// active_ with an acq_rel RMW: if it is 1 (the caller alone), every other
-// operation either ended (its decrement precedes the RMW in active_'s
-// modification order, so its reads happen before the frees) or starts
-// after (its increment reads from the RMW's release sequence, so it sees
-// every slot removal made before the list was taken and cannot reach those
-// records). Otherwise the list goes back for a later try. Records retired
-// after the list was taken are not in it. A single-threaded user thus
-// reuses every remove's record at once; under concurrency records wait for
-// a quiescent remove, or the destructor.
-template <class K>
-class FastFairT<K>::InFlight {
- public:
-  explicit InFlight(FastFairT* t) : t_(t) {
-    if constexpr (kStringKeys) t_->active_.fetch_add(1, std::memory_order_acquire);
-  }
-  ~InFlight() {
-    if constexpr (kStringKeys) t_->active_.fetch_sub(1, std::memory_order_release);
-  }
-  InFlight(const InFlight&) = delete;
-  InFlight& operator=(const InFlight&) = delete;
-
- private:
-  [[maybe_unused]] FastFairT* t_;
-};
-
+// Key record reclamation (string keys): KeyRecordReclaimer (key_record.h)
+// has the rule and its happens-before argument. Every public operation
+// holds an InFlight guard for its scope; a remove frees the retired records
+// when no other operation is in flight.
 template <class K>
 void FastFairT<K>::reclaim_records() {
-  if constexpr (kStringKeys) {
-    std::vector<uint64_t> batch;
-    {
-      std::lock_guard g(retire_mu_);
-      if (retired_records_.empty()) return;
-      batch.swap(retired_records_);
-    }
-    if (active_.fetch_add(0, std::memory_order_acq_rel) == 1) {
-      for (uint64_t word : batch) free_key_record(*pool_, record_of(word));
-      return;
-    }
-    std::lock_guard g(retire_mu_);
-    retired_records_.insert(retired_records_.end(), batch.begin(), batch.end());
-  }
+  if constexpr (kStringKeys) reclaimer_.reclaim(*pool_);
 }
 
 // ---------------------------------------------------------------- create
@@ -672,7 +628,7 @@ std::optional<Value> FastFairT<K>::lookup_scalar(ProbeArg key) {
 
 template <class K>
 std::optional<Value> FastFairT<K>::lookup(K k) {
-  const InFlight in_flight(this);
+  const InFlight in_flight(&reclaimer_);
   const Probe key = probe(k);
   if constexpr (kStringKeys) return lookup_scalar(key);
   switch (simd::search_level()) {
@@ -688,7 +644,7 @@ std::optional<Value> FastFairT<K>::lookup(K k) {
 
 template <class K>
 size_t FastFairT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) {
-  const InFlight in_flight(this);
+  const InFlight in_flight(&reclaimer_);
   out->clear();
   if (count == 0) return 0;
   // Every key < cursor has been returned or skipped. String keys: the
@@ -749,7 +705,7 @@ size_t FastFairT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<
 
 template <class K>
 std::optional<std::pair<OwnedKey<K>, Value>> FastFairT<K>::find_last_less_than(K key) {
-  const InFlight in_flight(this);
+  const InFlight in_flight(&reclaimer_);
   // The probe: integer keys, the last key <= key - 1; string keys, a strict
   // probe (the descent routes to the leaf covering keys just below it, and
   // last_le finds the last key < it).
@@ -794,7 +750,7 @@ Status FastFairT<K>::update(K k, Value value) {
   if constexpr (kStringKeys) {
     if (Status s = check_key(kLayout, k); !s.ok()) return s;
   }
-  const InFlight in_flight(this);
+  const InFlight in_flight(&reclaimer_);
   const Probe key = probe(k);
   uint64_t off = 0;
   lock_covering(key, 0, &off);
@@ -831,7 +787,7 @@ Status FastFairT<K>::insert(K k, Value value) {
   } else {
     word = k;
   }
-  const InFlight in_flight(this);
+  const InFlight in_flight(&reclaimer_);
   const auto fail = [&](Status s) {
     if constexpr (kStringKeys) free_key_record(*pool_, record_of(word));
     return s;
@@ -964,7 +920,7 @@ Status FastFairT<K>::remove(K k) {
   if constexpr (kStringKeys) {
     if (Status s = check_key(kLayout, k); !s.ok()) return s;
   }
-  const InFlight in_flight(this);
+  const InFlight in_flight(&reclaimer_);
   const Probe key = probe(k);
   uint64_t off = 0;
   lock_covering(key, 0, &off);

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "indexes/common/entry.h"
+#include "indexes/common/key_record.h"
 #include "indexes/common/persistent.h"
 #include "indexes/common/version_lock.h"
 #include "nvindex/index.h"
@@ -197,7 +198,8 @@ struct StringProbe {
 /// A record is retired once no slot names it durably: a removed key's record
 /// after its remove's count NAW, a separator record after the leaf merge
 /// that unlinks its owner (no separator names it then). Retired records are
-/// freed when no other operation is in flight (see reclaim_records in
+/// freed when no other operation is in flight (KeyRecordReclaimer in
+/// key_record.h; reclaim_records in
 /// fastfair.cc: an operation counter, so a single writer reuses the space of
 /// every remove at once), else at the next quiescent remove or at
 /// destruction. Nodes stay retired until destruction.
@@ -265,10 +267,7 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// Key records retired by removes and leaf merges and not yet freed
   /// (string keys: freed when no other operation is in flight; 0 for
   /// integer keys).
-  size_t retired_records() const {
-    std::lock_guard g(retire_mu_);
-    return retired_records_.size();
-  }
+  size_t retired_records() const { return reclaimer_.retired(); }
 
  private:
   using PersistentIndexOf<K>::pool_;
@@ -341,9 +340,12 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// String keys: frees the retired records if no operation but the
   /// caller's is in flight (fastfair.cc, "Key record reclamation").
   void reclaim_records();
-  /// String keys: counts the calling operation in active_ for its scope (no
-  /// code for integer keys).
-  class InFlight;
+  /// String keys: counts the calling operation as in flight for its scope
+  /// (KeyRecordReclaimer::Guard); no code for integer keys.
+  struct NoGuard {
+    explicit NoGuard(KeyRecordReclaimer* /*r*/) {}
+  };
+  using InFlight = std::conditional_t<kStringKeys, KeyRecordReclaimer::Guard, NoGuard>;
   Status walk_levels(std::vector<std::vector<uint64_t>>* levels) const;
   /// String keys: checks that every key word of the nodes (low keys, entries
   /// below count) names a key record, before recovery compares any. Errors:
@@ -367,12 +369,11 @@ class FastFairT final : public PersistentIndexOf<K> {
   uint32_t prefetch_bytes_ = 0;
   std::unique_ptr<LockTable> locks_;
   std::mutex root_mu_;            ///< serialises root creation and root collapse
-  mutable std::mutex retire_mu_;  ///< guards retired_ and retired_records_
+  mutable std::mutex retire_mu_;  ///< guards retired_
   std::vector<uint64_t> retired_;
-  std::vector<uint64_t> retired_records_;
-  /// String keys: operations in flight (every public operation counts
-  /// itself for its duration); unused for integer keys.
-  std::atomic<uint64_t> active_{0};
+  /// String keys: retired key records and the operations in flight
+  /// (InFlight); unused for integer keys.
+  KeyRecordReclaimer reclaimer_;
   /// Most spare node blocks kept between splits (see Stash in fastfair.cc).
   static constexpr size_t kMaxSpare = 64;
   mutable std::mutex spare_mu_;  ///< guards spare_

@@ -21,6 +21,7 @@
 #include "indexes/common/prefetch.h"
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/persist.h"
+#include "util/quote.h"
 
 namespace nvindex {
 namespace lbtree {
@@ -28,6 +29,33 @@ namespace {
 
 constexpr auto kAcq = std::memory_order_acquire;
 constexpr auto kRlx = std::memory_order_relaxed;
+
+/// The pool layout of a tree over keys K: "lbtree" or "lbtree:string".
+template <class K>
+std::string layout() {
+  return pool_layout(kLayout, key_type_of<K>);
+}
+
+/// The largest key of at most kMaxKeyBytes bytes below `key` (its
+/// predecessor under byte order, shorter prefix first: a longer key's
+/// kMaxKeyBytes-byte prefix; else drop a trailing 0x00 byte, or decrement
+/// the last byte and pad with 0xff to kMaxKeyBytes) into *out; false when
+/// there is none (key ""). String find_last_less_than searches keys <= it.
+bool predecessor(std::string_view key, std::string* out) {
+  if (key.size() > kMaxKeyBytes) {
+    out->assign(key.substr(0, kMaxKeyBytes));  // a proper prefix: below key
+    return true;
+  }
+  out->assign(key);
+  if (out->empty()) return false;
+  if (out->back() == '\0') {
+    out->pop_back();
+    return true;
+  }
+  out->back() = static_cast<char>(static_cast<uint8_t>(out->back()) - 1);
+  out->resize(kMaxKeyBytes, '\xff');
+  return true;
+}
 
 /// Slots of a block in the order bulk load and split fill them: the slots
 /// outside the header line first (from the far end of the block), the
@@ -47,22 +75,79 @@ std::array<uint32_t, kSlots> fill_order(uint32_t header_line) {
 
 }  // namespace
 
+// ---------------------------------------------------------------- key policy
+
+// The only places where the two key types differ (besides `if constexpr`
+// blocks in split, scan, find_last_less_than, bulk load and recovery).
+
+template <class K>
+K LbTreeT<K>::key_of(uint64_t word) const {
+  if constexpr (kStringKeys) {
+    return key_record(*pool_, word);
+  } else {
+    return word;
+  }
+}
+
+template <class K>
+bool LbTreeT<K>::find_in(const Leaf& l, K key, uint8_t f, SlotRef* where, uint64_t* value) const {
+  if constexpr (kStringKeys) {
+    // A candidate's record is read only after its fingerprint matched (about
+    // 14/256 false candidates per 256 B block); its offset came from a slot
+    // this operation read, so its Guard keeps it from being freed.
+    return leaf_find_fp(
+        l, f, [&](uint64_t w) { return key_record(*pool_, w) == key; }, where, value);
+  } else {
+    (void)f;
+    return leaf_find(l, key, where, value);
+  }
+}
+
+template <class K>
+uint64_t LbTreeT<K>::low_word(K low) {
+  if constexpr (kStringKeys) {
+    if (low.empty()) return 0;
+    std::lock_guard g(low_mu_);
+    const std::string& s = low_keys_.emplace_back(low);
+    low_bytes_ += sizeof(std::string) + (s.capacity() > 15 ? s.capacity() + 1 : 0);
+    return reinterpret_cast<uintptr_t>(&s);
+  } else {
+    return low;
+  }
+}
+
+template <class K>
+K LbTreeT<K>::low_key(uint64_t word) const {
+  if constexpr (kStringKeys) {
+    return word == 0 ? std::string_view() : *reinterpret_cast<const std::string*>(word);
+  } else {
+    return word;
+  }
+}
+
 // ---------------------------------------------------------------- basics
 
-LbTree::LbTree(pm::Pool* pool, double fill) : PersistentIndex(pool), fill_(fill) {}
+template <class K>
+LbTreeT<K>::LbTreeT(pm::Pool* pool, double fill) : PersistentIndexOf<K>(pool), fill_(fill) {}
 
-LbTree::~LbTree() {
+template <class K>
+LbTreeT<K>::~LbTreeT() {
+  if constexpr (kStringKeys) reclaimer_.free_all(*pool_);
   if (!ready_) return;  // creation or recovery failed: touch nothing
-  record_close_keys();
+  this->record_close_keys();
   // Clean close: spread the anchors over the chain as it is now, unless they
   // already are (no write at all then).
   const std::vector<uint64_t> a = spread_anchors();
   if (a != anchors()) write_anchors(a);
 }
 
-uint32_t LbTree::block_class() const { return leaf_size_ == 768 ? 1024 : leaf_size_; }
+template <class K>
+uint32_t LbTreeT<K>::block_class() const {
+  return leaf_size_ == 768 ? 1024 : leaf_size_;
+}
 
-bool LbTree::leaf_offset_ok(uint64_t off) const {
+template <class K>
+bool LbTreeT<K>::leaf_offset_ok(uint64_t off) const {
   const uint32_t c = block_class();
   return off != 0 && off % c == 0 && pool_->contains(off, c) &&
          pool_->allocator().block_size(off) == c;
@@ -71,7 +156,8 @@ bool LbTree::leaf_offset_ok(uint64_t off) const {
 // Writer lock of a leaf: its DRAM version word, taken by CAS (vlock::lock;
 // why not the PM lock bit: version_lock.h). Nothing about the lock is
 // persisted, so a crash never leaves a leaf locked.
-inner::Route LbTree::lock_leaf_for(uint64_t key) {
+template <class K>
+inner::Route LbTreeT<K>::lock_leaf_for(K key) {
   while (true) {
     const inner::Route r = tree_->find(key);
     // The leaf's lines and its version word are fetched before the lock's
@@ -84,20 +170,26 @@ inner::Route LbTree::lock_leaf_for(uint64_t key) {
   }
 }
 
-inline void LbTree::prefetch_leaf(uint64_t off) const {
+template <class K>
+inline void LbTreeT<K>::prefetch_leaf(uint64_t off) const {
   versions_->prefetch(off);
   prefetch_bytes(leaf(off).b, blocks_ * kBlockBytes);
 }
 
-void LbTree::unlock_leaf(uint64_t off) { vlock::unlock(versions_->word(off)); }
+template <class K>
+void LbTreeT<K>::unlock_leaf(uint64_t off) {
+  vlock::unlock(versions_->word(off));
+}
 
-std::vector<uint64_t> LbTree::anchors() const {
+template <class K>
+std::vector<uint64_t> LbTreeT<K>::anchors() const {
   const AnchorArray& a = root_->anchors[root_->selector.load(kAcq) & 1];
   const uint64_t n = std::min<uint64_t>(a.count, kAnchorSlots);
   return std::vector<uint64_t>(a.leaf, a.leaf + n);
 }
 
-std::vector<uint64_t> LbTree::spread_anchors() const {
+template <class K>
+std::vector<uint64_t> LbTreeT<K>::spread_anchors() const {
   // Two passes over the chain (count, then pick), O(1) DRAM.
   uint64_t n = 0;
   for (uint64_t off = root_->head; off != 0; off = leaf(off).sibling(leaf(off).alt()).load(kAcq))
@@ -117,7 +209,8 @@ std::vector<uint64_t> LbTree::spread_anchors() const {
 // selector still names the live one; the NAW of the selector then switches
 // to it. A crash leaves the old array (every anchor of which is still a leaf
 // of the chain: no leaf is ever unlinked) or the new one.
-void LbTree::write_anchors(const std::vector<uint64_t>& a) {
+template <class K>
+void LbTreeT<K>::write_anchors(const std::vector<uint64_t>& a) {
   const uint64_t sel = root_->selector.load(kAcq) & 1;
   AnchorArray& dst = root_->anchors[1 - sel];
   pm::store(&dst.count, static_cast<uint64_t>(a.size()));
@@ -128,7 +221,8 @@ void LbTree::write_anchors(const std::vector<uint64_t>& a) {
 
 // ---------------------------------------------------------------- create
 
-Status LbTree::create(uint32_t leaf_size) {
+template <class K>
+Status LbTreeT<K>::create(uint32_t leaf_size) {
   leaf_size_ = leaf_size;
   blocks_ = leaf_size / kBlockBytes;
   pm::Allocator& alloc = pool_->allocator();
@@ -146,9 +240,9 @@ Status LbTree::create(uint32_t leaf_size) {
   // publishes them; a crash earlier leaves a pool with no root whose blocks
   // the next create reclaims (above).
   // The head's flush is committed by the root object's fence below.
-  pm::fill(pool_->ptr<char>(head), 0, leaf_size_);
-  pm::flush(pool_->ptr<char>(head), leaf_size_, {"lbtree.create.head"});
-  root_ = pool_->ptr<RootObject>(ro);
+  pm::fill(pool_->template ptr<char>(head), 0, leaf_size_);
+  pm::flush(pool_->template ptr<char>(head), leaf_size_, {"lbtree.create.head"});
+  root_ = pool_->template ptr<RootObject>(ro);
   pm::fill(root_, 0, kRootBytes);
   pm::store(&root_->magic, kRootMagic);
   pm::store(&root_->leaf_size, static_cast<uint64_t>(leaf_size_));
@@ -157,8 +251,8 @@ Status LbTree::create(uint32_t leaf_size) {
   pm::store(&root_->anchors[0].leaf[0], head);
   pm::persist(root_, kRootBytes, {"lbtree.create.root_object"});
   pool_->set_root(ro);
-  tree_ = std::make_unique<inner::InnerTree>(kInnerNodeBytes);
-  const inner::LeafRef only[] = {{0, head}};
+  tree_ = std::make_unique<inner::InnerTreeT<K>>(kInnerNodeBytes);
+  const LeafRef only[] = {{OwnedKey<K>{}, head}};
   s = tree_->build(only, fill_);
   if (!s.ok()) return s;
   versions_ = std::make_unique<LockTable>(pool_->size(), block_class());
@@ -170,7 +264,10 @@ Status LbTree::create(uint32_t leaf_size) {
 
 // ---------------------------------------------------------------- reads
 
-std::optional<Value> LbTree::lookup(uint64_t key) {
+template <class K>
+std::optional<Value> LbTreeT<K>::lookup(K key) {
+  const Guard guard(&reclaimer_);
+  const uint8_t f = fingerprint(key);
   while (true) {
     const inner::Route r = tree_->find(key);
     // The version word and the leaf's lines are fetched in parallel.
@@ -179,7 +276,7 @@ std::optional<Value> LbTree::lookup(uint64_t key) {
     uint64_t v = 0;
     if (!vlock::read_lock(ver, &v)) continue;
     uint64_t val = 0;
-    const bool found = leaf_find(leaf(r.leaf), key, nullptr, &val);
+    const bool found = find_in(leaf(r.leaf), key, f, nullptr, &val);
     if (!vlock::validate(ver, v) || !tree_->validate(r)) continue;
     if (found) return val;
     return std::nullopt;
@@ -192,11 +289,13 @@ std::optional<Value> LbTree::lookup(uint64_t key) {
 // that starts at (or left of) the covering leaf and reads each leaf under its
 // version sees every key >= start in order. Leaves are unsorted: each leaf's
 // keys >= cursor are sorted in DRAM.
-size_t LbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) {
+template <class K>
+size_t LbTreeT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) {
   out->clear();
   if (count == 0) return 0;
-  uint64_t cursor = start;  // every key < cursor was returned or skipped
-  std::vector<std::pair<uint64_t, Value>> buf;
+  const Guard guard(&reclaimer_);
+  OwnedKey<K> cursor(start);  // every key < cursor was returned or skipped
+  std::vector<std::pair<OwnedKey<K>, Value>> buf;
   uint64_t off = tree_->find(start).leaf;
   while (true) {
     std::atomic<uint64_t>& ver = versions_->word(off);
@@ -209,8 +308,8 @@ size_t LbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
       const Header h = load_header(l.live_hdr(j, alt));
       for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
         const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
-        const uint64_t k = l.ent(j, i).key.load(kAcq);
-        if (k >= cursor) buf.emplace_back(k, l.ent(j, i).value.load(kAcq));
+        const K k = key_of(l.ent(j, i).key.load(kAcq));
+        if (k >= cursor) buf.emplace_back(OwnedKey<K>(k), l.ent(j, i).value.load(kAcq));
       }
     }
     const uint64_t next = l.sibling(alt).load(kAcq);
@@ -222,30 +321,43 @@ size_t LbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
     }
     if (out->size() == count || next == 0) return out->size();
     if (!buf.empty()) {
-      if (buf.back().first == UINT64_MAX) return out->size();
-      cursor = buf.back().first + 1;
+      if constexpr (kStringKeys) {
+        cursor = buf.back().first + '\0';  // the smallest string above it
+      } else {
+        if (buf.back().first == UINT64_MAX) return out->size();
+        cursor = buf.back().first + 1;
+      }
     }
     off = next;
   }
 }
 
-std::optional<std::pair<uint64_t, Value>> LbTree::find_last_less_than(uint64_t key) {
-  if (key == 0) return std::nullopt;
-  uint64_t target = key - 1;
+template <class K>
+std::optional<std::pair<OwnedKey<K>, Value>> LbTreeT<K>::find_last_less_than(K key) {
+  // target: the largest key sought (keys <= target).
+  OwnedKey<K> target{};
+  if constexpr (kStringKeys) {
+    if (!predecessor(key, &target)) return std::nullopt;
+  } else {
+    if (key == 0) return std::nullopt;
+    target = key - 1;
+  }
+  const Guard guard(&reclaimer_);
   while (true) {
     const inner::Route r = tree_->find(target);
     std::atomic<uint64_t>& ver = versions_->word(r.leaf);
     uint64_t v = 0;
     if (!vlock::read_lock(ver, &v)) continue;
     bool found = false;
-    uint64_t bk = 0, bv = 0;
+    K bk{};
+    uint64_t bv = 0;
     const Leaf l = leaf(r.leaf);
     const bool alt = l.alt();
     for (uint32_t j = 0; j < l.blocks; ++j) {
       const Header h = load_header(l.live_hdr(j, alt));
       for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
         const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
-        const uint64_t k = l.ent(j, i).key.load(kAcq);
+        const K k = key_of(l.ent(j, i).key.load(kAcq));
         if (k <= target && (!found || k > bk)) {
           found = true;
           bk = k;
@@ -255,22 +367,33 @@ std::optional<std::pair<uint64_t, Value>> LbTree::find_last_less_than(uint64_t k
     }
     // The leaf's low key (its separator) never changes while the leaf is
     // routed to, so it need not be read under the version.
+    // (Strings: the low word names a DRAM copy kept until destruction.)
     const uint64_t low = lows_->word(r.leaf).load(kAcq);
     if (!vlock::validate(ver, v) || !tree_->validate(r)) continue;
-    if (found) return std::make_pair(bk, bv);
+    // Strings: bk's record may be freed once the guard ends: copied here.
+    if (found) return std::make_pair(OwnedKey<K>(bk), bv);
     // Nothing <= target in this leaf: the answer, if any, is below its low.
     if (low == 0) return std::nullopt;
-    target = low - 1;
+    if constexpr (kStringKeys) {
+      predecessor(low_key(low), &target);  // low != "": there is one
+    } else {
+      target = low - 1;
+    }
   }
 }
 
 // ---------------------------------------------------------------- writes
 
-Status LbTree::update(uint64_t key, Value value) {
+template <class K>
+Status LbTreeT<K>::update(K key, Value value) {
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, key); !s.ok()) return s;
+  }
+  const Guard guard(&reclaimer_);
   const inner::Route r = lock_leaf_for(key);
   const Leaf l = leaf(r.leaf);
   SlotRef at;
-  if (!leaf_find(l, key, &at, nullptr)) {
+  if (!find_in(l, key, fingerprint(key), &at, nullptr)) {
     unlock_leaf(r.leaf);
     return Status::NotFound();
   }
@@ -279,31 +402,69 @@ Status LbTree::update(uint64_t key, Value value) {
   return Status::Ok();
 }
 
-Status LbTree::remove(uint64_t key) {
+template <class K>
+Status LbTreeT<K>::remove(K key) {
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, key); !s.ok()) return s;
+  }
+  const Guard guard(&reclaimer_);
   const inner::Route r = lock_leaf_for(key);
   const Leaf l = leaf(r.leaf);
   SlotRef at;
-  if (!leaf_find(l, key, &at, nullptr)) {
+  if (!find_in(l, key, fingerprint(key), &at, nullptr)) {
     unlock_leaf(r.leaf);
     return Status::NotFound();
   }
   leaf_remove(l, at);
-  unlock_leaf(r.leaf);
+  if constexpr (kStringKeys) {
+    // The slot's bit is clear and durable (leaf_remove's NAW): no slot
+    // names the record (it is not copied elsewhere: a live slot's word is
+    // only copied by entry moving or a split, which clear the source bit in
+    // the NAW that publishes the copy). The word is read before the unlock
+    // (then the slot may be reused). A concurrent reader may still hold the
+    // offset: retired, freed once no other operation is in flight
+    // (KeyRecordReclaimer). After a crash before the free, recovery
+    // reclaims it (unmarked).
+    const uint64_t word = l.ent(at.block, at.slot).key.load(kRlx);
+    unlock_leaf(r.leaf);
+    reclaimer_.retire(word);
+    reclaimer_.reclaim(*pool_);
+  } else {
+    unlock_leaf(r.leaf);
+  }
   return Status::Ok();
 }
 
-Status LbTree::insert(uint64_t key, Value value) {
+template <class K>
+Status LbTreeT<K>::insert(K key, Value value) {
+  // The slot's key word. String keys: the key's record, written and
+  // persisted here (flush, fence), before any lock, and published by
+  // leaf_insert's bitmap NAW (key_record.h: a crash before it leaves an
+  // unreachable record, which recovery reclaims); freed at once if the
+  // insert fails (never published).
+  uint64_t word = 0;
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, key); !s.ok()) return s;
+    if (Status s = store_key_record(*pool_, key, &word, {"lbtree.insert.key_record"}); !s.ok()) {
+      return s;
+    }
+  } else {
+    word = key;
+  }
+  const Guard guard(&reclaimer_);
+  const uint8_t f = fingerprint(key);
   const inner::Route r = lock_leaf_for(key);
   const Leaf l = leaf(r.leaf);
-  if (leaf_find(l, key, nullptr, nullptr)) {
+  if (find_in(l, key, f, nullptr, nullptr)) {
     unlock_leaf(r.leaf);
+    if constexpr (kStringKeys) free_key_record(*pool_, word);
     return Status::AlreadyExists();
   }
-  if (leaf_insert(l, key, value)) {
+  if (leaf_insert_fp(l, f, word, value)) {
     unlock_leaf(r.leaf);
     return Status::Ok();
   }
-  return split_and_insert(r.leaf, key, value);
+  return split_and_insert(r.leaf, key, f, word, value);
 }
 
 // Logless split (Algorithm 3, §3.4 for multi-256 B leaves) of the full leaf L
@@ -326,34 +487,65 @@ Status LbTree::insert(uint64_t key, Value value) {
 // ones written in step 2), links to N, and N holds the upper half and links
 // to L's old sibling. Every key is in exactly one leaf of the chain, in key
 // order, in either state. No log.
-Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
+//
+// String keys: N's slots receive the moved entries' key words (record
+// offsets) and their fingerprints, copied; before the NAW only L's live
+// slots name those records (N is unreachable), after it only N's (the NAW
+// clears L's bits), so every record stays named by exactly one live slot.
+// The separator (the moved first key) goes to the DRAM inner tree and the
+// DRAM low key as copies, never as the record, which its key's remove may
+// free while the separator stays.
+template <class K>
+Status LbTreeT<K>::split_and_insert(uint64_t off, K key, uint8_t f, uint64_t word, Value value) {
   uint64_t noff = 0;
   Status s = pool_->allocator().allocate(leaf_size_, &noff);
   if (!s.ok()) {
     unlock_leaf(off);
+    if constexpr (kStringKeys) free_key_record(*pool_, word);  // never published
     return s;
   }
   pm::count_smo();
   const Leaf l = leaf(off);
   const Leaf n = leaf(noff);
   const bool alt = l.alt();
-  struct Item {
-    uint64_t key, value;
+  // An entry of L; strings also keep the key (a view of its record) and the
+  // fingerprint (copied to N); integers are sorted by the key word itself.
+  struct IntItem {
+    uint64_t key, value;  // key word
     uint32_t block, slot;
   };
+  struct StringItem {
+    uint64_t key, value;  // key word
+    uint32_t block, slot;
+    std::string_view k;
+    uint8_t fp;
+  };
+  using Item = std::conditional_t<kStringKeys, StringItem, IntItem>;
   std::array<Item, kSlots * kMaxBlocks> items{};
   uint32_t cnt = 0;
   for (uint32_t j = 0; j < blocks_; ++j) {
     const Header h = load_header(l.live_hdr(j, alt));
     for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
       const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
-      items[cnt++] = {l.ent(j, i).key.load(kRlx), l.ent(j, i).value.load(kRlx), j, i};
+      const uint64_t w = l.ent(j, i).key.load(kRlx);
+      if constexpr (kStringKeys) {
+        items[cnt++] = {w, l.ent(j, i).value.load(kRlx), j, i, key_of(w), h.fp(i)};
+      } else {
+        items[cnt++] = {w, l.ent(j, i).value.load(kRlx), j, i};
+      }
     }
   }
+  const auto key_of_item = [](const Item& it) {
+    if constexpr (kStringKeys) {
+      return it.k;
+    } else {
+      return it.key;
+    }
+  };
   std::sort(items.begin(), items.begin() + cnt,
-            [](const Item& a, const Item& b) { return a.key < b.key; });
+            [&](const Item& a, const Item& b) { return key_of_item(a) < key_of_item(b); });
   const uint32_t half = cnt / 2;
-  const uint64_t sep = items[half].key;
+  const OwnedKey<K> sep(key_of_item(items[half]));  // strings: a DRAM copy
   const uint32_t moved = cnt - half;
 
   // (1) Build N. Its DRAM version is locked before it becomes reachable
@@ -373,7 +565,11 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
       lines[j] |= 1u << line_of_slot(i);
       pm::store(&n.ent(j, i).key, it.key);
       pm::store(&n.ent(j, i).value, it.value);
-      h.set_fp(i, fingerprint(it.key));
+      if constexpr (kStringKeys) {
+        h.set_fp(i, it.fp);
+      } else {
+        h.set_fp(i, fingerprint(it.key));
+      }
       h.set(i);
       moved_bits[it.block] |= uint64_t{1} << it.slot;
     }
@@ -389,7 +585,7 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
   }
   // No fence here: the fence of step (2) commits these flushes too, before
   // the commit NAW (same thread).
-  lows_->word(noff).store(sep, std::memory_order_release);
+  lows_->word(noff).store(low_word(sep), std::memory_order_release);
 
   // (2) L's spare sibling pointer and spare headers.
   pm::store(&l.sibling(!alt), noff);
@@ -414,13 +610,14 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
   // The insert proper, into the half that covers the key (each has free
   // slots: a split halves a full leaf). A crash before it leaves the split
   // done and the key absent: the insert is wholly absent.
-  const bool inserted = leaf_insert(key >= sep ? n : l, key, value);
+  const bool inserted = leaf_insert_fp(key >= sep ? n : l, f, word, value);
   // Route keys >= sep to N, then let go of N and L (L last: see the
   // Route/validate protocol in inner_tree.h).
   tree_->insert_separator(off, sep, noff);
   unlock_leaf(noff);
   unlock_leaf(off);
   if (!inserted) {  // a half of a split leaf with no free slot: a damaged leaf
+    if constexpr (kStringKeys) free_key_record(*pool_, word);  // never published
     return Status::Corruption("lbtree: no free slot in a leaf just split at " + hex(off));
   }
   return Status::Ok();
@@ -441,9 +638,15 @@ Status LbTree::split_and_insert(uint64_t off, uint64_t key, Value value) {
 // persisted; then one NAW of its word 0 sets its bitmap and flips alt,
 // publishing the whole chain at once. A crash before the NAW leaves the empty
 // tree (the new leaves are reclaimed by recovery); after it, every leaf.
-Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
-  for (size_t i = 1; i < sorted.size(); ++i) {
-    if (!(sorted[i - 1].first < sorted[i].first)) {
+// String keys: every key's record is written and persisted (store_key_record)
+// before the first leaf is filled, so the records are durable before the
+// NAW publishes the slots that name them; before it they are unreachable
+// (reclaimed by recovery), and OutOfSpace frees them.
+template <class K>
+Status LbTreeT<K>::bulk_load(std::span<const std::pair<K, Value>> sorted) {
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (Status s = check_key(kLayout, sorted[i].first); !s.ok()) return s;
+    if (i > 0 && !(sorted[i - 1].first < sorted[i].first)) {
       return Status::InvalidArgument("lbtree bulk_load: keys not strictly ascending at pair " +
                                      std::to_string(i));
     }
@@ -477,6 +680,27 @@ Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
       return s;
     }
   }
+  // String keys: the records, persisted, before any leaf names them.
+  std::vector<uint64_t> records;
+  if constexpr (kStringKeys) {
+    records.resize(sorted.size());
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      Status s = store_key_record(*pool_, sorted[i].first, &records[i], {"lbtree.bulk.key_record"});
+      if (!s.ok()) {
+        for (size_t j = 0; j < i; ++j) free_key_record(*pool_, records[j]);
+        for (size_t j = 1; j < nleaves; ++j) pool_->allocator().free(offs[j]);
+        return s;
+      }
+    }
+  }
+  // The key word of pair i.
+  auto word_at = [&](size_t i) -> uint64_t {
+    if constexpr (kStringKeys) {
+      return records[i];
+    } else {
+      return sorted[i].first;
+    }
+  };
   // Fills leaf `idx` (its live headers are selected by `alt`; for the head,
   // the spare ones) with its pairs; returns block 0's header.
   auto fill_leaf = [&](size_t idx, bool alt) -> Header {
@@ -491,7 +715,7 @@ Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
       Header h;
       for (uint32_t t = 0; t < take; ++t, ++k) {
         const uint32_t i = order[t];
-        pm::store(&l.ent(j, i).key, sorted[b + k].first);
+        pm::store(&l.ent(j, i).key, word_at(b + k));
         pm::store(&l.ent(j, i).value, sorted[b + k].second);
         h.set_fp(i, fingerprint(sorted[b + k].first));
         h.set(i);
@@ -531,10 +755,10 @@ Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
   pm::naw(&head.word0(), h0.w0 | (halt ? 0 : kAltBit), {"lbtree.bulk.commit"});
 
   // DRAM side: inner nodes at the fill factor, low keys, anchors.
-  std::vector<inner::LeafRef> refs(nleaves);
+  std::vector<LeafRef> refs(nleaves);
   for (size_t i = 0; i < nleaves; ++i) {
-    refs[i] = {i == 0 ? 0 : sorted[i * per].first, offs[i]};
-    lows_->word(offs[i]).store(refs[i].first, kRlx);
+    refs[i] = {i == 0 ? OwnedKey<K>{} : OwnedKey<K>(sorted[i * per].first), offs[i]};
+    lows_->word(offs[i]).store(low_word(refs[i].first), kRlx);
   }
   Status s = tree_->build(refs, fill_);
   if (!s.ok()) return s;
@@ -571,12 +795,13 @@ Status LbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
 //
 // Every PM write of recovery (lock bits, anchors) is idempotent, so a crash
 // during recovery and a second recovery reach the same state.
-Status LbTree::recover(unsigned threads) {
+template <class K>
+Status LbTreeT<K>::recover(unsigned threads) {
   std::vector<uint64_t> anchor;
   if (Status s = open_root_and_anchors(&anchor); !s.ok()) return s;
   versions_ = std::make_unique<LockTable>(pool_->size(), block_class());
   lows_ = std::make_unique<LockTable>(pool_->size(), block_class());
-  tree_ = std::make_unique<inner::InnerTree>(kInnerNodeBytes);
+  tree_ = std::make_unique<inner::InnerTreeT<K>>(kInnerNodeBytes);
 
   const auto r0 = std::chrono::steady_clock::now();
   // The crash simulator follows one thread at a time: recover serially there.
@@ -586,7 +811,7 @@ Status LbTree::recover(unsigned threads) {
   // The walk writes nothing structural (lock bits only), so the pass checks
   // what it reached against the close record before anything changes.
   std::vector<std::vector<WalkedLeaf>> seg;
-  Status s = reclaim_unreachable(kLayout, [&](pm::Allocator& alloc, uint64_t* keys) {
+  Status s = this->reclaim_unreachable(layout<K>(), [&](pm::Allocator& alloc, uint64_t* keys) {
     Status w = walk_chain(anchor, nthreads, alloc, &seg);
     for (const auto& sg : seg) {
       for (const WalkedLeaf& li : sg) *keys += li.keys;
@@ -606,8 +831,10 @@ Status LbTree::recover(unsigned threads) {
 // The root object, its leaf size and head, and the live anchor array
 // (distinct valid leaf offsets, the head first), before anything is read
 // through them. Errors: Corruption naming the bad field.
-Status LbTree::open_root_and_anchors(std::vector<uint64_t>* anchor) {
-  if (Status s = open_root_object(kLayout, kRootMagic, &root_, kRootBytes); !s.ok()) return s;
+template <class K>
+Status LbTreeT<K>::open_root_and_anchors(std::vector<uint64_t>* anchor) {
+  if (Status s = this->open_root_object(layout<K>(), kRootMagic, &root_, kRootBytes); !s.ok())
+    return s;
   if (!valid_leaf_size(root_->leaf_size)) {
     return Status::Corruption("lbtree: root object has invalid leaf size " +
                               std::to_string(root_->leaf_size));
@@ -639,8 +866,9 @@ Status LbTree::open_root_and_anchors(std::vector<uint64_t>* anchor) {
 // anchor off the chain), clears a lock bit left by an earlier version's
 // writer (store + flush; one fence per segment), records the leaf's key
 // range and count, and sets its DRAM low key. Errors: Corruption.
-Status LbTree::walk_segment(const std::vector<uint64_t>& anchor, size_t i, pm::Allocator& alloc,
-                            std::vector<WalkedLeaf>* out) {
+template <class K>
+Status LbTreeT<K>::walk_segment(const std::vector<uint64_t>& anchor, size_t i, pm::Allocator& alloc,
+                                std::vector<WalkedLeaf>* out) {
   const uint64_t stop = i + 1 < anchor.size() ? anchor[i + 1] : 0;
   const uint64_t head = root_->head;
   bool dirty = false;
@@ -669,7 +897,8 @@ Status LbTree::walk_segment(const std::vector<uint64_t>& anchor, size_t i, pm::A
       dirty = true;
     }
     const bool alt = (w0 & kAltBit) != 0;
-    WalkedLeaf li{off, UINT64_MAX, 0, 0, true};
+    WalkedLeaf li{off, {}, {}, 0, true};
+    K lo{}, hi{};  // the leaf's smallest and largest key so far
     for (uint32_t j = 0; j < blocks_ && st.ok(); ++j) {
       const Header h = load_header(l.live_hdr(j, alt));
       if (j > 0 && (h.w0 & (kLockBit | kAltBit)) != 0) {
@@ -678,15 +907,30 @@ Status LbTree::walk_segment(const std::vector<uint64_t>& anchor, size_t i, pm::A
         break;
       }
       for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
-        const uint64_t k = l.ent(j, static_cast<uint32_t>(__builtin_ctzll(m))).key.load(kRlx);
-        li.min = std::min(li.min, k);
-        li.max = std::max(li.max, k);
+        const uint64_t w = l.ent(j, static_cast<uint32_t>(__builtin_ctzll(m))).key.load(kRlx);
+        if constexpr (kStringKeys) {
+          // Checked (a block holding its length) and marked before its bytes
+          // are read; a record named by two live slots is refused here.
+          if (Status ms = mark_key_record(*pool_, kLayout, w); !ms.ok()) {
+            st = ms;
+            break;
+          }
+        }
+        const K k = key_of(w);
+        lo = li.empty || k < lo ? k : lo;
+        hi = li.empty || k > hi ? k : hi;
         li.empty = false;
         ++li.keys;
       }
     }
     if (!st.ok()) break;
-    if (off == head || !li.empty) lows_->word(off).store(off == head ? 0 : li.min, kRlx);
+    if (!li.empty) {
+      li.min = OwnedKey<K>(lo);
+      li.max = OwnedKey<K>(hi);
+    }
+    if (off == head || !li.empty) {
+      lows_->word(off).store(off == head ? 0 : low_word(lo), kRlx);
+    }
     out->push_back(li);
     off = l.sibling(alt).load(kRlx);
   }
@@ -697,8 +941,9 @@ Status LbTree::walk_segment(const std::vector<uint64_t>& anchor, size_t i, pm::A
 // Every segment, each walked whole by one of `nthreads` threads (segment i
 // by thread i mod nthreads); the first error of any segment, in segment
 // order.
-Status LbTree::walk_chain(const std::vector<uint64_t>& anchor, unsigned nthreads,
-                          pm::Allocator& alloc, std::vector<std::vector<WalkedLeaf>>* seg) {
+template <class K>
+Status LbTreeT<K>::walk_chain(const std::vector<uint64_t>& anchor, unsigned nthreads,
+                              pm::Allocator& alloc, std::vector<std::vector<WalkedLeaf>>* seg) {
   const size_t nseg = anchor.size();
   seg->assign(nseg, {});
   std::vector<Status> seg_status(nseg);
@@ -721,12 +966,14 @@ Status LbTree::walk_chain(const std::vector<uint64_t>& anchor, unsigned nthreads
 // key of the next non-empty leaf; key 0 only in the head) and builds the
 // DRAM inner nodes over the (low key, leaf) pairs of each segment in
 // parallel (InnerTree::build_segments). Errors: Corruption.
-Status LbTree::rebuild_from(const std::vector<std::vector<WalkedLeaf>>& seg, unsigned nthreads) {
+template <class K>
+Status LbTreeT<K>::rebuild_from(const std::vector<std::vector<WalkedLeaf>>& seg,
+                                unsigned nthreads) {
   const size_t nseg = seg.size();
   const uint64_t head = root_->head;
-  std::vector<std::vector<inner::LeafRef>> refs(nseg);
+  std::vector<std::vector<LeafRef>> refs(nseg);
   bool any = false;
-  uint64_t prev_max = 0;
+  OwnedKey<K> prev_max{};
   uint64_t total = 0;
   for (size_t i = 0; i < nseg; ++i) {
     for (const WalkedLeaf& li : seg[i]) {
@@ -740,10 +987,11 @@ Status LbTree::rebuild_from(const std::vector<std::vector<WalkedLeaf>>& seg, uns
         prev_max = li.max;
       }
       if (li.off == head) {
-        refs[i].emplace_back(0, li.off);
+        refs[i].emplace_back(OwnedKey<K>{}, li.off);
       } else if (!li.empty) {
-        if (li.min == 0) {
-          return Status::Corruption("lbtree: key 0 in leaf " + hex(li.off) + " after the head");
+        if (li.min == OwnedKey<K>{}) {
+          return Status::Corruption("lbtree: the smallest key (0 or \"\") in leaf " + hex(li.off) +
+                                    " after the head");
         }
         refs[i].emplace_back(li.min, li.off);
       }
@@ -757,8 +1005,9 @@ Status LbTree::rebuild_from(const std::vector<std::vector<WalkedLeaf>>& seg, uns
 
 // Spreads the anchors evenly over the chain as the walk found it (written
 // only when they change; write_anchors is crash-safe by its selector NAW).
-void LbTree::respread_anchors(const std::vector<std::vector<WalkedLeaf>>& seg,
-                              const std::vector<uint64_t>& anchor) {
+template <class K>
+void LbTreeT<K>::respread_anchors(const std::vector<std::vector<WalkedLeaf>>& seg,
+                                  const std::vector<uint64_t>& anchor) {
   const uint64_t total = leaves_.load();
   std::vector<uint64_t> na;
   const uint64_t k = std::min<uint64_t>(total, kAnchorSlots);
@@ -774,26 +1023,29 @@ void LbTree::respread_anchors(const std::vector<std::vector<WalkedLeaf>>& seg,
 
 // ---------------------------------------------------------------- info, verify
 
-IndexInfo LbTree::info() const {
-  return persistent_info(kLayout, kLbTreeDescription,
-                         {.ordered = true,
-                          .persistent = true,
-                          .thread_safe = true,
-                          .bulk_load = true,
-                          .placement = Placement::kSelective},
-                         leaf_size_,
-                         (tree_ ? tree_->dram_bytes() : 0) +
-                             (versions_ ? versions_->dram_bytes() : 0) +
-                             (lows_ ? lows_->dram_bytes() : 0));
+template <class K>
+IndexInfo LbTreeT<K>::info() const {
+  return this->persistent_info(
+      kLayout, kLbTreeDescription,
+      {.ordered = true,
+       .persistent = true,
+       .thread_safe = true,
+       .string_keys = true,  // the entry's claim, whatever this instance's K
+       .bulk_load = true,
+       .placement = Placement::kSelective},
+      leaf_size_,
+      (tree_ ? tree_->dram_bytes() : 0) + (versions_ ? versions_->dram_bytes() : 0) +
+          (lows_ ? lows_->dram_bytes() : 0) + low_dram_bytes());
 }
 
-Status LbTree::verify(VerifyReport* report) const {
+template <class K>
+Status LbTreeT<K>::verify(VerifyReport* report) const {
   VerifyReport r;
   std::unordered_set<uint64_t> seen;
   std::vector<uint64_t> chain;
-  std::vector<std::vector<uint64_t>> keys;  // per chain leaf
+  std::vector<std::vector<OwnedKey<K>>> keys;  // per chain leaf
   bool any = false;
-  uint64_t prev_max = 0;
+  OwnedKey<K> prev_max{};
   for (uint64_t off = root_->head; off != 0;) {
     if (!leaf_offset_ok(off)) return Status::Corruption("lbtree: leaf offset " + hex(off));
     if (!seen.insert(off).second) return Status::Corruption("lbtree: cycle at leaf " + hex(off));
@@ -801,7 +1053,7 @@ Status LbTree::verify(VerifyReport* report) const {
     const uint64_t w0 = l.word0().load(kAcq);
     if ((w0 & kLockBit) != 0) return Status::Corruption("lbtree: lock bit set in " + hex(off));
     const bool alt = (w0 & kAltBit) != 0;
-    std::vector<uint64_t> ks;
+    std::vector<OwnedKey<K>> ks;
     for (uint32_t j = 0; j < blocks_; ++j) {
       const Header h = load_header(l.live_hdr(j, alt));
       if (j > 0 && (h.w0 & (kLockBit | kAltBit)) != 0) {
@@ -809,12 +1061,17 @@ Status LbTree::verify(VerifyReport* report) const {
       }
       for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
         const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
-        const uint64_t k = l.ent(j, i).key.load(kAcq);
+        const uint64_t w = l.ent(j, i).key.load(kAcq);
+        if constexpr (kStringKeys) {
+          if (Status cs = check_key_record(*pool_, kLayout, w); !cs.ok()) return cs;
+          r.pm_bytes += pool_->allocator().block_size(w);
+        }
+        const K k = key_of(w);
         if (h.fp(i) != fingerprint(k)) {
           return Status::Corruption("lbtree: fingerprint mismatch in " + hex(off) + " block " +
                                     std::to_string(j) + " slot " + std::to_string(i));
         }
-        ks.push_back(k);
+        ks.emplace_back(k);
       }
     }
     std::sort(ks.begin(), ks.end());
@@ -843,7 +1100,7 @@ Status LbTree::verify(VerifyReport* report) const {
   // The inner nodes route to a subsequence of the chain that starts at the
   // head and holds every non-empty leaf; each routed leaf's keys lie in its
   // range [low, next low).
-  const std::vector<inner::LeafRef> routed = tree_->leaves();
+  const std::vector<LeafRef> routed = tree_->leaves();
   if (routed.empty() || routed.front().second != root_->head) {
     return Status::Corruption("lbtree: the inner nodes do not start at the head leaf");
   }
@@ -860,16 +1117,22 @@ Status LbTree::verify(VerifyReport* report) const {
       return Status::Corruption("lbtree: inner nodes route to " + hex(routed[q].second) +
                                 ", not on the chain (or out of order)");
     }
-    const uint64_t lo = q == 0 ? 0 : routed[q].first;
+    const OwnedKey<K> lo = q == 0 ? OwnedKey<K>{} : routed[q].first;
     const bool has_hi = q + 1 < routed.size();
-    const uint64_t hi = has_hi ? routed[q + 1].first : 0;
-    for (uint64_t k : keys[p]) {
+    const OwnedKey<K> hi = has_hi ? routed[q + 1].first : OwnedKey<K>{};
+    for (const OwnedKey<K>& k : keys[p]) {
       if (k < lo || (has_hi && k >= hi)) {
-        return Status::Corruption("lbtree: key " + std::to_string(k) + " of leaf " + hex(chain[p]) +
+        std::string shown;
+        if constexpr (kStringKeys) {
+          shown = quote_input(k);
+        } else {
+          shown = std::to_string(k);
+        }
+        return Status::Corruption("lbtree: key " + shown + " of leaf " + hex(chain[p]) +
                                   " outside its routed range");
       }
     }
-    if (lows_->word(chain[p]).load(kAcq) != lo) {
+    if (low_key(lows_->word(chain[p]).load(kAcq)) != lo) {
       return Status::Corruption("lbtree: stored low key of " + hex(chain[p]) +
                                 " differs from its separator");
     }
@@ -882,6 +1145,9 @@ Status LbTree::verify(VerifyReport* report) const {
   }
   r.inner_nodes = tree_->nodes();
   r.height = tree_->height() + 1;
+  // String keys: the PM reached is the leaves and the key records
+  // (VerifyReport::pm_bytes); integer keys report leaves only (pm_bytes 0).
+  if constexpr (kStringKeys) r.pm_bytes += r.leaves * uint64_t{block_class()};
   *report = r;
   return Status::Ok();
 }
@@ -891,8 +1157,9 @@ Status LbTree::verify(VerifyReport* report) const {
 // Ablation notes (issue 3 §4): the flushes and fences whose removal the crash
 // lab (`nvindex crashtest --index lbtree --ablate all`) does not catch, and
 // why each stays.
-std::vector<std::pair<std::string, std::string>> LbTree::ablation_notes() const {
-  return {
+template <class K>
+std::vector<std::pair<std::string, std::string>> LbTreeT<K>::ablation_notes() const {
+  std::vector<std::pair<std::string, std::string>> notes = {
       {"lbtree.create.head",
        "not observable in a crash test: a fresh pool's blocks are zero, which is exactly the empty "
        "head leaf; the flush is needed when the allocator hands out a reused block (e.g. one "
@@ -915,19 +1182,37 @@ std::vector<std::pair<std::string, std::string>> LbTree::ablation_notes() const 
        "split is committed by its own NAW (Algorithm 3), durable before the leaf lock is "
        "released and independent of the insert, at one fence per split"},
   };
+  return notes;
 }
+
+template class LbTreeT<uint64_t>;
+template class LbTreeT<std::string_view>;
 
 }  // namespace lbtree
 
 // ---------------------------------------------------------------- factory
 
-Status make_lbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
+namespace {
+template <class K>
+Status open_lbtree(const IndexOptions& options, std::unique_ptr<Index<K>>* out) {
   // make_index() has checked the leaf size, fill factor and threads; a
   // recovered tree keeps its stored leaf size and rebuilds on
   // options.threads threads.
-  return open_persistent_index<lbtree::LbTree>(
-      options, lbtree::kLayout, [&](lbtree::LbTree& t) { return t.create(options.node_size); },
-      [&](lbtree::LbTree& t) { return t.recover(options.threads); }, out, options.fill_factor);
+  using Tree = lbtree::LbTreeT<K>;
+  return open_persistent_index<Tree>(
+      options, pool_layout(lbtree::kLayout, key_type_of<K>),
+      [&](Tree& t) { return t.create(options.node_size); },
+      [&](Tree& t) { return t.recover(options.threads); }, out, options.fill_factor);
+}
+}  // namespace
+
+Status make_lbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
+  return open_lbtree(options, out);
+}
+
+Status make_lbtree_string(const IndexOptions& options,
+                          std::unique_ptr<Index<std::string_view>>* out) {
+  return open_lbtree(options, out);
 }
 
 }  // namespace nvindex

@@ -9,9 +9,16 @@
 // crash argument of every persistent update is where the update is (leaf.h,
 // lbtree.cc).
 //
-// Persistent layout (pool layout name "lbtree"):
+// Persistent layout (pool layout name "lbtree", "lbtree:string" for
+// byte-string keys):
 //
 //   The root object: byte table directly above its struct below.
+//
+// String keys (LbTreeT<std::string_view>, docs/indexes/lbtree.md "String
+// keys"): the same leaves; a slot's key word is the pool offset of a key
+// record (common/key_record.h) and its fingerprint the low byte of XXH3 over
+// the whole key; the DRAM inner nodes hold their own copies of the
+// separators (inner::InnerTreeString). Every live slot owns its record.
 //
 // Anchors (§3.5, parallel rebuild): up to 59 leaves spread evenly over the
 // leaf chain. Recomputed after a bulk load, after recovery and at a clean
@@ -42,14 +49,19 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "indexes/common/inner_tree.h"
+#include "indexes/common/key_record.h"
 #include "indexes/common/persistent.h"
 #include "indexes/common/version_lock.h"
 #include "indexes/lbtree/leaf.h"
@@ -71,10 +83,15 @@ inline constexpr char kLbTreeDescription[] =
 /// Corruption (bad root object, anchor or leaf), OutOfSpace (pool full at
 /// creation).
 Status make_lbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+/// Factory for "lbtree" with byte-string keys: as make_lbtree, in a pool of
+/// layout pool_layout("lbtree", KeyType::kString) ("lbtree:string").
+Status make_lbtree_string(const IndexOptions& options,
+                          std::unique_ptr<Index<std::string_view>>* out);
 
 namespace lbtree {
 
-/// Pool layout name.
+/// Pool layout name of the integer-key tree, and the index name in messages;
+/// the string-key tree's layout is pool_layout(kLayout, KeyType::kString).
 inline constexpr char kLayout[] = "lbtree";
 /// Root object magic: "LBTREEv1" as a little-endian word.
 inline constexpr uint64_t kRootMagic = 0x3176454552544c42ull;
@@ -130,15 +147,35 @@ static_assert(sizeof(RootObject) == kRootBytes);
 /// True for the leaf sizes lbtree accepts (256, 512, 768, 1024 bytes).
 inline bool valid_leaf_size(uint64_t s) { return s == 256 || s == 512 || s == 768 || s == 1024; }
 
-/// The LB+-tree. Created by make_lbtree().
-class LbTree final : public PersistentIndex {
+/// The LB+-tree over keys K (uint64_t or std::string_view). Created by
+/// make_lbtree() / make_lbtree_string().
+///
+/// The 8-byte key word of a slot is the key itself for K = uint64_t, and for
+/// K = std::string_view the pool offset of the key's record (key_record.h).
+/// Record ownership (string keys): every live slot owns its record; entry
+/// moving and splits copy a key word into a free (invisible) slot and clear
+/// the old bit in the same NAW that sets the new one, or publish the new
+/// leaf in the NAW that clears the old bits, so in every durable state
+/// exactly one live slot names each record, and recovery marks it once.
+/// A removed key's record is retired after the remove's NAW and freed by
+/// KeyRecordReclaimer (key_record.h: when no other operation is in flight).
+/// Separators and the DRAM low keys are DRAM copies, never records.
+/// Integer keys compile to the code they had before the template.
+template <class K>
+class LbTreeT final : public PersistentIndexOf<K> {
  public:
+  /// True for byte-string keys (key words are key-record offsets).
+  static constexpr bool kStringKeys = std::is_same_v<K, std::string_view>;
+  /// A (low key, leaf) pair of the inner tree.
+  using LeafRef = typename inner::InnerTreeT<K>::LeafRef;
+
   /// `fill`: IndexOptions::fill_factor, (0, 1] (checked by make_index), the
   /// fill of the inner nodes built by bulk load and recovery.
-  LbTree(pm::Pool* pool, double fill);
+  LbTreeT(pm::Pool* pool, double fill);
   /// Clean close: recomputes the anchors (persisted, selector by NAW) so the
-  /// next recovery splits the chain evenly. Touches nothing else.
-  ~LbTree() override;
+  /// next recovery splits the chain evenly; frees retired key records.
+  /// Touches nothing else.
+  ~LbTreeT() override;
 
   /// Creates an empty tree (root object + one empty head leaf) in a pool
   /// with no root; leaf_size checked by the caller. Errors: OutOfSpace.
@@ -148,30 +185,32 @@ class LbTree final : public PersistentIndex {
   /// offset), OutOfSpace.
   Status recover(unsigned threads);
 
-  Status insert(uint64_t key, Value value) override;
-  Status update(uint64_t key, Value value) override;
-  Status remove(uint64_t key) override;
-  std::optional<Value> lookup(uint64_t key) override;
-  size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override;
-  std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override;
+  /// String keys longer than kMaxKeyBytes: insert/update/remove return
+  /// InvalidArgument (nothing changed); lookups find nothing.
+  Status insert(K key, Value value) override;
+  Status update(K key, Value value) override;
+  Status remove(K key) override;
+  std::optional<Value> lookup(K key) override;
+  size_t scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) override;
+  std::optional<std::pair<OwnedKey<K>, Value>> find_last_less_than(K key) override;
   /// Bottom-up load at IndexOptions::fill_factor (lbtree.cc "Bulk load").
   /// Requires a fresh tree (only the empty head leaf): InvalidArgument
-  /// otherwise, also for keys not strictly ascending; OutOfSpace leaves the
-  /// tree empty.
-  Status bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) override;
+  /// otherwise, also for keys not strictly ascending (or longer than
+  /// kMaxKeyBytes); OutOfSpace leaves the tree empty.
+  Status bulk_load(std::span<const std::pair<K, Value>> sorted) override;
   IndexInfo info() const override;
   Status verify(VerifyReport* report) const override;
   std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
 
   // --- for tests and tools (not for users of the index) ---
   /// The leaf at pool offset `off`.
-  Leaf leaf(uint64_t off) const { return Leaf{pool_->ptr<Block>(off), blocks_}; }
+  Leaf leaf(uint64_t off) const { return Leaf{pool_->template ptr<Block>(off), blocks_}; }
   /// Offset of the head (leftmost) leaf.
   uint64_t head() const { return root_->head; }
   /// Leaf bytes.
   uint32_t leaf_size() const { return leaf_size_; }
   /// The leaves as the inner nodes route them, (low key, leaf) in key order.
-  std::vector<inner::LeafRef> routed_leaves() const { return tree_->leaves(); }
+  std::vector<LeafRef> routed_leaves() const { return tree_->leaves(); }
   /// The live anchors (leaf offsets, chain order).
   std::vector<uint64_t> anchors() const;
   /// Wall time of the last recovery's rebuild (chain walk + inner nodes),
@@ -179,24 +218,58 @@ class LbTree final : public PersistentIndex {
   double rebuild_seconds() const { return rebuild_seconds_; }
   unsigned rebuild_threads() const { return rebuild_threads_; }
   uint64_t chain_leaves() const { return leaves_.load(std::memory_order_relaxed); }
+  /// String keys: removed keys' records retired and not yet freed (0 for
+  /// integer keys).
+  size_t retired_records() const { return reclaimer_.retired(); }
 
  private:
-  inner::Route lock_leaf_for(uint64_t key);
+  using PersistentIndexOf<K>::pool_;
+  /// Counts an operation in flight for the string keys' record reclamation;
+  /// no code for integer keys.
+  struct NoGuard {
+    explicit NoGuard(KeyRecordReclaimer* /*r*/) {}
+  };
+  using Guard = std::conditional_t<kStringKeys, KeyRecordReclaimer::Guard, NoGuard>;
+
+  // Key policy: the only places where the two key types differ.
+  /// The key a key word names (integers: the word; strings: its record's
+  /// bytes, read without a check: the word came from a live slot).
+  K key_of(uint64_t word) const;
+  /// Finds `key` (fingerprint f) in leaf l: leaf_find_fp with the key type's
+  /// equality. Always inlined (on this declaration: GCC ignores attributes
+  /// on a class template member's out-of-class definition), so the integer
+  /// instance's writers are the code they were before the template.
+  __attribute__((always_inline)) inline bool find_in(const Leaf& l, K key, uint8_t f,
+                                                     SlotRef* where, uint64_t* value) const;
+  /// The DRAM low-key word of a leaf for low key `low` (integers: the key;
+  /// strings: the address of a DRAM copy kept until destruction, 0 for "").
+  uint64_t low_word(K low);
+  /// The low key a low-key word names.
+  K low_key(uint64_t word) const;
+  /// DRAM held by the string low keys' copies (0 for integer keys).
+  uint64_t low_dram_bytes() const {
+    std::lock_guard g(low_mu_);
+    return low_bytes_;
+  }
+
+  inner::Route lock_leaf_for(K key);
   void unlock_leaf(uint64_t off);
   /// Hints the CPU to fetch the leaf's lines and its DRAM version word in
   /// parallel (before a lookup reads them, or a writer's lock CAS, a full
   /// barrier, would take their misses one at a time).
   void prefetch_leaf(uint64_t off) const;
-  Status split_and_insert(uint64_t off, uint64_t key, Value value);
+  Status split_and_insert(uint64_t off, K key, uint8_t f, uint64_t word, Value value);
   void write_anchors(const std::vector<uint64_t>& anchors);
   std::vector<uint64_t> spread_anchors() const;
   uint32_t block_class() const;
   bool leaf_offset_ok(uint64_t off) const;
 
   /// One leaf as recovery's chain walk found it: its offset, smallest and
-  /// largest key (UINT64_MAX and 0 when empty) and its key count.
+  /// largest key (meaningless when empty) and its key count.
   struct WalkedLeaf {
-    uint64_t off, min, max, keys;
+    uint64_t off;
+    OwnedKey<K> min, max;
+    uint64_t keys;
     bool empty;
   };
   /// Recovery phases (lbtree.cc, "Recovery"): the root object and the live
@@ -216,14 +289,28 @@ class LbTree final : public PersistentIndex {
   uint32_t leaf_size_ = 0;
   uint32_t blocks_ = 1;
   const double fill_;
-  std::unique_ptr<inner::InnerTree> tree_;
+  std::unique_ptr<inner::InnerTreeT<K>> tree_;
   std::unique_ptr<LockTable> versions_;  ///< DRAM version per leaf
-  std::unique_ptr<LockTable> lows_;      ///< DRAM word per leaf: its low key (separator)
-  std::atomic<uint64_t> leaves_{0};      ///< leaves on the chain
-  bool ready_ = false;                   ///< created or recovered successfully
+  std::unique_ptr<LockTable> lows_;      ///< DRAM word per leaf: its low key (low_word)
+  /// String keys: the DRAM copies low-key words name (a deque never moves
+  /// its elements); guarded by low_mu_ for appends.
+  std::deque<std::string> low_keys_;
+  uint64_t low_bytes_ = 0;  ///< DRAM of low_keys_ (objects and heap bytes)
+  mutable std::mutex low_mu_;
+  KeyRecordReclaimer reclaimer_;     ///< string keys: removed keys' records
+  std::atomic<uint64_t> leaves_{0};  ///< leaves on the chain
+  bool ready_ = false;               ///< created or recovered successfully
   double rebuild_seconds_ = 0;
   unsigned rebuild_threads_ = 0;
 };
+
+/// The integer-key tree (the tests' and tools' name).
+using LbTree = LbTreeT<uint64_t>;
+/// The string-key tree.
+using LbTreeString = LbTreeT<std::string_view>;
+
+extern template class LbTreeT<uint64_t>;
+extern template class LbTreeT<std::string_view>;
 
 }  // namespace lbtree
 }  // namespace nvindex

@@ -173,18 +173,19 @@ struct SlotRef {
   uint32_t slot = 0;
 };
 
-/// Algorithm 1 (search in a leaf): per block, the SIMD fingerprint match,
-/// then the bitmap and the key of each candidate. Lock-free: the caller
-/// validates the leaf's version afterwards (or holds the lock). True and
-/// *where / *value when found.
-inline bool leaf_find(const Leaf& l, uint64_t key, SlotRef* where, uint64_t* value) {
-  const uint8_t f = fingerprint(key);
+/// Algorithm 1 (search in a leaf) for any key type: per block, the SIMD
+/// match of fingerprint `f`, then the bitmap and, for each candidate, eq(key
+/// word) (integers: word == key; strings: the key record's bytes == key).
+/// Lock-free: the caller validates the leaf's version afterwards (or holds
+/// the lock). True and *where / *value when found.
+template <class Eq>
+inline bool leaf_find_fp(const Leaf& l, uint8_t f, Eq&& eq, SlotRef* where, uint64_t* value) {
   const bool alt = l.alt();
   for (uint32_t j = 0; j < l.blocks; ++j) {
     const Header h = load_header(l.live_hdr(j, alt));
     for (uint32_t m = h.match(f); m != 0; m &= m - 1) {
       const uint32_t i = static_cast<uint32_t>(__builtin_ctz(m));
-      if (l.ent(j, i).key.load(std::memory_order_acquire) == key) {
+      if (eq(l.ent(j, i).key.load(std::memory_order_acquire))) {
         if (where != nullptr) *where = {j, i};
         if (value != nullptr) *value = l.ent(j, i).value.load(std::memory_order_acquire);
         return true;
@@ -192,6 +193,12 @@ inline bool leaf_find(const Leaf& l, uint64_t key, SlotRef* where, uint64_t* val
     }
   }
   return false;
+}
+
+/// leaf_find_fp for an integer key (its fingerprint, word == key).
+inline bool leaf_find(const Leaf& l, uint64_t key, SlotRef* where, uint64_t* value) {
+  return leaf_find_fp(
+      l, fingerprint(key), [key](uint64_t w) { return w == key; }, where, value);
 }
 
 /// Live entries of the leaf (any order), appended to out as (key, value).
@@ -220,8 +227,10 @@ inline uint32_t leaf_count(const Leaf& l) {
 }
 
 /// Algorithm 2 (insert into a leaf with a free slot), for a leaf whose lock
-/// the caller holds and that does not hold `key`. False (nothing written)
-/// when every slot is in use: the caller splits.
+/// the caller holds and that does not hold the key: `word` is the key word
+/// (integers: the key; strings: its key record's offset, the record
+/// persisted before this call) and `f` the key's fingerprint. False
+/// (nothing written) when every slot is in use: the caller splits.
 ///
 /// Block choice: the first block whose header line has a free slot (one line
 /// write), else the block with the most free slots (entry moving there).
@@ -242,9 +251,8 @@ inline uint32_t leaf_count(const Leaf& l) {
 /// as before; after it, as after; moved entries are never absent or twice
 /// visible. Two PM line writes, and the header line gains free slots for the
 /// next inserts.
-inline bool leaf_insert(const Leaf& l, uint64_t key, uint64_t value) {
+inline bool leaf_insert_fp(const Leaf& l, uint8_t f, uint64_t key, uint64_t value) {
   const bool alt = l.alt();
-  const uint8_t f = fingerprint(key);
   int best = -1;
   int best_free = 0;
   for (uint32_t j = 0; j < l.blocks; ++j) {
@@ -313,6 +321,11 @@ inline bool leaf_insert(const Leaf& l, uint64_t key, uint64_t value) {
   if (h.w1 != old_w1) pm::store(&hp[1], h.w1);
   pm::naw(&hp[0], h.w0, {"lbtree.insert.moved_header"});
   return true;
+}
+
+/// leaf_insert_fp for an integer key.
+inline bool leaf_insert(const Leaf& l, uint64_t key, uint64_t value) {
+  return leaf_insert_fp(l, fingerprint(key), key, value);
 }
 
 /// Delete of slot `at` of a leaf whose lock the caller holds: one NAW of the
