@@ -28,7 +28,8 @@
 //     them: key records, delta records; else its nodes, leaves + inner nodes
 //     or leaves only for selective persistence, times its node size) plus
 //     the constant overhead measured right after creation (e.g. fastfair's
-//     64 B root object);
+//     64 B root object). It runs right after verify(), before check 3's
+//     reads, since reads may write (p-bwtree's lookups post index entries);
 //  5. the index keeps working: inserts of fresh keys interleaved with the
 //     existing ones (enough to split several nodes), then removes of those
 //     and of every other existing key (merges), each result matched against
