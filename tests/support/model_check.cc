@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "nvindex/pm/counters.h"
+
 namespace nvindex::testing {
 namespace {
 
@@ -782,6 +784,37 @@ void expect_equals_model(Index<uint64_t>& idx, const std::map<uint64_t, Value>& 
 }
 void expect_equals_model(Index<std::string_view>& idx, const std::map<std::string, Value>& model) {
   equals_model<std::string_view>(idx, model);
+}
+
+void measure_insert_cost(std::string_view name, uint32_t node_size, uint64_t n, InsertCost* ints,
+                         InsertCost* strs) {
+  std::vector<uint64_t> keys(n);
+  for (uint64_t i = 0; i < n; ++i) keys[i] = (i * 7919 % n) * 0x9e3779b97f4a7c15ull;
+  const auto per_insert = [&](const pm::CounterSnapshot& c) {
+    const double d = static_cast<double>(n);
+    return InsertCost{c.flushes / d, c.lines_flushed / d, c.fences / d};
+  };
+  IndexOptions o;
+  o.node_size = node_size;
+  TestIndex it;
+  ASSERT_TRUE(open_test_index<uint64_t>(name, o, &it, 64ull << 20).ok());
+  pm::CounterSnapshot a = pm::snapshot();
+  for (uint64_t k : keys) ASSERT_TRUE(it.index->insert(k, k).ok());
+  *ints = per_insert(pm::snapshot() - a);
+  StringTestIndex st;
+  ASSERT_TRUE(open_test_index<std::string_view>(name, o, &st, 64ull << 20).ok());
+  a = pm::snapshot();
+  for (uint64_t k : keys) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "user%020llu", static_cast<unsigned long long>(k));
+    ASSERT_TRUE(st.index->insert(std::string_view(buf, 24), k).ok());
+  }
+  *strs = per_insert(pm::snapshot() - a);
+  std::printf(
+      "%s per insert: integer %.2f flushes %.2f lines %.2f fences; 24 B string %.2f flushes %.2f "
+      "lines %.2f fences\n",
+      std::string(name).c_str(), ints->flushes, ints->lines, ints->fences, strs->flushes,
+      strs->lines, strs->fences);
 }
 
 std::vector<IndexCase> registered_index_cases() { return index_cases(KeyType::kInteger, false); }

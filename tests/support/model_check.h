@@ -198,6 +198,24 @@ class StringFileIndex : public FileIndexOf<std::string_view> {
 void expect_equals_model(Index<uint64_t>& idx, const std::map<uint64_t, Value>& model);
 void expect_equals_model(Index<std::string_view>& idx, const std::map<std::string, Value>& model);
 
+/// PM counters of an insert, averaged: flushes, 64 B lines flushed, fences.
+struct InsertCost {
+  double flushes = 0;
+  double lines = 0;
+  double fences = 0;
+};
+
+/// The per-insert PM cost of the index registered as `name`, integer keys
+/// against 24-byte string keys (the string-key docs quote it): inserts n
+/// keys in one pseudo-random order (i * 7919 mod n, n coprime to 7919) into
+/// a new integer instance (keys k * 0x9e3779b97f4a7c15) and a new string
+/// instance (YCSB's form, "user" + the same integer as 20 decimal digits) at
+/// node_size bytes, in 64 MiB pools; fills *ints and *strs and prints both
+/// ("per insert: ..."). Fatal failure if an index does not open or an
+/// insert fails.
+void measure_insert_cost(std::string_view name, uint32_t node_size, uint64_t n, InsertCost* ints,
+                         InsertCost* strs);
+
 /// One configuration of a registered index the conformance suite runs: a
 /// node size the registry entry allows (0 for an index without nodes), index
 /// options (empty = the defaults; otherwise one non-default value of one

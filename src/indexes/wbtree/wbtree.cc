@@ -67,7 +67,8 @@ uint32_t capacity_for(uint32_t node_size, uint32_t* entries_offset) {
 /// Log. Each word is logged once (a second set() of the same word replaces
 /// its new value); `nodes` are the existing nodes whose bitmap the split rewrites
 /// (their slot arrays are rebuilt after the log clears).
-struct WbTree::SplitWal {
+template <class K>
+struct WbTreeT<K>::SplitWal {
   char* base;
   std::vector<LogRecord> recs;
   std::vector<uint64_t> nodes;
@@ -85,18 +86,28 @@ struct WbTree::SplitWal {
 
 // ---------------------------------------------------------------- basics
 
-WbTree::WbTree(pm::Pool* pool, double fill) : PersistentIndex(pool), fill_(fill) {}
+template <class K>
+WbTreeT<K>::WbTreeT(pm::Pool* pool, double fill)
+    : PersistentIndexOf<K>(pool), keys_(pool), fill_(fill) {}
 
-WbTree::~WbTree() { record_close_keys(); }
+template <class K>
+WbTreeT<K>::~WbTreeT() {
+  // Retired records: no slot names them durably (their removes completed),
+  // and no thread can read them once the index is gone.
+  records_.free_all(*pool_);
+  this->record_close_keys();
+}
 
-uint32_t WbTree::used(const Node* n) const {
+template <class K>
+uint32_t WbTreeT<K>::used(const Node* n) const {
   return static_cast<uint32_t>(std::popcount(n->bitmap.load(kAcq) & ~kValidBit));
 }
 
 // Copies n's whole slot array (count and 63 slot bytes; bytes past the
 // node's capacity are the first entry bytes or padding and are never used)
 // into buf[0..63] by 8-byte loads, the only way the slot array is read.
-void WbTree::load_slot_array(Node* n, uint8_t* buf) const {
+template <class K>
+void WbTreeT<K>::load_slot_array(Node* n, uint8_t* buf) const {
   const std::atomic<uint64_t>* w = slot_words(n);
   const uint32_t words = (1 + cap_ + 7) / 8;
   for (uint32_t i = 0; i < words; ++i) {
@@ -110,7 +121,8 @@ void WbTree::load_slot_array(Node* n, uint8_t* buf) const {
 // load_slot_array first or write the whole array), storing only the words
 // that change, in ascending order. Not flushed. Every word lies within bytes
 // 24..E of the node (E = 24+1+c rounded up to 16), so no entry is touched.
-void WbTree::store_slot_array(Node* n, const uint8_t* buf, uint32_t len) {
+template <class K>
+void WbTreeT<K>::store_slot_array(Node* n, const uint8_t* buf, uint32_t len) {
   std::atomic<uint64_t>* w = slot_words(n);
   const uint32_t words = (len + 7) / 8;
   for (uint32_t i = 0; i < words; ++i) {
@@ -130,8 +142,13 @@ void WbTree::store_slot_array(Node* n, const uint8_t* buf, uint32_t len) {
 // Searching", JEA 2017, §3.1): each step is a conditional move, so no
 // mispredicted branch waits for the node's miss (which would keep the next
 // lookup's misses from overlapping this one's, inner_tree.cc find).
-// Invariant: the answer, if >= b, lies in [b, b + len).
-inline int WbTree::last_le(Node* n, uint64_t key) const {
+// Invariant: the answer, if >= b, lies in [b, b + len). String keys: the
+// same search with word_le (a record read only when the prefixes are equal);
+// an optimistic reader may read a record of a slot being changed, which is
+// not freed while it is in flight (RecordReclaimer), and its validation
+// fails.
+template <class K>
+inline int WbTreeT<K>::last_le(Node* n, ProbeArg key) const {
   Entry* e = entries(n);
   const uint32_t cnt = sa_count(n);
   if (cnt == 0) return -1;
@@ -140,14 +157,15 @@ inline int WbTree::last_le(Node* n, uint64_t key) const {
   while (len > 1) {
     const uint32_t half = len / 2;
     const uint64_t k = e[sa_slot(n, b + half)].key.load(kAcq);
-    b = k <= key ? b + half : b;
+    b = keys_.le(k, key) ? b + half : b;
     len -= half;
   }
   const uint64_t k = e[sa_slot(n, b)].key.load(kAcq);
-  return static_cast<int>(b) - (k <= key ? 0 : 1);
+  return static_cast<int>(b) - (keys_.le(k, key) ? 0 : 1);
 }
 
-inline uint64_t WbTree::child_at(Node* n, int pos) const {
+template <class K>
+inline uint64_t WbTreeT<K>::child_at(Node* n, int pos) const {
   return pos < 0 ? n->leftmost_or_sibling.load(kAcq)
                  : entries(n)[sa_slot(n, static_cast<uint32_t>(pos))].value.load(kAcq);
 }
@@ -159,7 +177,8 @@ inline uint64_t WbTree::child_at(Node* n, int pos) const {
 // leaf's version was read: the leaf covered `key` at that moment, and
 // still does for as long as the parent's version is unchanged (a split of
 // the leaf changes its parent, or the root word).
-inline bool WbTree::locate(uint64_t key, Loc* out) const {
+template <class K>
+inline bool WbTreeT<K>::locate(ProbeArg key, Loc* out) const {
   uint64_t rv = 0;
   vlock::read_lock(root_lock_, &rv);
   uint64_t off = root_word();
@@ -206,18 +225,21 @@ inline bool WbTree::locate(uint64_t key, Loc* out) const {
 // leaf's lower bound when kLow, else 0), which must only read (acquire loads)
 // and keep its results in locals it overwrites on every call, until a call
 // validates (the leaf's version, and its route). Lock-free.
+template <class K>
 template <bool kLow, class F>
-inline void WbTree::read_leaf(uint64_t key, F&& f) const {
-  if (inner_dram_) {
-    while (true) {
-      const inner::Route r = tree_->find(key);
-      Node* n = node(r.leaf);
-      prefetch(n);
-      std::atomic<uint64_t>& w = locks_->word(r.leaf);
-      uint64_t v = 0;
-      if (!vlock::read_lock(w, &v)) continue;
-      f(n, kLow ? lows_->word(r.leaf).load(kAcq) : 0);
-      if (vlock::validate(w, v) && tree_->validate(r)) return;
+inline void WbTreeT<K>::read_leaf(ProbeArg key, F&& f) const {
+  if constexpr (!kStringKeys) {
+    if (inner_dram_) {
+      while (true) {
+        const inner::Route r = tree_->find(key);
+        Node* n = node(r.leaf);
+        prefetch(n);
+        std::atomic<uint64_t>& w = locks_->word(r.leaf);
+        uint64_t v = 0;
+        if (!vlock::read_lock(w, &v)) continue;
+        f(n, kLow ? lows_->word(r.leaf).load(kAcq) : 0);
+        if (vlock::validate(w, v) && tree_->validate(r)) return;
+      }
     }
   }
   while (true) {
@@ -233,14 +255,17 @@ inline void WbTree::read_leaf(uint64_t key, F&& f) const {
 // needs its lock). inner=pm: descend, lock, check that the parent (or the
 // root lock) is unchanged since the leaf was reached; inner=dram: the
 // InnerTree's find / lock / validate protocol (inner_tree.h).
-uint64_t WbTree::lock_leaf(uint64_t key) {
-  if (inner_dram_) {
-    while (true) {
-      const inner::Route r = tree_->find(key);
-      std::atomic<uint64_t>& w = locks_->word(r.leaf);
-      vlock::lock(w);  // never obsolete: no node is unlinked while in use
-      if (tree_->validate(r)) return r.leaf;
-      vlock::unlock(w);
+template <class K>
+uint64_t WbTreeT<K>::lock_leaf(ProbeArg key) {
+  if constexpr (!kStringKeys) {
+    if (inner_dram_) {
+      while (true) {
+        const inner::Route r = tree_->find(key);
+        std::atomic<uint64_t>& w = locks_->word(r.leaf);
+        vlock::lock(w);  // never obsolete: no node is unlinked while in use
+        if (tree_->validate(r)) return r.leaf;
+        vlock::unlock(w);
+      }
     }
   }
   while (true) {
@@ -255,7 +280,8 @@ uint64_t WbTree::lock_leaf(uint64_t key) {
 // inner=pm, under smo_mu_: the nodes from the root down to the leaf
 // covering `key`. Inner nodes and the root word change only under smo_mu_,
 // so this descent needs no validation (leaves are not read).
-void WbTree::smo_path(uint64_t key, std::vector<uint64_t>* path) const {
+template <class K>
+void WbTreeT<K>::smo_path(ProbeArg key, std::vector<uint64_t>* path) const {
   path->clear();
   uint64_t off = root_word();
   while (true) {
@@ -266,7 +292,8 @@ void WbTree::smo_path(uint64_t key, std::vector<uint64_t>* path) const {
   }
 }
 
-std::vector<WbTree::Sorted> WbTree::sorted_entries(Node* n) const {
+template <class K>
+std::vector<typename WbTreeT<K>::Sorted> WbTreeT<K>::sorted_entries(Node* n) const {
   Entry* e = entries(n);
   const uint32_t k = sa_count(n);
   std::vector<Sorted> out;
@@ -282,8 +309,9 @@ std::vector<WbTree::Sorted> WbTree::sorted_entries(Node* n) const {
 // 0..k-1 (already sorted), slot array 0..k-1, bitmap with bit 0 set; flushes
 // it (the caller fences). The block is unreachable until a later NAW or a
 // committed log publishes it, so the order of these stores is free.
-void WbTree::init_node(uint64_t off, uint32_t level, uint64_t leftmost_or_sibling,
-                       std::span<const Sorted> items) {
+template <class K>
+void WbTreeT<K>::init_node(uint64_t off, uint32_t level, uint64_t leftmost_or_sibling,
+                           std::span<const Sorted> items) {
   Node* n = node(off);
   const uint32_t k = static_cast<uint32_t>(items.size());
   uint64_t bm = kValidBit;
@@ -307,7 +335,8 @@ void WbTree::init_node(uint64_t off, uint32_t level, uint64_t leftmost_or_siblin
 // ascending key order, and flushes it (the caller fences, then sets bit 0).
 // Used only while bit 0 is clear (durably), so any prefix of these stores is
 // an invalid slot array that recovery rebuilds again.
-void WbTree::write_slot_array(Node* n, uint64_t bitmap, const char* site) {
+template <class K>
+void WbTreeT<K>::write_slot_array(Node* n, uint64_t bitmap, const char* site) {
   Entry* e = entries(n);
   uint8_t sa[1 + kMaxSlots];
   load_slot_array(n, sa);
@@ -315,8 +344,9 @@ void WbTree::write_slot_array(Node* n, uint64_t bitmap, const char* site) {
   for (uint32_t s = 0; s < cap_; ++s) {
     if (bitmap & slot_bit(s)) sa[1 + k++] = static_cast<uint8_t>(s);
   }
-  std::sort(sa + 1, sa + 1 + k,
-            [&](uint8_t a, uint8_t b) { return e[a].key.load(kRlx) < e[b].key.load(kRlx); });
+  std::sort(sa + 1, sa + 1 + k, [&](uint8_t a, uint8_t b) {
+    return keys_.compare(e[a].key.load(kRlx), e[b].key.load(kRlx)) < 0;
+  });
   sa[0] = static_cast<uint8_t>(k);
   store_slot_array(n, sa, 1 + k);
   pm::flush(slots(n), 1 + k, {site});
@@ -326,7 +356,8 @@ void WbTree::write_slot_array(Node* n, uint64_t bitmap, const char* site) {
 // once, and fences. Used after the log is committed (split) and by recovery's
 // redo: every word then holds its old or new value, and redoing is
 // idempotent.
-void WbTree::apply_records(const LogRecord* recs, size_t n, const char* site) {
+template <class K>
+void WbTreeT<K>::apply_records(const LogRecord* recs, size_t n, const char* site) {
   std::vector<uint64_t> lines;
   lines.reserve(n);
   for (size_t i = 0; i < n; ++i) {
@@ -341,7 +372,14 @@ void WbTree::apply_records(const LogRecord* recs, size_t n, const char* site) {
 
 // ---------------------------------------------------------------- create
 
-Status WbTree::create(uint32_t node_size, bool inner_dram) {
+template <class K>
+Status WbTreeT<K>::create(uint32_t node_size, bool inner_dram) {
+  if constexpr (kStringKeys) {
+    if (inner_dram) return Status::InvalidArgument("wbtree: inner=dram has no string keys yet");
+    if (pool_->size() > kRecordMask) {
+      return Status::InvalidArgument("wbtree: string keys need a pool below 2^48 bytes");
+    }
+  }
   node_size_ = node_size;
   cap_ = capacity_for(node_size, &eoff_);
   inner_dram_ = inner_dram;
@@ -361,11 +399,11 @@ Status WbTree::create(uint32_t node_size, bool inner_dram) {
   // before Pool::set_root (a NAW) publishes them; a crash earlier leaves a
   // pool with no root whose blocks the next create reclaims (see above).
   init_node(leaf, 0, 0, {});
-  log_ = pool_->ptr<Log>(lo);
+  log_ = pool_->template ptr<Log>(lo);
   pm::store(&log_->state, uint64_t{0});
   for (auto& r : log_->reserved) pm::store(&r, uint64_t{0});
   pm::flush(log_, 64, {"wbtree.create.log"});
-  root_obj_ = pool_->ptr<RootObject>(ro);
+  root_obj_ = pool_->template ptr<RootObject>(ro);
   pm::store(&root_obj_->magic, kRootMagic);
   pm::store(&root_obj_->node_size, static_cast<uint64_t>(node_size_));
   pm::store(&root_obj_->root, leaf);
@@ -385,7 +423,10 @@ Status WbTree::create(uint32_t node_size, bool inner_dram) {
 
 // ---------------------------------------------------------------- reads
 
-std::optional<Value> WbTree::lookup(uint64_t key) {
+template <class K>
+std::optional<Value> WbTreeT<K>::lookup(K k) {
+  const InFlight in_flight(records_);
+  const Probe key = KeyWords<K>::probe(k);
   bool found = false;
   uint64_t val = 0;
   read_leaf<false>(key, [&](Node* n, uint64_t) {
@@ -393,7 +434,11 @@ std::optional<Value> WbTree::lookup(uint64_t key) {
     found = false;
     if (p < 0) return;
     const Entry& e = entries(n)[sa_slot(n, static_cast<uint32_t>(p))];
-    if (e.key.load(kAcq) != key) return;
+    if constexpr (kStringKeys) {
+      if (!keys_.eq(e.key.load(kAcq), key)) return;
+    } else {
+      if (e.key.load(kAcq) != key) return;  // the untemplated tree's order of loads
+    }
     val = e.value.load(kAcq);
     found = true;
   });
@@ -407,19 +452,34 @@ std::optional<Value> WbTree::lookup(uint64_t key) {
 // leaf is unlinked while the tree is in use, so a walk from the leaf that
 // covered `start` (or one left of it) meets every key >= start in order; the
 // cursor skips keys already returned.
-size_t WbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) {
+template <class K>
+size_t WbTreeT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) {
+  const InFlight in_flight(records_);
   out->clear();
   if (count == 0) return 0;
   uint64_t off = 0;
-  if (inner_dram_) {
-    off = tree_->find(start).leaf;
-  } else {
+  const Probe first = KeyWords<K>::probe(start);
+  if constexpr (!kStringKeys) {
+    if (inner_dram_) off = tree_->find(start).leaf;
+  }
+  if (!inner_dram_) {
     Loc l;
-    while (!locate(start, &l)) {
+    while (!locate(first, &l)) {
     }
     off = l.off;
   }
-  uint64_t cursor = start;  // every key < cursor was returned or skipped
+  // Every key < cursor was returned or skipped. String keys: the cursor is
+  // the start key (inclusive), then the last key returned (exclusive: a
+  // non-strict probe finds the last entry <= it); it views the caller's key
+  // or a record of this tree, which is not freed while this operation is in
+  // flight (RecordReclaimer).
+  uint64_t cursor = 0;
+  StringProbe scursor;
+  if constexpr (kStringKeys) {
+    scursor = StringProbe{start, true};
+  } else {
+    cursor = start;
+  }
   std::pair<uint64_t, Value> buf[kMaxSlots];
   while (true) {
     std::atomic<uint64_t>& w = locks_->word(off);
@@ -428,9 +488,14 @@ size_t WbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
     Node* n = node(off);
     const uint32_t cnt = sa_count(n);
     const size_t want = count - out->size();
-    const int p = last_le(n, cursor);
-    uint32_t j = static_cast<uint32_t>(p + 1);
-    if (p >= 0 && entries(n)[sa_slot(n, static_cast<uint32_t>(p))].key.load(kAcq) == cursor) --j;
+    uint32_t j = 0;
+    if constexpr (kStringKeys) {
+      j = static_cast<uint32_t>(last_le(n, scursor) + 1);
+    } else {
+      const int p = last_le(n, cursor);
+      j = static_cast<uint32_t>(p + 1);
+      if (p >= 0 && entries(n)[sa_slot(n, static_cast<uint32_t>(p))].key.load(kAcq) == cursor) --j;
+    }
     size_t got = 0;
     for (; j < cnt && got < want; ++j) {
       const Entry& e = entries(n)[sa_slot(n, j)];
@@ -438,11 +503,19 @@ size_t WbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
     }
     const uint64_t next = n->leftmost_or_sibling.load(kAcq);
     if (!vlock::validate(w, v)) continue;
-    out->insert(out->end(), buf, buf + got);
+    if constexpr (kStringKeys) {
+      for (size_t i = 0; i < got; ++i) out->emplace_back(keys_.owned(buf[i].first), buf[i].second);
+    } else {
+      out->insert(out->end(), buf, buf + got);
+    }
     if (out->size() == count || next == 0) return out->size();
     if (got > 0) {
-      if (buf[got - 1].first == UINT64_MAX) return out->size();
-      cursor = buf[got - 1].first + 1;
+      if constexpr (kStringKeys) {
+        scursor = StringProbe{key_record(*pool_, record_of(buf[got - 1].first)), false};
+      } else {
+        if (buf[got - 1].first == UINT64_MAX) return out->size();
+        cursor = buf[got - 1].first + 1;
+      }
     }
     off = next;
   }
@@ -452,9 +525,17 @@ size_t WbTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
 // leaf's lower bound: from the separators met on the way down with
 // inner=pm, from the DRAM word with inner=dram) the leaves left of it, until
 // one holds a key <= the target (empty leaves may sit anywhere: no merges).
-std::optional<std::pair<uint64_t, Value>> WbTree::find_last_less_than(uint64_t key) {
-  if (key == 0) return std::nullopt;
-  uint64_t target = key - 1;
+template <class K>
+std::optional<std::pair<OwnedKey<K>, Value>> WbTreeT<K>::find_last_less_than(K key) {
+  const InFlight in_flight(records_);
+  if constexpr (!kStringKeys) {
+    if (key == 0) return std::nullopt;
+  }
+  // Integer keys: the last key <= key - 1; string keys: a strict probe (the
+  // descent routes to the leaf covering keys just below it, last_le finds
+  // the last key < it). A lower bound met on the way is a separator's word,
+  // whose record is never freed (no merges).
+  Probe target = KeyWords<K>::probe(key, true);
   while (true) {
     bool found = false;
     uint64_t bk = 0, bv = 0, low = 0;
@@ -467,21 +548,34 @@ std::optional<std::pair<uint64_t, Value>> WbTree::find_last_less_than(uint64_t k
       bk = e.key.load(kAcq);
       bv = e.value.load(kAcq);
     });
-    if (found) return std::make_pair(bk, bv);
+    // A string key's record is not freed while this operation is in flight
+    // (RecordReclaimer), so it may be copied after the validation.
+    if (found) return std::make_pair(keys_.owned(bk), bv);
     if (low == 0) return std::nullopt;
-    target = low - 1;  // < the previous target: the loop ends
+    // < the previous target: the loop ends.
+    if constexpr (kStringKeys) {
+      target = StringProbe{key_record(*pool_, record_of(low)), true};
+    } else {
+      target = low - 1;
+    }
   }
 }
 
 // ---------------------------------------------------------------- writes
 
-Status WbTree::update(uint64_t key, Value value) {
+template <class K>
+Status WbTreeT<K>::update(K k, Value value) {
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, k); !s.ok()) return s;
+  }
+  const InFlight in_flight(records_);
+  const Probe key = KeyWords<K>::probe(k);
   const uint64_t off = lock_leaf(key);
   std::atomic<uint64_t>& w = locks_->word(off);
   Node* n = node(off);
   const int p = last_le(n, key);
   Entry* e = p < 0 ? nullptr : &entries(n)[sa_slot(n, static_cast<uint32_t>(p))];
-  if (e == nullptr || e->key.load(kRlx) != key) {
+  if (e == nullptr || !keys_.eq(e->key.load(kRlx), key)) {
     vlock::unlock(w);
     return Status::NotFound();
   }
@@ -493,8 +587,10 @@ Status WbTree::update(uint64_t key, Value value) {
   return Status::Ok();
 }
 
-// Inserts (key, value) into the leaf x, which the caller holds locked, has a
-// free slot and no entry with `key`; p = last_le(x, key).
+// Inserts (word, value) into the leaf x, which the caller holds locked, has a
+// free slot and no entry with the word's key; p = last_le(x, key). word: the
+// key (integers) or its key word (strings: a persisted record, published by
+// NAW 2).
 //
 // Insert (paper §4.1, Algorithm 1 with bitmap and slot array).
 //
@@ -506,11 +602,12 @@ Status WbTree::update(uint64_t key, Value value) {
 // s at its sorted position (the 8-byte words of the slot array that change
 // are stored) and is persisted. 4) NAW 2: the bitmap with s's bit and bit 0
 // set: the new content, with a valid slot array.
-void WbTree::leaf_insert(Node* x, int p, uint64_t key, Value value) {
+template <class K>
+void WbTreeT<K>::leaf_insert(Node* x, int p, uint64_t word, Value value) {
   const uint64_t bm = x->bitmap.load(kRlx);
   const uint32_t s = static_cast<uint32_t>(std::countr_zero(~bm >> 1));
   Entry* e = &entries(x)[s];
-  pm::store(&e->key, key);
+  pm::store(&e->key, word);
   pm::store(&e->value, value);
   pm::persist(e, kEntryBytes, {"wbtree.insert.entry"});
   pm::naw(&x->bitmap, bm & ~kValidBit, {"wbtree.insert.invalidate"});
@@ -528,18 +625,32 @@ void WbTree::leaf_insert(Node* x, int p, uint64_t key, Value value) {
 
 // Insert: the leaf writer's path (lock the leaf only); a full leaf sends the
 // insert to the SMO path (under smo_mu_, see wbtree.h "Concurrency").
-Status WbTree::insert(uint64_t key, Value value) {
+// String keys: the key's record is written and persisted first, before any
+// lock (store_key_record), and published by leaf_insert's NAW 2; a crash
+// before that leaves an unreachable record that recovery reclaims. A
+// duplicate key's record, or one of an insert that fails, is freed at once
+// (never published).
+template <class K>
+Status WbTreeT<K>::insert(K k, Value value) {
+  uint64_t word = 0;
+  if (Status s = keys_.new_word(kLayout, k, &word, {"wbtree.insert.key_record"}); !s.ok()) return s;
+  const InFlight in_flight(records_);
+  const auto fail = [&](Status s) {
+    keys_.free_word(word);
+    return s;
+  };
+  const Probe key = KeyWords<K>::probe(k);
   {
     const uint64_t off = lock_leaf(key);
     std::atomic<uint64_t>& w = locks_->word(off);
     Node* x = node(off);
     const int p = last_le(x, key);
-    if (p >= 0 && entries(x)[sa_slot(x, static_cast<uint32_t>(p))].key.load(kRlx) == key) {
+    if (p >= 0 && keys_.eq(entries(x)[sa_slot(x, static_cast<uint32_t>(p))].key.load(kRlx), key)) {
       vlock::unlock(w);
-      return Status::AlreadyExists();
+      return fail(Status::AlreadyExists());
     }
     if (!full(x)) {
-      leaf_insert(x, p, key, value);
+      leaf_insert(x, p, word, value);
       vlock::unlock(w);
       return Status::Ok();
     }
@@ -563,24 +674,30 @@ Status WbTree::insert(uint64_t key, Value value) {
   Node* x = node(off);
   const int p = last_le(x, key);
   Status s = Status::Ok();
-  if (p >= 0 && entries(x)[sa_slot(x, static_cast<uint32_t>(p))].key.load(kRlx) == key) {
+  if (p >= 0 && keys_.eq(entries(x)[sa_slot(x, static_cast<uint32_t>(p))].key.load(kRlx), key)) {
     s = Status::AlreadyExists();
   } else if (!full(x)) {
-    leaf_insert(x, p, key, value);
+    leaf_insert(x, p, word, value);
   } else {
-    s = split(path, key, value);
+    s = split(path, word, key, value);
   }
   vlock::unlock(w);  // the leaf last (inner_tree.h: after insert_separator)
-  return s;
+  return s.ok() ? s : fail(s);
 }
 
-Status WbTree::remove(uint64_t key) {
+template <class K>
+Status WbTreeT<K>::remove(K k) {
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, k); !s.ok()) return s;
+  }
+  const InFlight in_flight(records_);
+  const Probe key = KeyWords<K>::probe(k);
   const uint64_t off = lock_leaf(key);
   std::atomic<uint64_t>& w = locks_->word(off);
   Node* x = node(off);
   const int p = last_le(x, key);
   const uint32_t s = p < 0 ? 0 : sa_slot(x, static_cast<uint32_t>(p));
-  if (p < 0 || entries(x)[s].key.load(kRlx) != key) {
+  if (p < 0 || !keys_.eq(entries(x)[s].key.load(kRlx), key)) {
     vlock::unlock(w);
     return Status::NotFound();
   }
@@ -603,7 +720,18 @@ Status WbTree::remove(uint64_t key) {
   store_slot_array(x, sa, n);
   pm::persist(slots(x), n, {"wbtree.delete.slot_array"});
   pm::naw(&x->bitmap, (bm & ~slot_bit(s)) | kValidBit, {"wbtree.delete.commit"});
+  [[maybe_unused]] uint64_t word = 0;
+  if constexpr (kStringKeys) word = entries(x)[s].key.load(kRlx);
   vlock::unlock(w);
+  // String keys: no live slot names the record any more, durably (NAW 2;
+  // the slot's bytes stay, but recovery reads only live entries). An
+  // optimistic reader may still hold its offset, so it is retired and freed
+  // once no other operation is in flight (RecordReclaimer); after a crash
+  // recovery reclaims it (unreachable).
+  if constexpr (kStringKeys) {
+    records_.retire(record_of(word));
+    records_.reclaim(*pool_);
+  }
   return Status::Ok();
 }
 
@@ -646,7 +774,17 @@ Status WbTree::remove(uint64_t key) {
 // slot-array rebuild. Under recovery's redo every logged word holds its old
 // or new value (checked), so undo is never needed: with the commit before the
 // first in-place store, the old values serve as that check.
-Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value value) {
+//
+// String keys: the separator a leaf split sends up is a new key record, a
+// copy of the first moved key (the leaf entry keeps its own record), written
+// and persisted in a) with the new nodes; it becomes reachable only through
+// a new node or a logged word, i.e. at the commit (before it a crash leaves
+// it unreachable, and recovery reclaims it), and from then on one live inner
+// entry owns it (wbtree.h). An inner split sends its middle entry's word up
+// (no new record: the entry moves, its slot in S is no longer live).
+template <class K>
+Status WbTreeT<K>::split(const std::vector<uint64_t>& path, uint64_t word, ProbeArg key,
+                         Value value) {
   const size_t h = path.size();
   size_t top = h - 1;  // path[top..h-1] split
   if (!inner_dram_) {
@@ -671,6 +809,18 @@ Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value valu
       return s;
     }
     fresh.push_back(off);
+  }
+  [[maybe_unused]] uint64_t sep_copy = 0;  // string keys: the leaf's separator record
+  if constexpr (kStringKeys) {
+    const std::vector<Sorted> li = sorted_entries(node(path.back()));
+    const std::string_view moved = key_record(*pool_, record_of(li[li.size() / 2].key));
+    uint64_t rec = 0;
+    Status s = store_key_record(*pool_, moved, &rec, {"wbtree.split.separator_record"});
+    if (!s.ok()) {
+      for (uint64_t b : fresh) alloc.free(b);
+      return s;
+    }
+    sep_copy = key_word(rec, moved);
   }
   // Lock every node that changes (top-down; only SMOs, serialised on
   // smo_mu_, lock inner nodes, so nothing waits here but for readers'
@@ -703,7 +853,7 @@ Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value valu
     uint64_t keep = 0;  // S's new bitmap: bit 0 clear until its slot array is rebuilt
     for (uint32_t j = 0; j < m; ++j) keep |= slot_bit(items[j].slot);
     if (has_up) {
-      if (up_key < sep) {
+      if (keys_.compare(up_key, sep) < 0) {
         // Into S, in a slot freed by this split (logged: the slot still
         // holds a live entry until the log commits).
         const uint32_t f = items[m].slot;
@@ -711,8 +861,9 @@ Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value valu
         t.set(&entries(s)[f].value, up_child);
         keep |= slot_bit(f);
       } else {
-        const auto at = std::lower_bound(right.begin(), right.end(), up_key,
-                                         [](const Sorted& a, uint64_t k) { return a.key < k; });
+        const auto at = std::lower_bound(
+            right.begin(), right.end(), up_key,
+            [&](const Sorted& a, uint64_t k) { return keys_.compare(a.key, k) < 0; });
         right.insert(at, Sorted{up_key, up_child, 0});
       }
     }
@@ -729,6 +880,9 @@ Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value valu
     }
     has_up = true;
     up_key = sep;
+    if constexpr (kStringKeys) {
+      if (leaf) up_key = sep_copy;
+    }
     up_child = noff;
   }
   if (grow) {
@@ -771,14 +925,16 @@ Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value valu
   // free slot: a split halves a full leaf), with the ordinary insert
   // protocol (leaf_insert). A crash between the split and it leaves the
   // split tree without the key: the insert is wholly absent.
-  Node* half = key >= leaf_sep ? node(leaf_new) : node(path.back());
-  leaf_insert(half, last_le(half, key), key, value);
-  if (inner_dram_) {
-    // DRAM inner nodes: route keys >= sep to the new leaf (volatile; rebuilt
-    // from the leaf chain after a crash). The new leaf's lower bound is set
-    // first: a reader routed to it reads it.
-    lows_->word(leaf_new).store(leaf_sep, std::memory_order_release);
-    tree_->insert_separator(path[0], leaf_sep, leaf_new);
+  Node* half = keys_.le(leaf_sep, key) ? node(leaf_new) : node(path.back());
+  leaf_insert(half, last_le(half, key), word, value);
+  if constexpr (!kStringKeys) {
+    if (inner_dram_) {
+      // DRAM inner nodes: route keys >= sep to the new leaf (volatile; rebuilt
+      // from the leaf chain after a crash). The new leaf's lower bound is set
+      // first: a reader routed to it reads it.
+      lows_->word(leaf_new).store(leaf_sep, std::memory_order_release);
+      tree_->insert_separator(path[0], leaf_sep, leaf_new);
+    }
   }
   for (std::atomic<uint64_t>* w : held) vlock::unlock(*w);
   return Status::Ok();
@@ -786,8 +942,14 @@ Status WbTree::split(const std::vector<uint64_t>& path, uint64_t key, Value valu
 
 // ---------------------------------------------------------------- bulk load
 
-Status WbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
+template <class K>
+Status WbTreeT<K>::bulk_load(std::span<const std::pair<K, Value>> sorted) {
   std::lock_guard g(smo_mu_);
+  if constexpr (kStringKeys) {
+    for (const auto& kv : sorted) {
+      if (Status s = check_key(kLayout, kv.first); !s.ok()) return s;
+    }
+  }
   for (size_t i = 1; i < sorted.size(); ++i) {
     if (!(sorted[i - 1].first < sorted[i].first)) {
       return Status::InvalidArgument("bulk_load: keys not strictly ascending at pair " +
@@ -824,21 +986,51 @@ Status WbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
       blocks[l].push_back(off);
     }
   }
+  // The key words. String keys: a record per key (the leaf entry's) and a
+  // separator record per leaf but the first (a copy of its first key, owned
+  // by the inner entry that routes to the leaf: wbtree.h), each persisted
+  // (store_key_record) while unreachable.
+  std::vector<uint64_t> words, lows;
+  if constexpr (kStringKeys) {
+    const auto store = [&](std::string_view k, std::vector<uint64_t>* to) {
+      uint64_t rec = 0;
+      Status r = store_key_record(*pool_, k, &rec, {"wbtree.bulk.key_record"});
+      if (r.ok()) to->push_back(key_word(rec, k));
+      return r;
+    };
+    for (size_t j = 0; s.ok() && j < sorted.size(); ++j) s = store(sorted[j].first, &words);
+    for (size_t i = 1; s.ok() && i < counts[0]; ++i) s = store(sorted[i * per].first, &lows);
+    if (!s.ok()) {
+      for (auto& v : blocks) {
+        for (uint64_t b : v) alloc.free(b);
+      }
+      for (uint64_t w : words) free_key_record(*pool_, record_of(w));
+      for (uint64_t w : lows) free_key_record(*pool_, record_of(w));
+      return s;
+    }
+  }
   // Crash argument: every new node is written and flushed while unreachable
   // (one fence for all), then one NAW of the root word publishes the whole
   // tree; a crash before it leaves the old (empty) tree and unreachable
   // blocks that recovery reclaims. The old nodes are freed after the NAW
-  // (unreachable from then on).
+  // (unreachable from then on), with (string keys) the separator records
+  // their inner entries owned (no concurrent calls: see wbtree.h).
   std::vector<std::pair<uint64_t, uint64_t>> level;  // (low key, node)
   std::vector<Sorted> items;
   for (size_t i = 0; i < counts[0]; ++i) {
     items.clear();
     for (size_t j = i * per; j < std::min(sorted.size(), (i + 1) * per); ++j) {
-      items.push_back({sorted[j].first, sorted[j].second, 0});
+      if constexpr (kStringKeys) {
+        items.push_back({words[j], sorted[j].second, 0});
+      } else {
+        items.push_back({sorted[j].first, sorted[j].second, 0});
+      }
     }
     const uint64_t next = i + 1 < counts[0] ? blocks[0][i + 1] : 0;
     init_node(blocks[0][i], 0, next, items);
-    level.emplace_back(i == 0 ? 0 : items.front().key, blocks[0][i]);
+    uint64_t low = 0;
+    if (i > 0) low = kStringKeys ? lows[i - 1] : items.front().key;
+    level.emplace_back(low, blocks[0][i]);
   }
   for (size_t l = 1; l < counts.size(); ++l) {
     std::vector<std::pair<uint64_t, uint64_t>> up;
@@ -855,7 +1047,14 @@ Status WbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
   vlock::lock(root_lock_);
   pm::naw(&root_obj_->root, blocks.back().front(), {"wbtree.bulk.publish"});
   vlock::unlock(root_lock_);
-  for (uint64_t off : old_nodes) alloc.free(off);
+  for (uint64_t off : old_nodes) {
+    if constexpr (kStringKeys) {
+      if (node(off)->level() != 0) {
+        for (const Sorted& e : sorted_entries(node(off))) free_key_record(*pool_, record_of(e.key));
+      }
+    }
+    alloc.free(off);
+  }
   if (inner_dram_) return rebuild_inner(fill);
   return Status::Ok();
 }
@@ -864,7 +1063,8 @@ Status WbTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
 
 // Checks that `off` is a node block of this tree (range, alignment, block
 // size, magic, entry bits within the capacity) before anything reads it.
-Status WbTree::check_node(uint64_t off, const char* what) const {
+template <class K>
+Status WbTreeT<K>::check_node(uint64_t off, const char* what) const {
   if (off == 0 || !pool_->contains(off, node_size_) || off % node_size_ != 0 ||
       pool_->allocator().block_size(off) != node_size_) {
     return Status::Corruption("wbtree: " + std::string(what) + " offset " + hex(off) +
@@ -883,7 +1083,8 @@ Status WbTree::check_node(uint64_t off, const char* what) const {
 // chain), validated, each once (a node reached twice is Corruption: a cycle
 // or a shared child). Needs no valid slot array. *leaves: the leaves among
 // them (inner=dram: in chain order).
-Status WbTree::walk(std::vector<uint64_t>* nodes, std::vector<uint64_t>* leaves) const {
+template <class K>
+Status WbTreeT<K>::walk(std::vector<uint64_t>* nodes, std::vector<uint64_t>* leaves) const {
   nodes->clear();
   leaves->clear();
   std::unordered_set<uint64_t> seen;
@@ -937,6 +1138,28 @@ Status WbTree::walk(std::vector<uint64_t>* nodes, std::vector<uint64_t>* leaves)
   return Status::Ok();
 }
 
+// String keys: every live entry's key word (leaf keys and separators) names
+// a key record with its prefix (check_key_word), checked before recovery
+// compares any (a damaged word is Corruption, not a wild read). Entries
+// whose bitmap bit is clear are never read.
+template <class K>
+Status WbTreeT<K>::check_key_words(const std::vector<uint64_t>& nodes) const {
+  if constexpr (kStringKeys) {
+    for (uint64_t off : nodes) {
+      Node* n = node(off);
+      const uint64_t bm = n->bitmap.load(kRlx);
+      for (uint32_t sl = 0; sl < cap_; ++sl) {
+        if (!(bm & slot_bit(sl))) continue;
+        if (Status s = check_key_word(*pool_, kLayout, entries(n)[sl].key.load(kRlx)); !s.ok()) {
+          return s;
+        }
+      }
+    }
+  }
+  (void)nodes;
+  return Status::Ok();
+}
+
 // Recovery (paper §4.4): 1) validate the root object and the log; 2) redo a
 // committed log (every logged word must hold its old or new value), then
 // clear it; 3) walk every node; 4) rebuild every slot array whose bitmap bit
@@ -952,8 +1175,9 @@ Status WbTree::walk(std::vector<uint64_t>* nodes, std::vector<uint64_t>* leaves)
 // the log is cleared only after they are durable; a slot array is rewritten
 // only while its bit 0 is durably clear, and bit 0 is set only after the
 // rewrite is durable: any prefix recovers again to the same content.
-Status WbTree::recover() {
-  if (Status s = open_root_object(kLayout, kRootMagic, &root_obj_); !s.ok()) return s;
+template <class K>
+Status WbTreeT<K>::recover() {
+  if (Status s = this->open_root_object(kLayout, kRootMagic, &root_obj_); !s.ok()) return s;
   const uint64_t ro = pool_->root();
   if (root_obj_->node_size > 4096 ||
       !valid_node_size(static_cast<uint32_t>(root_obj_->node_size))) {
@@ -964,6 +1188,15 @@ Status WbTree::recover() {
     return Status::Corruption("wbtree: root object has invalid inner placement " +
                               std::to_string(root_obj_->inner_dram));
   }
+  if constexpr (kStringKeys) {
+    if (root_obj_->inner_dram != 0) {
+      return Status::Corruption(
+          "wbtree: string-key pool says inner=dram, which has no string keys");
+    }
+    if (pool_->size() > kRecordMask) {
+      return Status::InvalidArgument("wbtree: string keys need a pool below 2^48 bytes");
+    }
+  }
   node_size_ = static_cast<uint32_t>(root_obj_->node_size);
   cap_ = capacity_for(node_size_, &eoff_);
   inner_dram_ = root_obj_->inner_dram == 1;
@@ -972,7 +1205,7 @@ Status WbTree::recover() {
       lo % kLogBytes != 0) {
     return Status::Corruption("wbtree: log offset " + hex(lo) + " is not a log block");
   }
-  log_ = pool_->ptr<Log>(lo);
+  log_ = pool_->template ptr<Log>(lo);
   const uint64_t st = log_->state.load(kRlx);
   if (st != 0) {
     const uint64_t nrec = st & 0xffffffffull;
@@ -1003,6 +1236,8 @@ Status WbTree::recover() {
   std::vector<uint64_t> nodes, leaves;
   Status s = walk(&nodes, &leaves);
   if (!s.ok()) return s;
+  s = check_key_words(nodes);
+  if (!s.ok()) return s;
   std::vector<uint64_t> invalid;
   for (uint64_t off : nodes) {
     Node* n = node(off);
@@ -1014,8 +1249,11 @@ Status WbTree::recover() {
     for (uint32_t sl = 0; sl < cap_; ++sl) {
       if (bm & slot_bit(sl)) keys.push_back(entries(n)[sl].key);
     }
-    std::sort(keys.begin(), keys.end());
-    if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) {
+    const auto less = [&](uint64_t a, uint64_t b) { return keys_.compare(a, b) < 0; };
+    std::sort(keys.begin(), keys.end(), less);
+    if (std::adjacent_find(keys.begin(), keys.end(), [&](uint64_t a, uint64_t b) {
+          return keys_.compare(a, b) == 0;
+        }) != keys.end()) {
       return Status::Corruption("wbtree: duplicate key in node " + hex(off));
     }
     write_slot_array(n, bm, "wbtree.recover.slot_array");
@@ -1039,10 +1277,21 @@ Status WbTree::recover() {
   // No structural write so far on a cleanly closed pool (its log is clear
   // and every slot array valid): the pass compares what the walk reached
   // with the close record before the unlinks below change the chain.
-  s = reclaim_unreachable(kLayout, [&](pm::Allocator& alloc, uint64_t* keys) {
+  // String keys: each record is marked by its owner (wbtree.h), a live
+  // entry of a leaf or an inner node; one named twice is damage (marked
+  // twice: Corruption).
+  s = this->reclaim_unreachable(kLayout, [&](pm::Allocator& alloc, uint64_t* keys) {
     Status m = alloc.mark_reachable(lo);
     for (uint64_t off : nodes) {
       if (m.ok()) m = alloc.mark_reachable(off);
+      if constexpr (kStringKeys) {
+        const uint64_t bm = node(off)->bitmap.load(kRlx);
+        for (uint32_t sl = 0; m.ok() && sl < cap_; ++sl) {
+          if (bm & slot_bit(sl)) {
+            m = mark_key_record(*pool_, kLayout, record_of(entries(node(off))[sl].key.load(kRlx)));
+          }
+        }
+      }
     }
     for (uint64_t off : leaves) *keys += used(node(off));
     return m;
@@ -1068,7 +1317,8 @@ Status WbTree::recover() {
 // load): the first leaf covers keys from 0, every other leaf from its
 // smallest key (every leaf but the first holds a key: see
 // unlink_empty_leaves). Touches no PM.
-Status WbTree::rebuild_inner(double fill) {
+template <class K>
+Status WbTreeT<K>::rebuild_inner(double fill) {
   std::vector<inner::LeafRef> refs;
   for (uint64_t off = root_word(); off != 0; off = node(off)->leftmost_or_sibling.load(kAcq)) {
     Node* n = node(off);
@@ -1097,7 +1347,8 @@ Status WbTree::rebuild_inner(double fill) {
 // crash state is a chain with the same content. The skipped leaves are
 // freed after the NAWs (the allocator pass has ended); a crash first leaves
 // them unreachable, for the next recovery's pass to reclaim.
-void WbTree::unlink_empty_leaves() {
+template <class K>
+void WbTreeT<K>::unlink_empty_leaves() {
   std::vector<uint64_t> chain, kept;
   for (uint64_t off = root_word(); off != 0; off = node(off)->leftmost_or_sibling.load(kAcq)) {
     chain.push_back(off);
@@ -1123,27 +1374,34 @@ void WbTree::unlink_empty_leaves() {
   }
 }
 
-uint64_t WbTree::low_of(uint64_t leaf) const { return lows_->word(leaf).load(kAcq); }
+template <class K>
+uint64_t WbTreeT<K>::low_of(uint64_t leaf) const {
+  return lows_->word(leaf).load(kAcq);
+}
 
 // ---------------------------------------------------------------- info, verify
 
-IndexInfo WbTree::info() const {
-  return persistent_info(kLayout,
-                         std::string(kWbTreeDescription) +
-                             (inner_dram_ ? "; inner nodes in DRAM" : "; inner nodes in PM"),
-                         {.ordered = true,
-                          .persistent = true,
-                          .thread_safe = true,
-                          .bulk_load = true,
-                          .placement = inner_dram_ ? Placement::kSelective : Placement::kPmOnly},
-                         node_size_,
-                         sizeof(*this) + (locks_ ? locks_->dram_bytes() : 0) +
-                             (lows_ ? lows_->dram_bytes() : 0) + (tree_ ? tree_->dram_bytes() : 0));
+template <class K>
+IndexInfo WbTreeT<K>::info() const {
+  return this->persistent_info(
+      kLayout,
+      std::string(kWbTreeDescription) +
+          (inner_dram_ ? "; inner nodes in DRAM" : "; inner nodes in PM"),
+      {.ordered = true,
+       .persistent = true,
+       .thread_safe = true,
+       .string_keys = true,  // the entry's claim, whatever this instance's K
+       .bulk_load = true,
+       .placement = inner_dram_ ? Placement::kSelective : Placement::kPmOnly},
+      node_size_,
+      sizeof(*this) + (locks_ ? locks_->dram_bytes() : 0) + (lows_ ? lows_->dram_bytes() : 0) +
+          (tree_ ? tree_->dram_bytes() : 0));
 }
 
 // The slot array of `off` is valid (bit 0 set), lists exactly the set entry
 // slots, and its keys ascend strictly.
-Status WbTree::verify_node_slots(uint64_t off) const {
+template <class K>
+Status WbTreeT<K>::verify_node_slots(uint64_t off) const {
   Node* n = node(off);
   const uint64_t bm = n->bitmap.load(kRlx);
   if (!(bm & kValidBit)) {
@@ -1164,17 +1422,38 @@ Status WbTree::verify_node_slots(uint64_t off) const {
                                 std::to_string(sl) + " (free, repeated or out of range)");
     }
     seen |= slot_bit(sl);
-    if (j > 0 && entries(n)[sa[j]].key.load(kRlx) >= entries(n)[sl].key.load(kRlx)) {
+    if (j > 0 &&
+        keys_.compare(entries(n)[sa[j]].key.load(kRlx), entries(n)[sl].key.load(kRlx)) >= 0) {
       return Status::Corruption("wbtree: node " + hex(off) + " keys not strictly ascending");
     }
   }
   return Status::Ok();
 }
 
+// String keys: the allocator bytes of the records that the live entries of
+// node `off` own (wbtree.h: every live entry owns its key word's record).
+template <class K>
+uint64_t WbTreeT<K>::record_bytes(uint64_t off) const {
+  uint64_t bytes = 0;
+  if constexpr (kStringKeys) {
+    Node* n = node(off);
+    const uint64_t bm = n->bitmap.load(kRlx);
+    for (uint32_t sl = 0; sl < cap_; ++sl) {
+      if (bm & slot_bit(sl)) {
+        bytes += pool_->allocator().block_size(record_of(entries(n)[sl].key.load(kRlx)));
+      }
+    }
+  }
+  (void)off;
+  return bytes;
+}
+
 // Checks the subtree at `off` (level `level`) against the key range
 // [lo, hi) (hi = +infinity unless has_hi); appends its leaves in key order.
-Status WbTree::verify_subtree(uint64_t off, uint32_t level, uint64_t lo, bool has_hi, uint64_t hi,
-                              std::vector<uint64_t>* leaves, VerifyReport* r) const {
+template <class K>
+Status WbTreeT<K>::verify_subtree(uint64_t off, uint32_t level, uint64_t lo, bool has_hi,
+                                  uint64_t hi, std::vector<uint64_t>* leaves,
+                                  VerifyReport* r) const {
   Node* n = node(off);
   if (n->level() != level)
     return Status::Corruption("wbtree: node " + hex(off) + " level mismatch");
@@ -1182,11 +1461,13 @@ Status WbTree::verify_subtree(uint64_t off, uint32_t level, uint64_t lo, bool ha
   if (!s.ok()) return s;
   const std::vector<Sorted> items = sorted_entries(n);
   for (const Sorted& e : items) {
-    if (e.key < lo || (has_hi && e.key >= hi) || (level > 0 && e.key == lo)) {
+    const int c = keys_.compare(e.key, lo);
+    if (c < 0 || (has_hi && keys_.compare(e.key, hi) >= 0) || (level > 0 && c == 0)) {
       return Status::Corruption("wbtree: key " + hex(e.key) + " outside the bounds of node " +
                                 hex(off));
     }
   }
+  if constexpr (kStringKeys) r->pm_bytes += node_size_ + record_bytes(off);
   if (level == 0) {
     ++r->leaves;
     r->keys += items.size();
@@ -1204,7 +1485,8 @@ Status WbTree::verify_subtree(uint64_t off, uint32_t level, uint64_t lo, bool ha
   return s;
 }
 
-Status WbTree::verify(VerifyReport* report) const {
+template <class K>
+Status WbTreeT<K>::verify(VerifyReport* report) const {
   if (log_->state.load(kRlx) != 0) return Status::Corruption("wbtree: split log not cleared");
   std::vector<uint64_t> nodes, leaves;
   Status s = walk(&nodes, &leaves);
@@ -1274,14 +1556,15 @@ Status WbTree::verify(VerifyReport* report) const {
 // clear) -> slot array -> bitmap (bit 0 set) holds without a fence; in
 // 1024 B nodes the slot array reaches byte 82 (line 1) and the removal is
 // caught there (`--node-size 1024 --ops 150 --ablate <site>`).
-std::vector<std::pair<std::string, std::string>> WbTree::ablation_notes() const {
+template <class K>
+std::vector<std::pair<std::string, std::string>> WbTreeT<K>::ablation_notes() const {
   const std::string same_line =
       "not observable at 128..512 B nodes: the slot array shares line 0 with the bitmap, and a "
       "line persists a prefix of its stores in program order, so the slot array cannot become "
       "durable before the bitmap store that precedes it nor after the one that follows; needed "
       "for 1024 B nodes, whose slot array reaches line 1 (caught there: nvindex crashtest "
       "--node-size 1024 --ops 150 --ablate ";
-  return {
+  std::vector<std::pair<std::string, std::string>> notes = {
       {"wbtree.create.log/flush",
        "not observable in the crash lab, whose pools start zeroed: without it the log's state word "
        "may stay non-durable, and a fresh pool reads 0 there anyway; needed because the log block "
@@ -1314,22 +1597,57 @@ std::vector<std::pair<std::string, std::string>> WbTree::ablation_notes() const 
        "store durable at the operation's return (no lint finding) and spares recovery the "
        "rebuild; one fence per split"},
   };
+  if constexpr (kStringKeys) {
+    notes.emplace_back(
+        "wbtree.insert.key_record/fence",
+        "redundant in wbtree: the insert persists its entry (flush and fence, "
+        "wbtree.insert.entry) and NAW 1 fences again before NAW 2, the only store that "
+        "publishes the key word, and either fence also commits the record's flushes; "
+        "store_key_record fences for callers without such a fence (one fence per insert that "
+        "wbtree could save)");
+    notes.emplace_back(
+        "wbtree.split.separator_record/fence",
+        "redundant in wbtree: the split's prepare fence (wbtree.split.prepare, after the new "
+        "nodes and the log records) precedes the commit NAW, before which no durable word "
+        "names the separator record, and that fence also commits the record's flushes");
+    notes.emplace_back(
+        "wbtree.bulk.key_record/fence",
+        "redundant in wbtree: the bulk load's node fence (wbtree.bulk.nodes) precedes the NAW "
+        "of the root word that publishes every record, and commits their flushes too");
+  }
+  return notes;
 }
+
+template class WbTreeT<uint64_t>;
+template class WbTreeT<std::string_view>;
 
 }  // namespace wbtree
 
 // ---------------------------------------------------------------- factory
 
-Status make_wbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
+namespace {
+template <class K>
+Status open_wbtree(const IndexOptions& options, std::unique_ptr<Index<K>>* out) {
   // make_index() has checked the node size, the fill factor and the value
   // of "inner" against kWbTreeOptions; a recovered tree keeps its stored
   // node size and placement.
+  using Tree = wbtree::WbTreeT<K>;
   const auto inner = options.extra.find("inner");
   const bool inner_dram = inner != options.extra.end() && inner->second == "dram";
-  return open_persistent_index<wbtree::WbTree>(
-      options, wbtree::kLayout,
-      [&](wbtree::WbTree& t) { return t.create(options.node_size, inner_dram); },
-      [&](wbtree::WbTree& t) { return t.recover(); }, out, options.fill_factor);
+  return open_persistent_index<Tree>(
+      options, pool_layout(wbtree::kLayout, key_type_of<K>),
+      [&](Tree& t) { return t.create(options.node_size, inner_dram); },
+      [&](Tree& t) { return t.recover(); }, out, options.fill_factor);
+}
+}  // namespace
+
+Status make_wbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
+  return open_wbtree(options, out);
+}
+
+Status make_wbtree_string(const IndexOptions& options,
+                          std::unique_ptr<Index<std::string_view>>* out) {
+  return open_wbtree(options, out);
 }
 
 }  // namespace nvindex
