@@ -2,7 +2,9 @@
 // leaves at fill 1.0 and 0.7 with every boundary routed; random separator
 // inserts against a std::map model; the parallel build giving build()'s tree;
 // bad input; and concurrent leaf splits with optimistic readers (run under
-// ThreadSanitizer too: Makefile TSAN_TESTS).
+// ThreadSanitizer too: Makefile TSAN_TESTS). InnerTreeString: the same for
+// byte-string keys (byte-wise order, shorter prefix first, bytes 0x00 and
+// 0xff), separators owned by the tree.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +17,9 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -371,112 +375,282 @@ TEST(InnerTree, ParallelBuildUnalignedSegmentsRouteCorrectly) {
   check_all(t, m);
 }
 
-/// Leaves of the concurrent test: each a range [lo, hi) behind a mutex.
-struct Leaf {
+/// Leaves of the concurrent tests: each a key range [lo, hi) behind a mutex.
+template <class K>
+struct RangeLeaf {
   std::mutex mu;
-  uint64_t lo = 0;
-  uint64_t hi = 0;
+  OwnedKey<K> lo{};
+  OwnedKey<K> hi{};
   bool has_hi = false;
 };
+
+/// Two writers split the leaf covering a random key (gen(&rng)) at that key,
+/// two readers route random keys, all with inner_tree.h's find / lock leaf /
+/// validate protocol, until max_leaves leaves exist; every leaf locked must
+/// cover its key, and the final tree must route exactly the leaves' ranges.
+template <class K, class Gen>
+void concurrent_splits(uint32_t ns, size_t max_leaves, Gen gen) {
+  std::unique_ptr<RangeLeaf<K>[]> leaves(new RangeLeaf<K>[max_leaves]);
+  auto leaf_of = [&](uint64_t off) -> RangeLeaf<K>& { return leaves[off / 64 - 1]; };
+  InnerTreeT<K> t(ns);
+  const std::vector<LeafRefT<K>> first{{OwnedKey<K>{}, off_of(0)}};
+  ASSERT_TRUE(t.build(first).ok());
+  std::atomic<size_t> next{1};
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> bad{0}, checked{0}, retries{0};
+
+  // Find the leaf covering key and lock it (the protocol in inner_tree.h).
+  auto lock_leaf = [&](const OwnedKey<K>& key, Route* r) -> RangeLeaf<K>& {
+    while (true) {
+      *r = t.find(key);
+      RangeLeaf<K>& l = leaf_of(r->leaf);
+      l.mu.lock();
+      if (t.validate(*r)) return l;
+      l.mu.unlock();
+      retries.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  auto check = [&](const RangeLeaf<K>& l, const OwnedKey<K>& key) {
+    const bool ok = l.lo <= key && (!l.has_hi || key < l.hi);
+    if (!ok) bad.fetch_add(1, std::memory_order_relaxed);
+    checked.fetch_add(1, std::memory_order_relaxed);
+  };
+
+  auto writer = [&](uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    while (true) {
+      const OwnedKey<K> key = gen(&rng);
+      Route r;
+      RangeLeaf<K>& l = lock_leaf(key, &r);
+      check(l, key);
+      if (key != l.lo) {  // lo < key < hi: split the leaf at key
+        const size_t id = next.fetch_add(1);
+        if (id >= max_leaves) {
+          l.mu.unlock();
+          break;
+        }
+        RangeLeaf<K>& nl = leaves[id];
+        {
+          std::lock_guard<std::mutex> g(nl.mu);
+          nl.lo = key;
+          nl.hi = l.hi;
+          nl.has_hi = l.has_hi;
+        }
+        t.insert_separator(r.leaf, key, off_of(id));
+        l.hi = key;
+        l.has_hi = true;
+      }
+      l.mu.unlock();
+    }
+  };
+  auto reader = [&](uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    while (!stop.load(std::memory_order_relaxed)) {
+      const OwnedKey<K> key = gen(&rng);
+      // Lock-free route only: a leaf that exists.
+      const Route lf = t.find(key);
+      if (lf.leaf == 0 || lf.leaf / 64 - 1 >= next.load()) bad.fetch_add(1);
+      Route r;
+      RangeLeaf<K>& l = lock_leaf(key, &r);
+      check(l, key);
+      l.mu.unlock();
+    }
+  };
+  std::vector<std::thread> ws, rs;
+  for (int i = 0; i < 2; ++i) ws.emplace_back(writer, 100 + i);
+  for (int i = 0; i < 2; ++i) rs.emplace_back(reader, 200 + i);
+  for (std::thread& w : ws) w.join();
+  stop.store(true);
+  for (std::thread& r : rs) r.join();
+
+  EXPECT_EQ(bad.load(), 0u) << "of " << checked.load() << " checks";
+  EXPECT_GT(checked.load(), max_leaves);
+  ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+  // The tree holds exactly the leaves' ranges, contiguous from the smallest key.
+  const std::vector<LeafRefT<K>> got = t.leaves();
+  ASSERT_EQ(got.size(), max_leaves);
+  for (size_t i = 0; i < got.size(); ++i) {
+    const RangeLeaf<K>& l = leaf_of(got[i].second);
+    ASSERT_EQ(l.lo, got[i].first);
+    ASSERT_EQ(l.has_hi, i + 1 < got.size());
+    if (l.has_hi) {
+      ASSERT_EQ(l.hi, got[i + 1].first);
+    }
+  }
+  EXPECT_GE(t.height(), 3u);
+  std::printf("node size %u: %zu leaves, %llu checks, %llu validation retries, height %u\n", ns,
+              max_leaves, static_cast<unsigned long long>(checked.load()),
+              static_cast<unsigned long long>(retries.load()), t.height());
+}
 
 TEST(InnerTreeConcurrent, SplitsWithOptimisticReaders) {
   for (uint32_t ns : {128u, 256u}) {
     // Not scaled down much: this is the part the sanitizers are for.
-    const size_t max_leaves = std::max<size_t>(scaled(30000), 20000);
-    std::unique_ptr<Leaf[]> leaves(new Leaf[max_leaves]);
-    auto leaf_of = [&](uint64_t off) -> Leaf& { return leaves[off / 64 - 1]; };
-    InnerTree t(ns);
-    const std::vector<LeafRef> first{{0, off_of(0)}};
-    ASSERT_TRUE(t.build(first).ok());
-    std::atomic<size_t> next{1};
-    std::atomic<bool> stop{false};
-    std::atomic<uint64_t> bad{0}, checked{0}, retries{0};
+    concurrent_splits<uint64_t>(ns, std::max<size_t>(scaled(30000), 20000),
+                                [](std::mt19937_64* rng) { return (*rng)(); });
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
 
-    // Find the leaf covering key and lock it (the protocol in inner_tree.h).
-    auto lock_leaf = [&](uint64_t key, Route* r) -> Leaf& {
-      while (true) {
-        *r = t.find(key);
-        Leaf& l = leaf_of(r->leaf);
-        l.mu.lock();
-        if (t.validate(*r)) return l;
-        l.mu.unlock();
-        retries.fetch_add(1, std::memory_order_relaxed);
-      }
-    };
-    auto check = [&](const Leaf& l, uint64_t key) {
-      const bool ok = l.lo <= key && (!l.has_hi || key < l.hi);
-      if (!ok) bad.fetch_add(1, std::memory_order_relaxed);
-      checked.fetch_add(1, std::memory_order_relaxed);
-    };
+// ---- String keys (InnerTreeString) ----
 
-    auto writer = [&](uint64_t seed) {
-      std::mt19937_64 rng(seed);
-      while (true) {
-        const uint64_t key = rng();
-        Route r;
-        Leaf& l = lock_leaf(key, &r);
-        check(l, key);
-        const uint64_t top = l.has_hi ? l.hi : std::numeric_limits<uint64_t>::max();
-        if (top - l.lo >= 2) {
-          const size_t id = next.fetch_add(1);
-          if (id >= max_leaves) {
-            l.mu.unlock();
-            break;
-          }
-          const uint64_t sep = l.lo + 1 + rng() % (top - l.lo - 1);
-          Leaf& nl = leaves[id];
-          {
-            std::lock_guard<std::mutex> g(nl.mu);
-            nl.lo = sep;
-            nl.hi = l.hi;
-            nl.has_hi = l.has_hi;
-          }
-          t.insert_separator(r.leaf, sep, off_of(id));
-          l.hi = sep;
-          l.has_hi = true;
-        }
-        l.mu.unlock();
-      }
-    };
-    auto reader = [&](uint64_t seed) {
-      std::mt19937_64 rng(seed);
-      while (!stop.load(std::memory_order_relaxed)) {
-        const uint64_t key = rng();
-        // Lock-free route only: a leaf that exists.
-        const Route lf = t.find(key);
-        if (lf.leaf == 0 || lf.leaf / 64 - 1 >= next.load()) bad.fetch_add(1);
-        Route r;
-        Leaf& l = lock_leaf(key, &r);
-        check(l, key);
-        l.mu.unlock();
-      }
-    };
-    std::vector<std::thread> ws, rs;
-    for (int i = 0; i < 2; ++i) ws.emplace_back(writer, 100 + i);
-    for (int i = 0; i < 2; ++i) rs.emplace_back(reader, 200 + i);
-    for (std::thread& w : ws) w.join();
-    stop.store(true);
-    for (std::thread& r : rs) r.join();
+/// A random key of 0..10 bytes over an alphabet that stresses byte order:
+/// 0x00, 0x01, 'a', 'b', 0x7f, 0x80, 0xff (shorter prefixes, bytes above
+/// 0x7f compare as unsigned).
+std::string random_key(std::mt19937_64* rng) {
+  static constexpr char kAlpha[] = {'\x00', '\x01', 'a', 'b', '\x7f', '\x80', '\xff'};
+  std::string k((*rng)() % 11, '\0');
+  for (char& c : k) c = kAlpha[(*rng)() % sizeof(kAlpha)];
+  return k;
+}
 
-    EXPECT_EQ(bad.load(), 0u) << "of " << checked.load() << " checks";
-    EXPECT_GT(checked.load(), max_leaves);
-    ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
-    // The tree holds exactly the leaves' ranges, contiguous from 0.
-    const std::vector<LeafRef> got = t.leaves();
-    ASSERT_EQ(got.size(), max_leaves);
-    for (size_t i = 0; i < got.size(); ++i) {
-      const Leaf& l = leaf_of(got[i].second);
-      ASSERT_EQ(l.lo, got[i].first);
-      ASSERT_EQ(l.has_hi, i + 1 < got.size());
-      if (l.has_hi) {
-        ASSERT_EQ(l.hi, got[i + 1].first);
+/// n distinct sorted keys (the first "").
+std::vector<std::string> sorted_keys(size_t n, std::mt19937_64* rng) {
+  std::set<std::string> s{""};
+  while (s.size() < n) s.insert(random_key(rng) + random_key(rng));
+  return {s.begin(), s.end()};
+}
+
+using StringModel = std::map<std::string, uint64_t>;
+
+uint64_t model_leaf(const StringModel& m, std::string_view k) {
+  return std::prev(m.upper_bound(std::string(k)))->second;
+}
+
+void check_key(const InnerTreeString& t, const StringModel& m, std::string_view k) {
+  const Route r = t.find(k);
+  ASSERT_EQ(r.leaf, model_leaf(m, k)) << "key " << ::testing::PrintToString(std::string(k));
+  ASSERT_TRUE(t.validate(r));
+}
+
+TEST(InnerTreeString, BuildRoutesEveryKeyAndOwnsItsSeparators) {
+  std::mt19937_64 rng(11);
+  for (uint32_t ns : {128u, 512u}) {
+    for (size_t n : {size_t{1}, size_t{2}, size_t{100}, size_t{3000}}) {
+      // Every other sorted key is a leaf's low key; the keys between them
+      // (and below and above all) are probes.
+      const std::vector<std::string> keys = sorted_keys(2 * n + 1, &rng);
+      InnerTreeString t(ns);
+      StringModel m;
+      {
+        std::vector<InnerTreeString::LeafRef> leaves;
+        for (size_t i = 0; i < n; ++i) leaves.emplace_back(keys[2 * i], off_of(i));
+        leaves.front().first = keys[1];  // treated as ""
+        ASSERT_TRUE(t.build(leaves, 0.7).ok());
+        for (size_t i = 0; i < n; ++i) m.emplace(i == 0 ? "" : keys[2 * i], off_of(i));
+        // Scribble over the caller's strings: the tree keeps its own copies.
+        for (auto& l : leaves) std::fill(l.first.begin(), l.first.end(), '\xee');
+      }
+      ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+      ASSERT_EQ(t.leaves(), std::vector<InnerTreeString::LeafRef>(m.begin(), m.end()));
+      for (const std::string& k : keys) {
+        check_key(t, m, k);
+        check_key(t, m, k + std::string(1, '\0'));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+      check_key(t, m, std::string(255, '\xff'));
+      EXPECT_GE(t.dram_bytes(), t.nodes() * ns);
+      if (n == 3000) {
+        EXPECT_GE(t.height(), 2u);
       }
     }
-    EXPECT_GE(t.height(), 3u);
-    std::printf("node size %u: %zu leaves, %llu checks, %llu validation retries, height %u\n", ns,
-                max_leaves, static_cast<unsigned long long>(checked.load()),
-                static_cast<unsigned long long>(retries.load()), t.height());
   }
+}
+
+TEST(InnerTreeString, InsertSeparatorsMatchesStdMap) {
+  for (uint32_t ns : {128u, 512u}) {
+    std::mt19937_64 rng(ns);
+    InnerTreeString t(ns);
+    StringModel m{{"", off_of(0)}};
+    const std::vector<InnerTreeString::LeafRef> first{{"", off_of(0)}};
+    ASSERT_TRUE(t.build(first).ok());
+    uint64_t next = off_of(1);
+    const size_t n = scaled(20000);
+    for (size_t i = 0; i < n; ++i) {
+      std::string sep;
+      do {
+        sep = random_key(&rng) + random_key(&rng);
+      } while (sep.empty() || m.count(sep) != 0);
+      {
+        const std::string copy = sep;  // the tree must not keep the caller's bytes
+        t.insert_separator(model_leaf(m, copy), copy, next);
+      }
+      m.emplace(sep, next);
+      next += 64;
+      check_key(t, m, sep);
+      check_key(t, m, sep.substr(0, sep.size() - 1));
+      check_key(t, m, random_key(&rng));
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    ASSERT_TRUE(t.verify().ok()) << t.verify().ToString();
+    ASSERT_EQ(t.leaves(), std::vector<InnerTreeString::LeafRef>(m.begin(), m.end()));
+    EXPECT_GE(t.height(), 3u);
+    // dump() quotes separators (bytes above 0x7e and below 0x20 escaped).
+    EXPECT_NE(t.dump().find("\\x"), std::string::npos);
+  }
+}
+
+TEST(InnerTreeString, ParallelBuildIsIdenticalToBuild) {
+  std::mt19937_64 rng(5);
+  const std::vector<std::string> keys = sorted_keys(2000, &rng);
+  std::vector<InnerTreeString::LeafRef> leaves;
+  for (size_t i = 0; i < keys.size(); ++i) leaves.emplace_back(keys[i], off_of(i));
+  for (double fill : {1.0, 0.7}) {
+    InnerTreeString ref(256);
+    ASSERT_TRUE(ref.build(leaves, fill).ok());
+    const uint32_t per = ref.children_per_node(fill);
+    std::vector<std::vector<InnerTreeString::LeafRef>> segs;
+    for (size_t at = 0; at < leaves.size();) {
+      const size_t take = std::min<size_t>(leaves.size() - at, per * (1 + rng() % 4));
+      segs.emplace_back(leaves.begin() + at, leaves.begin() + at + take);
+      at += take;
+    }
+    InnerTreeString par(256);
+    ASSERT_TRUE(par.build_segments(segs, 2, fill).ok());
+    ASSERT_TRUE(par.verify().ok()) << par.verify().ToString();
+    EXPECT_EQ(par.dump(), ref.dump());
+    EXPECT_EQ(par.leaves(), ref.leaves());
+  }
+}
+
+TEST(InnerTreeString, BadInputIsRefused) {
+  InnerTreeString t(256);
+  auto invalid = [](const Status& s) { return s.code() == Code::kInvalidArgument; };
+  // "ab" < "b" < "ba": byte order, a prefix first.
+  const std::vector<InnerTreeString::LeafRef> ok{{"", 64}, {"ab", 128}, {"b", 192}, {"ba", 256}};
+  ASSERT_TRUE(t.build(ok).ok());
+  const std::string before = t.dump();
+  const std::vector<InnerTreeString::LeafRef> dup{{"", 64}, {"a", 128}, {"a", 192}};
+  EXPECT_TRUE(invalid(t.build(dup)));
+  const std::vector<InnerTreeString::LeafRef> desc{{"", 64}, {"b", 128}, {"ab", 192}};
+  EXPECT_TRUE(invalid(t.build(desc)));
+  // 0x80 sorts after 0x7f (unsigned bytes).
+  const std::vector<InnerTreeString::LeafRef> sign{{"", 64}, {"\x80", 128}, {"\x7f", 192}};
+  EXPECT_TRUE(invalid(t.build(sign)));
+  EXPECT_EQ(t.dump(), before);
+  EXPECT_EQ(t.find("a").leaf, 64u);
+  EXPECT_EQ(t.find("ab").leaf, 128u);
+  EXPECT_EQ(t.find("azzz").leaf, 128u);
+  EXPECT_EQ(t.find("b").leaf, 192u);
+  EXPECT_EQ(t.find("b\xff").leaf, 256u);
+}
+
+TEST(InnerTreeStringDeath, SmallestSeparatorAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  InnerTreeString t(256);
+  const std::vector<InnerTreeString::LeafRef> two{{"", 64}, {"m", 128}};
+  ASSERT_TRUE(t.build(two).ok());
+  EXPECT_DEATH(t.insert_separator(64, "", 192), "smallest key");
+  EXPECT_DEATH(t.insert_separator(64, "n", 192), "not the leaf covering");
+  EXPECT_DEATH(t.insert_separator(64, "m", 192), "upper bound");
+}
+
+TEST(InnerTreeStringConcurrent, SplitsWithOptimisticReaders) {
+  // Readers compare against separator records while writers move their
+  // words between nodes.
+  concurrent_splits<std::string_view>(
+      128, std::max<size_t>(scaled(20000), 5000),
+      [](std::mt19937_64* rng) { return random_key(rng) + random_key(rng); });
 }
 
 }  // namespace

@@ -16,6 +16,18 @@
 // reader restarts from the root. The root pointer is re-read after the root's
 // version: a root split stores the new root before unlocking the old one, so
 // a reader that saw the old root's new version also sees the new root.
+//
+// Key types: TreeImpl<K> holds everything; only KeyOps<K> (below) knows what
+// a key word means. For uint64_t every KeyOps function is the identity or
+// the integer compare the code had before the template, and the descent
+// still inlines the SIMD search, so the integer instance compiles to the same
+// machine code. For std::string_view a key word is the address of a
+// separator record (SepArena), 0 meaning the smallest key "" (the low key of
+// the leftmost child, never stored in a slot). An optimistic reader may load
+// a stale or unfilled (0) key word while a writer changes the node: it then
+// compares against a record that is still allocated and immutable (records
+// live until build*() or the destructor) or against "", and fails
+// validation afterwards, as for a stale integer.
 #include "indexes/common/inner_tree.h"
 
 #include <sys/mman.h>
@@ -26,17 +38,21 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <type_traits>
 #include <unordered_map>
 
 #include "absl/container/inlined_vector.h"
 #include "indexes/common/prefetch.h"
 #include "indexes/common/simd_search.h"
 #include "indexes/common/version_lock.h"
+#include "util/quote.h"
 
 namespace nvindex::inner {
 
@@ -129,15 +145,13 @@ Node* as_node(uint64_t w) { return reinterpret_cast<Node*>(static_cast<uintptr_t
   std::abort();
 }
 
-/// One child while building a level: its low key and its word (leaf offset
-/// at level 1, Node* above).
+/// One child while building a level: its low key word (KeyOps) and its word
+/// (leaf offset at level 1, Node* above).
 using Child = std::pair<uint64_t, uint64_t>;
 
-}  // namespace
-
-/// Where inner nodes live: slabs of contiguous node_size blocks handed out in
-/// order, never freed one by one (the tree frees nodes only all at once, in
-/// build*() and the destructor). Nodes made together sit together, without
+/// Where inner nodes (and a string-keyed tree's separator records) live:
+/// slabs of contiguous blocks handed out in order, never freed one by one (the tree frees nodes
+/// only all at once, in build*() and the destructor). Nodes made together sit together, without
 /// allocator headers between them, and slabs after the first are 2 MiB
 /// aligned with transparent huge pages requested (madvise), so the inner
 /// levels of a large tree take a few TLB entries instead of one 4 KiB page
@@ -146,29 +160,38 @@ using Child = std::pair<uint64_t, uint64_t>;
 /// several threads).
 class NodeArena {
  public:
-  explicit NodeArena(uint32_t node_size) : node_size_(node_size) {}
+  NodeArena() = default;
   ~NodeArena() { release(); }
   NodeArena(const NodeArena&) = delete;
   NodeArena& operator=(const NodeArena&) = delete;
 
-  /// node_size bytes, 64 B aligned, uninitialised. Aborts when memory runs
-  /// out (as operator new would throw: the caller has no error path).
-  void* allocate() {
+  /// `size` bytes (at most 64 KiB), uninitialised, aligned as the sizes of
+  /// every earlier allocate() allow (a slab is 64 B aligned: all node_size,
+  /// multiples of 64, give 64 B aligned nodes; multiples of 8, 8 B aligned
+  /// records). Aborts when memory runs out (as operator new would throw: the
+  /// caller has no error path).
+  void* allocate(size_t size) {
     std::lock_guard<std::mutex> g(mu_);
-    if (left_ < node_size_) {
+    if (left_ < size) {
       // The first slab is small (a small tree stays small); then 2 MiB.
       const size_t bytes = slabs_.empty() ? kFirstSlab : kSlab;
       void* m = std::aligned_alloc(slabs_.empty() ? 64 : kSlab, bytes);
       if (m == nullptr) die("out of memory for inner nodes");
+      held_ += bytes;
       if (bytes == kSlab) (void)::madvise(m, bytes, MADV_HUGEPAGE);  // a hint
       slabs_.push_back(m);
       next_ = static_cast<char*>(m);
       left_ = bytes;
     }
     void* p = next_;
-    next_ += node_size_;
-    left_ -= node_size_;
+    next_ += size;
+    left_ -= size;
     return p;
+  }
+  /// Bytes of the slabs held.
+  uint64_t bytes() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return held_;
   }
   /// Frees every slab (every node ever allocated). Not thread-safe against
   /// allocate().
@@ -177,19 +200,126 @@ class NodeArena {
     slabs_.clear();
     next_ = nullptr;
     left_ = 0;
+    held_ = 0;
   }
 
  private:
   static constexpr size_t kFirstSlab = 64 * 1024;
   static constexpr size_t kSlab = 2 * 1024 * 1024;
-  uint32_t node_size_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<void*> slabs_;
   char* next_ = nullptr;
   size_t left_ = 0;
+  uint64_t held_ = 0;
 };
 
-struct InnerTree::Impl {
+/// A separator record of a string-keyed tree: the key's length, then its
+/// bytes (DRAM, 8 B aligned, 8 + len bytes rounded up to 8).
+struct SepRecord {
+  uint32_t len;
+  uint32_t pad;
+  /// The key bytes, right after the 8-byte head.
+  char* bytes() { return reinterpret_cast<char*>(this + 1); }
+  const char* bytes() const { return reinterpret_cast<const char*>(this + 1); }
+};
+static_assert(sizeof(SepRecord) == 8);
+
+/// Where a string-keyed tree's separator records live: a NodeArena of their
+/// own, freed all at once (release()) with the nodes. Thread-safe
+/// (build_segments interns separators on several threads).
+class SepArena {
+ public:
+  /// A new record holding `key`, complete (a caller publishes its address
+  /// with a release store). Aborts when memory runs out.
+  const SepRecord* intern(std::string_view key) {
+    const size_t bytes = (sizeof(SepRecord) + key.size() + 7) & ~size_t{7};
+    auto* r = static_cast<SepRecord*>(arena_.allocate(bytes));
+    r->len = static_cast<uint32_t>(key.size());
+    r->pad = 0;
+    if (!key.empty()) std::memcpy(r->bytes(), key.data(), key.size());
+    return r;
+  }
+  /// Frees every record. Not thread-safe against intern().
+  void release() { arena_.release(); }
+  /// Bytes held.
+  uint64_t bytes() const { return arena_.bytes(); }
+
+ private:
+  NodeArena arena_;
+};
+
+/// What a key word means for key type K (see the file comment). Every
+/// function of the uint64_t instance is what the code did before it was a
+/// template.
+template <class K>
+struct KeyOps;
+
+template <>
+struct KeyOps<uint64_t> {
+  struct Arena {
+    uint64_t bytes() const { return 0; }
+    void release() {}
+  };
+  static uint64_t word(uint64_t key, Arena& /*arena*/) { return key; }
+  static uint64_t key(uint64_t word) { return word; }
+  static bool less(uint64_t a, uint64_t b) { return a < b; }
+  static bool is_min(uint64_t key) { return key == 0; }
+  /// Separators < sep among k[0..cnt): those <= sep - 1 (sep > 0).
+  static int count_lt(const std::atomic<uint64_t>* k, uint32_t cnt, uint32_t cap, uint64_t sep) {
+    return simd::count_le(k, cnt, cap, sep - 1);
+  }
+  static std::string show(uint64_t word) { return std::to_string(word); }
+};
+
+template <>
+struct KeyOps<std::string_view> {
+  using Arena = SepArena;
+  static uint64_t word(std::string_view key, Arena& arena) {
+    return reinterpret_cast<uintptr_t>(arena.intern(key));
+  }
+  static std::string_view key(uint64_t word) {
+    const auto* r = reinterpret_cast<const SepRecord*>(static_cast<uintptr_t>(word));
+    return r == nullptr ? std::string_view() : std::string_view(r->bytes(), r->len);
+  }
+  static bool less(std::string_view a, std::string_view b) { return a < b; }
+  static bool is_min(std::string_view key) { return key.empty(); }
+  /// Binary search: the number of k[0..cnt) for which pred(key word) holds,
+  /// pred true on a prefix of the ascending words.
+  template <class Pred>
+  static uint32_t count_prefix(const std::atomic<uint64_t>* k, uint32_t cnt, Pred pred) {
+    uint32_t lo = 0;
+    uint32_t hi = cnt;
+    while (lo < hi) {
+      const uint32_t mid = (lo + hi) / 2;
+      if (pred(key(k[mid].load(std::memory_order_acquire)))) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+  static int count_lt(const std::atomic<uint64_t>* k, uint32_t cnt, uint32_t /*cap*/,
+                      std::string_view sep) {
+    return static_cast<int>(count_prefix(k, cnt, [&](std::string_view s) { return s < sep; }));
+  }
+  static std::string show(uint64_t word) { return quote_input(key(word), 255); }
+};
+
+/// The descent's node search for string keys: separators <= key.
+struct CountLeString {
+  static uint32_t count(const std::atomic<uint64_t>* k, uint32_t n, uint32_t /*span*/,
+                        std::string_view key) {
+    return KeyOps<std::string_view>::count_prefix(k, n,
+                                                  [&](std::string_view s) { return s <= key; });
+  }
+};
+
+}  // namespace
+
+template <class K>
+struct TreeImpl {
+  using Ops = KeyOps<K>;
   uint32_t node_size;
   uint32_t cap;  ///< separators per node
   std::atomic<Node*> root{nullptr};
@@ -198,20 +328,21 @@ struct InnerTree::Impl {
   std::atomic<uint64_t> count{0};  ///< all.size(), readable concurrently
   mutable NodeArena arena;         ///< the memory of every node
   uint32_t prefetch;               ///< bytes of a child prefetched: min(node_size, 512)
+  typename Ops::Arena seps;        ///< separator records (strings; empty for integers)
 
-  Impl(uint32_t ns)
-      : node_size(ns), cap((ns - sizeof(Node)) / 16), arena(ns), prefetch(std::min(ns, 512u)) {}
+  explicit TreeImpl(uint32_t ns)
+      : node_size(ns), cap((ns - sizeof(Node)) / 16), prefetch(std::min(ns, 512u)) {}
 
   /// InnerTree::find with the node search of one SIMD level inlined.
   template <class Search>
-  Route descend(uint64_t key) const;
-  Route find_avx512(uint64_t key) const;
-  Route find_avx2(uint64_t key) const;
-  Route find_scalar(uint64_t key) const;
+  Route descend(K key) const;
+  Route find_avx512(K key) const;  // integers only
+  Route find_avx2(K key) const;
+  Route find_scalar(K key) const;
 
   /// A zeroed node of node_size bytes, 64 B aligned, not yet registered.
   Node* make_node(uint16_t level) const {
-    void* mem = arena.allocate();
+    void* mem = arena.allocate(node_size);
     Node* n = new (mem) Node();
     auto* w = reinterpret_cast<char*>(n) + sizeof(Node);
     for (uint32_t i = 0; i < 2 * cap; ++i) new (w + 8 * i) std::atomic<uint64_t>(0);
@@ -234,6 +365,19 @@ struct InnerTree::Impl {
     arena.release();
     count.store(0, kRel);
     root.store(nullptr, kRel);
+    seps.release();
+  }
+
+  /// Level-1 children over `leaves`: (low key word, leaf), the first low
+  /// key word 0 when `first_is_min` (strings: separators interned).
+  std::vector<Child> children(std::span<const LeafRefT<K>> leaves, bool first_is_min) {
+    std::vector<Child> kids;
+    kids.reserve(leaves.size());
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const uint64_t w = i == 0 && first_is_min ? 0 : Ops::word(leaves[i].first, seps);
+      kids.emplace_back(w, leaves[i].second);
+    }
+    return kids;
   }
 
   /// Cut sizes of one level of `n` children into nodes of `per` children
@@ -288,21 +432,29 @@ struct InnerTree::Impl {
   }
 };
 
-InnerTree::InnerTree(uint32_t node_size) {
+template <class K>
+InnerTreeT<K>::InnerTreeT(uint32_t node_size) {
   if (node_size < 128 || node_size > 4096 || node_size % 64 != 0) {
     std::fprintf(stderr,
                  "nvindex::inner::InnerTree: node_size %u invalid (128..4096, a multiple of 64)\n",
                  node_size);
     std::abort();
   }
-  impl_ = std::make_unique<Impl>(node_size);
+  impl_ = std::make_unique<TreeImpl<K>>(node_size);
 }
 
-InnerTree::~InnerTree() { impl_->free_all(); }
+template <class K>
+InnerTreeT<K>::~InnerTreeT() {
+  impl_->free_all();
+}
 
-uint32_t InnerTree::capacity() const { return impl_->cap; }
+template <class K>
+uint32_t InnerTreeT<K>::capacity() const {
+  return impl_->cap;
+}
 
-uint32_t InnerTree::children_per_node(double fill) const {
+template <class K>
+uint32_t InnerTreeT<K>::children_per_node(double fill) const {
   const uint32_t max = impl_->cap + 1;
   if (!(fill > 0.0)) return 2;
   const double c = std::ceil(fill * max - 1e-9);  // 1e-9: fill 1.0 is exactly max
@@ -312,7 +464,9 @@ uint32_t InnerTree::children_per_node(double fill) const {
 
 namespace {
 
-Status check_leaves(std::span<const LeafRef> leaves, bool* first, uint64_t* prev, size_t seg) {
+template <class K>
+Status check_leaves(std::span<const LeafRefT<K>> leaves, bool* first, OwnedKey<K>* prev,
+                    size_t seg) {
   for (size_t i = 0; i < leaves.size(); ++i) {
     if (leaves[i].second == 0 || leaves[i].second > kChildMask) {
       return Status::InvalidArgument(
@@ -338,29 +492,30 @@ Status check_fill(double fill) {
 
 }  // namespace
 
-Status InnerTree::build(std::span<const LeafRef> leaves, double fill) {
+template <class K>
+Status InnerTreeT<K>::build(std::span<const LeafRef> leaves, double fill) {
   if (Status s = check_fill(fill); !s.ok()) return s;
   if (leaves.empty()) return Status::InvalidArgument("InnerTree::build: no leaves");
   bool first = true;
-  uint64_t prev = 0;
-  if (Status s = check_leaves(leaves, &first, &prev, 0); !s.ok()) return s;
+  OwnedKey<K> prev{};
+  if (Status s = check_leaves<K>(leaves, &first, &prev, 0); !s.ok()) return s;
 
   impl_->free_all();
   const uint32_t per = children_per_node(fill);
-  std::vector<Child> kids(leaves.begin(), leaves.end());
-  kids.front().first = 0;
+  const std::vector<Child> kids = impl_->children(leaves, true);
   std::vector<Node*> made;
   impl_->finish(impl_->build_level(kids, 1, per, &made), per, &made);
   return Status::Ok();
 }
 
-Status InnerTree::build_segments(const std::vector<std::vector<LeafRef>>& segments,
-                                 unsigned threads, double fill) {
+template <class K>
+Status InnerTreeT<K>::build_segments(const std::vector<std::vector<LeafRef>>& segments,
+                                     unsigned threads, double fill) {
   if (Status s = check_fill(fill); !s.ok()) return s;
   bool first = true;
-  uint64_t prev = 0;
+  OwnedKey<K> prev{};
   for (size_t i = 0; i < segments.size(); ++i) {
-    if (Status s = check_leaves(segments[i], &first, &prev, i); !s.ok()) return s;
+    if (Status s = check_leaves<K>(segments[i], &first, &prev, i); !s.ok()) return s;
   }
   if (first) return Status::InvalidArgument("InnerTree::build_segments: no leaves");
 
@@ -373,7 +528,8 @@ Status InnerTree::build_segments(const std::vector<std::vector<LeafRef>>& segmen
   auto work = [&] {
     for (size_t i = next.fetch_add(1, kRlx); i < nseg; i = next.fetch_add(1, kRlx)) {
       if (segments[i].empty()) continue;
-      std::vector<Child> kids(segments[i].begin(), segments[i].end());
+      // The low key of the whole first leaf is replaced by 0 below.
+      const std::vector<Child> kids = impl_->children(segments[i], false);
       level1[i] = impl_->build_level(kids, 1, per, &made[i]);
     }
   };
@@ -403,7 +559,7 @@ Status InnerTree::build_segments(const std::vector<std::vector<LeafRef>>& segmen
       set_count(prev, pc + 1, kRlx);
       level.pop_back();
       all.pop_back();  // lone: segments' nodes are in order, it is the last
-      Impl::free_node(lone);
+      TreeImpl<K>::free_node(lone);
     } else {
       const auto moved = entries(prev, impl_->cap)[pc - 1];
       entries(lone, impl_->cap)[0].key.store(level.back().first, kRlx);
@@ -420,12 +576,13 @@ Status InnerTree::build_segments(const std::vector<std::vector<LeafRef>>& segmen
 
 namespace {
 
-/// Index of the child of `n` covering `key`: -1 = leftmost, i = entry i
-/// (the number of separators <= key, minus one). `cnt` is the count read.
-/// The SIMD search of simd_search.h (AVX-512 / AVX2 / branch-free scalar,
-/// chosen at run time).
-int route_in(const Node* n, uint32_t cap, uint32_t cnt, uint64_t key) {
-  return simd::count_le(entries(n, cap).k, cnt, cap, key) - 1;
+/// Index of the child of `n` covering the keys just below `sep`: -1 =
+/// leftmost, i = entry i (the number of separators < sep, minus one). `cnt`
+/// is the count read. Integers: the SIMD search of simd_search.h (AVX-512 /
+/// AVX2 / branch-free scalar, chosen at run time) for sep - 1.
+template <class K>
+int route_below(const Node* n, uint32_t cap, uint32_t cnt, K sep) {
+  return KeyOps<K>::count_lt(entries(n, cap).k, cnt, cap, sep) - 1;
 }
 
 uint64_t child_at(const Node* n, uint32_t cap, int slot) {
@@ -445,8 +602,9 @@ uint64_t child_at(const Node* n, uint32_t cap, int slot) {
 // into a branch). Measured on the 2M-key lbtree lookups of issue 8: also
 // carrying the leaf's upper bound down (one more load and three selects per
 // level) made a lookup 35% slower, so Route has none.
+template <class K>
 template <class Search>
-Route InnerTree::Impl::descend(uint64_t key) const {
+Route TreeImpl<K>::descend(K key) const {
 restart:
   Node* n = root.load(kAcq);
   if (n == nullptr) return Route{};
@@ -479,40 +637,53 @@ restart:
   }
 }
 
-__attribute__((target("avx512f,popcnt"), flatten)) Route InnerTree::Impl::find_avx512(
-    uint64_t key) const {
+template <class K>
+__attribute__((target("avx512f,popcnt"), flatten)) Route TreeImpl<K>::find_avx512(K key) const {
   return descend<simd::CountLeAvx512>(key);
 }
-__attribute__((target("avx2,popcnt"), flatten)) Route InnerTree::Impl::find_avx2(
-    uint64_t key) const {
+template <class K>
+__attribute__((target("avx2,popcnt"), flatten)) Route TreeImpl<K>::find_avx2(K key) const {
   return descend<simd::CountLeAvx2>(key);
 }
-Route InnerTree::Impl::find_scalar(uint64_t key) const { return descend<simd::CountLeScalar>(key); }
-
-Route InnerTree::find(uint64_t key) const {
-  switch (simd::search_level()) {
-    case simd::Level::kAvx512:
-      return impl_->find_avx512(key);
-    case simd::Level::kAvx2:
-      return impl_->find_avx2(key);
-    case simd::Level::kScalar:
-      break;
-  }
-  return impl_->find_scalar(key);
+template <class K>
+Route TreeImpl<K>::find_scalar(K key) const {
+  return descend<simd::CountLeScalar>(key);
 }
 
-void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
-  Impl& m = *impl_;
+template <class K>
+Route InnerTreeT<K>::find(K key) const {
+  if constexpr (std::is_same_v<K, std::string_view>) {
+    return impl_->template descend<CountLeString>(key);
+  } else {
+    switch (simd::search_level()) {
+      case simd::Level::kAvx512:
+        return impl_->find_avx512(key);
+      case simd::Level::kAvx2:
+        return impl_->find_avx2(key);
+      case simd::Level::kScalar:
+        break;
+    }
+    return impl_->find_scalar(key);
+  }
+}
+
+template <class K>
+void InnerTreeT<K>::insert_separator(uint64_t left, K sep, uint64_t right) {
+  using Ops = KeyOps<K>;
+  TreeImpl<K>& m = *impl_;
   const uint32_t cap = m.cap;
   std::lock_guard<std::mutex> guard(m.write_mu);
   Node* root = m.root.load(kRlx);
   if (root == nullptr) die("insert_separator on a tree that was not built");
-  if (sep == 0) die("insert_separator: separator 0 (left's low key must be below it)");
+  if (Ops::is_min(sep)) {
+    die("insert_separator: separator is the smallest key (left's low key must be below it)");
+  }
   if (right == 0) die("insert_separator: right leaf offset 0");
   if (right > kChildMask) die("insert_separator: leaf offset at or above 2^48");
 
-  // Descend by sep - 1 (in left's range [lo, hi) since lo < sep < hi) and
-  // record the path and the slot taken at each level. Writers are serialized,
+  // Descend by the keys just below sep (integers: sep - 1; in left's range
+  // [lo, hi) since lo < sep < hi) and record the path and the slot taken at
+  // each level. Writers are serialized,
   // so these reads see a stable tree.
   struct Step {
     Node* node;
@@ -524,7 +695,7 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
   Node* n = root;
   while (true) {
     const uint32_t cnt = node_count(n, kRlx);
-    const int slot = route_in(n, cap, cnt, sep - 1);
+    const int slot = route_below<K>(n, cap, cnt, sep);
     path.push_back({n, slot});
     if (node_level(n, kRlx) <= 1) break;
     n = as_node(child_at(n, cap, slot));
@@ -532,11 +703,11 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
   {
     const Step& s = path.back();
     if (child_at(s.node, cap, s.slot) != left) {
-      die("insert_separator: `left` is not the leaf covering sep - 1 (caller bug)");
+      die("insert_separator: `left` is not the leaf covering the keys below sep (caller bug)");
     }
     const uint32_t cnt = node_count(s.node, kRlx);
     if (static_cast<uint32_t>(s.slot + 1) < cnt &&
-        entries(s.node, cap)[s.slot + 1].key.load(kRlx) <= sep) {
+        !Ops::less(sep, Ops::key(entries(s.node, cap)[s.slot + 1].key.load(kRlx)))) {
       die("insert_separator: sep is not below left's upper bound (caller bug)");
     }
   }
@@ -555,7 +726,7 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
   // Bottom-up: insert (key, child) after slot into each node; a full node
   // splits, its upper half going into a fresh node that is complete before
   // its parent's slot publishes it.
-  uint64_t key = sep;
+  uint64_t key = Ops::word(sep, m.seps);  // strings: a new separator record
   uint64_t child = right;
   absl::InlinedVector<Node*, 32> fresh;
   for (size_t i = path.size(); i-- > top;) {
@@ -621,7 +792,8 @@ void InnerTree::insert_separator(uint64_t left, uint64_t sep, uint64_t right) {
   for (size_t i = path.size(); i-- > top;) vlock::unlock(path[i].node->lock);
 }
 
-std::vector<LeafRef> InnerTree::leaves() const {
+template <class K>
+std::vector<LeafRefT<K>> InnerTreeT<K>::leaves() const {
   std::vector<LeafRef> out;
   const Node* root = impl_->root.load(kAcq);
   if (root == nullptr) return out;
@@ -633,7 +805,7 @@ std::vector<LeafRef> InnerTree::leaves() const {
         const uint64_t lo = s < 0 ? low : entries(n, cap)[s].key.load(kAcq);
         const uint64_t c = child_at(n, cap, s);
         if (leaf_level) {
-          out->emplace_back(lo, c);
+          out->emplace_back(OwnedKey<K>(KeyOps<K>::key(lo)), c);
         } else {
           walk(as_node(c), cap, lo, out);
         }
@@ -644,8 +816,10 @@ std::vector<LeafRef> InnerTree::leaves() const {
   return out;
 }
 
-Status InnerTree::verify() const {
-  const Impl& m = *impl_;
+template <class K>
+Status InnerTreeT<K>::verify() const {
+  using Ops = KeyOps<K>;
+  const TreeImpl<K>& m = *impl_;
   const Node* root = m.root.load(kAcq);
   if (root == nullptr) {
     if (m.count.load(kAcq) != 0) return Status::Corruption("inner tree: no root but nodes exist");
@@ -656,17 +830,15 @@ Status InnerTree::verify() const {
   std::string err;
   // Checks n (expected level, keys within [lo, hi) / hi unbounded when !has_hi).
   struct Rec {
-    const Impl& m;
+    const TreeImpl<K>& m;
     uint64_t* reached;
     std::set<uint64_t>* leaf_set;
     std::string* err;
     bool walk(const Node* n, uint16_t level, uint64_t lo, uint64_t hi, bool has_hi, bool is_root) {
       ++*reached;
       auto fail = [&](const std::string& what) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, " (node at level %u, low key %llu)", level,
-                      static_cast<unsigned long long>(lo));
-        *err = "inner tree: " + what + buf;
+        *err = "inner tree: " + what + " (node at level " + std::to_string(level) + ", low key " +
+               Ops::show(lo) + ")";
         return false;
       };
       if (reinterpret_cast<uintptr_t>(n) % 64 != 0) return fail("node not 64 B aligned");
@@ -681,8 +853,12 @@ Status InnerTree::verify() const {
       uint64_t prev = lo;
       for (uint32_t i = 0; i < cnt; ++i) {
         const uint64_t k = e[i].key.load(kAcq);
-        if (k <= prev) return fail("separators not strictly ascending above the node's low key");
-        if (has_hi && k >= hi) return fail("separator not below the node's upper bound");
+        if (!Ops::less(Ops::key(prev), Ops::key(k))) {
+          return fail("separators not strictly ascending above the node's low key");
+        }
+        if (has_hi && !Ops::less(Ops::key(k), Ops::key(hi))) {
+          return fail("separator not below the node's upper bound");
+        }
         prev = k;
       }
       for (int s = -1; s < static_cast<int>(cnt); ++s) {
@@ -712,7 +888,8 @@ Status InnerTree::verify() const {
   return Status::Ok();
 }
 
-std::string InnerTree::dump() const {
+template <class K>
+std::string InnerTreeT<K>::dump() const {
   std::string out;
   const Node* root = impl_->root.load(kAcq);
   if (root == nullptr) return out;
@@ -732,7 +909,7 @@ std::string InnerTree::dump() const {
     out += "n" + std::to_string(i) + " L" + std::to_string(node_level(n, kAcq)) + " c" +
            std::to_string(cnt) + ": " + name(node_leftmost(n, kAcq));
     for (uint32_t s = 0; s < cnt; ++s) {
-      out += " " + std::to_string(entries(n, impl_->cap)[s].key.load(kAcq)) + ":" +
+      out += " " + KeyOps<K>::show(entries(n, impl_->cap)[s].key.load(kAcq)) + ":" +
              name(entries(n, impl_->cap)[s].child.load(kAcq));
     }
     out += "\n";
@@ -740,13 +917,23 @@ std::string InnerTree::dump() const {
   return out;
 }
 
-uint32_t InnerTree::height() const {
+template <class K>
+uint32_t InnerTreeT<K>::height() const {
   const Node* root = impl_->root.load(kAcq);
   return root == nullptr ? 0 : node_level(root, kAcq);
 }
 
-uint64_t InnerTree::nodes() const { return impl_->count.load(kAcq); }
+template <class K>
+uint64_t InnerTreeT<K>::nodes() const {
+  return impl_->count.load(kAcq);
+}
 
-uint64_t InnerTree::dram_bytes() const { return nodes() * impl_->node_size; }
+template <class K>
+uint64_t InnerTreeT<K>::dram_bytes() const {
+  return nodes() * impl_->node_size + impl_->seps.bytes();
+}
+
+template class InnerTreeT<uint64_t>;
+template class InnerTreeT<std::string_view>;
 
 }  // namespace nvindex::inner

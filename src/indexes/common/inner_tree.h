@@ -4,10 +4,13 @@
 // DRAM"), fptree (Oukid et al., SIGMOD'16 §3, selective persistence) and
 // wbtree's inner-nodes-in-DRAM option.
 //
-// The tree maps key ranges to leaves, identified by their 8-byte pool offset
-// (never 0). Leaf i covers keys [sep_i, sep_{i+1}), with sep_0 = 0 (the first
-// leaf covers every key below the second separator) and the last leaf
-// unbounded above. Leaves are only ever added by splits (insert_separator) or
+// InnerTreeT<K> is one template for both key types of the project (K =
+// uint64_t: InnerTree; K = std::string_view, byte strings of 0..255 bytes in
+// byte-wise order, shorter prefix first: InnerTreeString). The tree maps key
+// ranges to leaves, identified by their 8-byte pool offset (never 0). Leaf i
+// covers keys [sep_i, sep_{i+1}), with sep_0 = the smallest key (0, or the
+// empty string: the first leaf covers every key below the second separator)
+// and the last leaf unbounded above. Leaves are only ever added by splits (insert_separator) or
 // by a whole rebuild (build); none is removed (no merges, as in LB+-tree and
 // FP-Tree).
 //
@@ -19,8 +22,15 @@
 //                2.. = children are inner nodes), bits 48..55 count
 //                (separators in use), bits 0..47 leftmost child (leaf
 //                offset at level 1, Node* above): one load gives all three
-//       16  8*c  separator keys k[0..c), ascending, contiguous (one SIMD
-//                compare covers 8 of them)
+//       16  8*c  separator key words k[0..c), ascending, contiguous (one
+//                SIMD compare covers 8 of them). An integer key word is the
+//                key. A string key word is the address of the tree's own DRAM
+//                copy of the separator ("separator record": 4-byte length,
+//                then the bytes, 8 B aligned), so a separator never depends
+//                on a leaf's key record, which the index may free after a
+//                remove. Separator records are immutable once published and
+//                are freed only with every node (build*(), destructor); a
+//                split moves words, never records.
 //   16+8*c  8*c  children ch[0..c): ch[i] covers [k[i], k[i+1]); the
 //                leftmost child (in meta) covers the keys below k[0]
 //   capacity c = (node_size - 16) / 16 (512 B -> 31; 256 B -> 15 separators, 16
@@ -36,8 +46,11 @@
 // 14 slots, random keys), so the one mutex does not limit 2-thread runs;
 // IndexInfo of the users says so. No node is freed while the tree lives (a
 // split keeps the full node as the lower half and adds a new upper half), so
-// a reader never touches freed memory; build*() and the destructor free the
-// old nodes and must not run concurrently with anything else.
+// a reader never touches freed memory (nor a freed separator record: the
+// same rule); build*() and the destructor free the old nodes and must not
+// run concurrently with anything else. String descents compare with a
+// scalar binary search (a string compare per probe, about 5 probes per
+// 512 B node); the integer descent is the SIMD search below.
 //
 // How a leaf writer knows it holds the right leaf (the protocol every user
 // follows):
@@ -57,6 +70,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -65,9 +79,16 @@
 
 namespace nvindex::inner {
 
+/// The type that owns a key of type K: the key itself for uint64_t, a
+/// std::string for std::string_view.
+template <class K>
+using OwnedKey = std::conditional_t<std::is_same_v<K, std::string_view>, std::string, K>;
+
 /// (low key, leaf offset): the leaf covers keys from `first` up to the next
 /// pair's `first` (exclusive).
-using LeafRef = std::pair<uint64_t, uint64_t>;
+template <class K>
+using LeafRefT = std::pair<OwnedKey<K>, uint64_t>;
+using LeafRef = LeafRefT<uint64_t>;
 
 /// Where find() routed a key: the leaf and the level-1 node (with its version
 /// when read) that routed there. Opaque to users except `leaf`. (No upper
@@ -81,18 +102,29 @@ struct Route {
   uint64_t version = 0;  ///< its version lock word when read
 };
 
-class InnerTree {
+template <class K>
+struct TreeImpl;  // inner_tree.cc
+
+/// The DRAM inner tree over a selectively persistent index's leaves for
+/// keys of type K (uint64_t or std::string_view; see the file comment).
+template <class K>
+class InnerTreeT {
  public:
+  /// A (low key, leaf) pair of build() and leaves().
+  using LeafRef = LeafRefT<K>;
+
   /// node_size: bytes per inner node, 128..4096, a multiple of 64 (else the
   /// constructor aborts with a message: a program bug; callers validate).
   /// The tree starts with no leaf: call build() before find().
-  explicit InnerTree(uint32_t node_size = 512);
-  ~InnerTree();
-  InnerTree(const InnerTree&) = delete;
-  InnerTree& operator=(const InnerTree&) = delete;
+  explicit InnerTreeT(uint32_t node_size = 512);
+  ~InnerTreeT();
+  InnerTreeT(const InnerTreeT&) = delete;
+  InnerTreeT& operator=(const InnerTreeT&) = delete;
 
   /// Replaces the whole tree by one built bottom-up over `leaves` (at least
-  /// one pair; keys strictly ascending; leaves[0].first is treated as 0).
+  /// one pair; keys strictly ascending; leaves[0].first is treated as the
+  /// smallest key, 0 or ""; string separators are copied into the tree's
+  /// separator records, 8 + len bytes each, rounded up to 8).
   /// Each level is cut, from the left, into nodes of children_per_node(fill)
   /// children (ceil(fill * (capacity() + 1)), at least 2); the level's last
   /// node takes the rest, and if that would be a single child it is merged
@@ -120,14 +152,15 @@ class InnerTree {
                         double fill = 1.0);
 
   /// Optimistic descent to the leaf covering `key`: per level, read the
-  /// node's version, count its separators <= key (simd::count_le, inlined
-  /// for the CPU's SIMD level), take the child, prefetch the child's lines,
+  /// node's version, count its separators <= key (integers: simd::count_le,
+  /// inlined for the CPU's SIMD level; strings: a binary search comparing
+  /// bytes), take the child, prefetch the child's lines,
   /// read the child's version, validate the node; restart from the root on
   /// a failed validation (optimistic lock coupling). Never blocks on a
   /// writer longer than one node change. About 70 instructions (AVX-512; a few more at 512 B) and
   /// no data-dependent branch per level (inner_tree.cc says why that matters). An unbuilt tree
   /// returns Route{} (leaf 0).
-  Route find(uint64_t key) const;
+  Route find(K key) const;
 
   /// True if the level-1 node recorded in `r` is unchanged since find() (see
   /// the protocol in the file comment).
@@ -143,7 +176,9 @@ class InnerTree {
   /// method but build*().
   ///
   /// How: inner writers serialize on one mutex; the level-1 node routing
-  /// `sep - 1` (which lies in [lo, hi)) must hold `left`. A full node is
+  /// the keys just below `sep` (those in [lo, sep), found by counting the
+  /// separators < sep) must hold `left`. A string `sep` is copied into a new
+  /// separator record first (8 + len bytes, rounded up to 8). A full node is
   /// split (it keeps the lower half, a new right node the upper half, the
   /// middle separator goes up), recursively; a full root gets a new root.
   /// Every existing node that changes is write-locked (vlock::lock) before
@@ -151,12 +186,13 @@ class InnerTree {
   /// optimistic reader that overlapped fails validation; new nodes are
   /// complete before they are published (release store of the child or
   /// root pointer). No node is freed or made obsolete.
-  /// A caller bug (tree not built, `left` not covering sep - 1, `sep` not
-  /// strictly inside left's range, right == 0) aborts with a message.
-  void insert_separator(uint64_t left, uint64_t sep, uint64_t right);
+  /// A caller bug (tree not built, `left` not covering the keys just below
+  /// sep, `sep` not strictly inside left's range, sep the smallest key,
+  /// right == 0) aborts with a message.
+  void insert_separator(uint64_t left, K sep, uint64_t right);
 
-  /// All leaves in key order with their low keys (the first is 0), as the
-  /// tree routes them. Not safe against concurrent writers.
+  /// All leaves in key order with their low keys (the first is 0 or ""), as
+  /// the tree routes them. Not safe against concurrent writers.
   std::vector<LeafRef> leaves() const;
 
   /// Checks every invariant (separators strictly ascending within a node and
@@ -168,8 +204,8 @@ class InnerTree {
   /// The check a selectively persistent index's verify() makes of its DRAM
   /// inner nodes against its PM leaf chain: verify(), then that the inner
   /// nodes route exactly the leaves `chain` (offsets in chain order, every
-  /// leaf routed), and that low_of(leaf), the leaf's stored low key, equals
-  /// its separator. On success *routes holds leaves(). Errors: Corruption
+  /// leaf routed), and that low_of(leaf), the leaf's stored low key (a K or
+  /// an OwnedKey<K>), equals its separator. On success *routes holds leaves(). Errors: Corruption
   /// "<index>: ..." naming the first mismatch.
   template <class LowOf>
   Status verify_routes(std::string_view index, std::span<const uint64_t> chain, LowOf&& low_of,
@@ -197,7 +233,8 @@ class InnerTree {
 
   /// Debug listing of every node, breadth-first from the root, one line per
   /// node: level, separator count, leftmost child, then key:child pairs
-  /// (leaf offsets at level 1, breadth-first node numbers above). Two trees
+  /// (keys in decimal, strings quoted with quote_input; leaf offsets at
+  /// level 1, breadth-first node numbers above). Two trees
   /// with equal dumps have the same shape and separators. Not safe against
   /// concurrent writers.
   std::string dump() const;
@@ -214,12 +251,20 @@ class InnerTree {
   uint32_t height() const;
   /// Inner nodes allocated.
   uint64_t nodes() const;
-  /// DRAM held by the inner nodes, bytes.
+  /// DRAM held by the inner nodes and (strings) their separator records,
+  /// bytes.
   uint64_t dram_bytes() const;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<TreeImpl<K>> impl_;
 };
+
+/// The integer-keyed inner tree (fptree, lbtree, wbtree).
+using InnerTree = InnerTreeT<uint64_t>;
+/// The byte-string-keyed inner tree.
+using InnerTreeString = InnerTreeT<std::string_view>;
+
+extern template class InnerTreeT<uint64_t>;
+extern template class InnerTreeT<std::string_view>;
 
 }  // namespace nvindex::inner
