@@ -8,9 +8,9 @@
 // optimistic readers, serialised SMOs: readers racing splits at every level,
 // checked against what was inserted); and the string-key instance's design
 // (key words name key records, wbtree.h): a std::map model across clean and
-// crash reopens, exact PM accounting of records (leaf keys and separator
-// copies) with unpublished ones reclaimed, damaged key words refused,
-// inner=dram refused, the PM cost of a string insert (writers racing
+// crash reopens for both inner placements, exact PM accounting of records
+// (leaf keys and separator copies) with unpublished ones reclaimed, damaged
+// key words refused, the PM cost of a string insert (writers racing
 // readers over string keys: the shared concurrent suite, StringKeys/...).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -663,21 +663,25 @@ std::map<std::string, Value> contents(Index<std::string_view>& idx) {
 // The shared string model test (keys with shared 9- and 17-byte prefixes,
 // keys that are prefixes of others, the empty and 255-byte keys, too long
 // keys refused) at the smallest node (6 slots: splits of every level and
-// root growths) and at 512 B, three rounds, each followed by a reopen that
-// must keep every pair: a clean close (each record marked once, the close
-// record's bytes and keys agree), a crash, a clean close; each round then
-// empties the tree by removes for the next.
+// root growths) and at 512 B with inner=pm, and at 128 B with inner=dram
+// (DRAM inner nodes over string separators, rebuilt from the leaves' smallest
+// keys), three rounds, each followed by a reopen that must keep every pair:
+// a clean close (each record marked once, the close record's bytes and keys
+// agree), a crash, a clean close; each round then empties the tree by
+// removes for the next.
 TEST(WbTreeString, ModelAcrossReopens) {
-  for (uint32_t node_size : {128u, 512u}) {
-    StringPool sp("m" + std::to_string(node_size));
-    ASSERT_TRUE(sp.create(node_size).ok());
+  for (const auto& [node_size, inner] : {std::pair{128u, "pm"}, {512u, "pm"}, {128u, "dram"}}) {
+    StringPool sp("m" + std::to_string(node_size) + inner);
+    ASSERT_TRUE(sp.create(node_size, {{"inner", inner}}).ok());
     for (int round = 0; round < 3; ++round) {
-      SCOPED_TRACE("node size " + std::to_string(node_size) + ", round " + std::to_string(round));
+      SCOPED_TRACE("node size " + std::to_string(node_size) + ", inner=" + inner + ", round " +
+                   std::to_string(round));
       ASSERT_NO_FATAL_FAILURE(testing::run_model_test(*sp.index, node_size + round, 4000, 1500));
       const std::map<std::string, Value> model = contents(*sp.index);
       VerifyReport r;
       ASSERT_TRUE(sp.index->verify(&r).ok());
       EXPECT_GE(r.height, node_size == 128 ? 3u : 2u);
+      EXPECT_EQ(sp.tree()->inner_dram(), std::string(inner) == "dram");
       ASSERT_TRUE(sp.reopen(round == 1).ok());
       ASSERT_TRUE(sp.index->info().recovered);
       ASSERT_NO_FATAL_FAILURE(testing::expect_equals_model(*sp.index, model));
@@ -788,14 +792,6 @@ TEST(WbTreeString, RecoveryRefusesDamagedKeyWords) {
     const Status s = sp.StringFileIndex::reopen();
     EXPECT_EQ(s.code(), Code::kCorruption) << damage << ": " << s.ToString();
   }
-}
-
-// inner=dram has no string keys yet: refused at creation, nothing created.
-TEST(WbTreeString, InnerDramRefused) {
-  StringPool sp;
-  const Status s = sp.create(512, {{"inner", "dram"}});
-  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
-  EXPECT_NE(s.ToString().find("inner=dram has no string keys yet"), std::string::npos);
 }
 
 // PM cost of an insert: a 24-byte string key against an integer key, on the

@@ -49,21 +49,36 @@ namespace nvindex {
 /// allocator's rounding to its class: 64, 128, 256 or 512 B).
 inline constexpr uint32_t key_record_bytes(size_t len) { return static_cast<uint32_t>(1 + len); }
 
+/// Whether store_key_record ends with a fence.
+enum class RecordFence {
+  kFence,  ///< persist: flush the record's lines, then fence
+  /// flush only: the caller's protocol fences before the store that
+  /// publishes the record (that fence orders these flushes too), so a fence
+  /// here would be redundant
+  kCallerFences,
+};
+
 /// Allocates a key record for `key` (at most kMaxKeyBytes bytes: the caller
 /// checked it with check_key), writes length and bytes with pm::copy and
-/// persists them (a flush per 64 B line, one fence; `site` names both), and
-/// returns its pool offset in *off. Crash: the record is unreachable until the
-/// caller publishes *off; recovery frees it then. Errors: OutOfSpace (pool
-/// full; nothing allocated), Busy (the allocator is in recovery).
+/// persists them (a flush per 64 B line and, with RecordFence::kFence, one
+/// fence; `site` names both), and returns its pool offset in *off. Crash:
+/// the record is unreachable until the caller publishes *off; recovery frees
+/// it then. Errors: OutOfSpace (pool full; nothing allocated), Busy (the
+/// allocator is in recovery).
 inline Status store_key_record(pm::Pool& pool, std::string_view key, uint64_t* off,
-                               pm::Site site = pm::Site()) {
+                               pm::Site site = pm::Site(),
+                               RecordFence fence = RecordFence::kFence) {
   uint64_t o = 0;
   if (Status s = pool.allocator().allocate(key_record_bytes(key.size()), &o); !s.ok()) return s;
   char* rec = pool.ptr<char>(o);
   const auto len = static_cast<uint8_t>(key.size());
   pm::store(reinterpret_cast<uint8_t*>(rec), len);
   if (!key.empty()) pm::copy(rec + 1, key.data(), key.size());
-  pm::persist(rec, key_record_bytes(key.size()), site);
+  if (fence == RecordFence::kFence) {
+    pm::persist(rec, key_record_bytes(key.size()), site);
+  } else {
+    pm::flush(rec, key_record_bytes(key.size()), site);
+  }
   *off = o;
   return Status::Ok();
 }
@@ -163,7 +178,8 @@ class KeyWords<uint64_t> {
   using ProbeArg = uint64_t;
   explicit KeyWords(pm::Pool*) {}
   /// The key word of a new entry: the key. Never fails.
-  static Status new_word(std::string_view, uint64_t key, uint64_t* word, pm::Site = {}) {
+  static Status new_word(std::string_view, uint64_t key, uint64_t* word, pm::Site = {},
+                         RecordFence = RecordFence::kFence) {
     *word = key;
     return Status::Ok();
   }
@@ -193,15 +209,16 @@ class KeyWords<std::string_view> {
   explicit KeyWords(pm::Pool* pool) : pool_(pool) {}
   /// The key word of a new entry for `key`: checks its length (check_key,
   /// `index` names the index in the message), then allocates its key record
-  /// and persists it (store_key_record, `site` names the flush and fence).
+  /// and persists it (store_key_record, `site` names the flush and fence;
+  /// `fence` as there).
   /// The record is unreachable until the caller publishes the word (a crash
   /// before that: recovery reclaims it). Errors: InvalidArgument (key over
   /// kMaxKeyBytes), OutOfSpace, Busy (nothing allocated).
-  Status new_word(std::string_view index, std::string_view key, uint64_t* word,
-                  pm::Site site = {}) const {
+  Status new_word(std::string_view index, std::string_view key, uint64_t* word, pm::Site site = {},
+                  RecordFence fence = RecordFence::kFence) const {
     if (Status s = check_key(index, key); !s.ok()) return s;
     uint64_t rec = 0;
-    if (Status s = store_key_record(*pool_, key, &rec, site); !s.ok()) return s;
+    if (Status s = store_key_record(*pool_, key, &rec, site, fence); !s.ok()) return s;
     *word = key_word(rec, key);
     return Status::Ok();
   }

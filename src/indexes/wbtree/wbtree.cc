@@ -221,6 +221,52 @@ inline bool WbTreeT<K>::locate(ProbeArg key, Loc* out) const {
   return true;
 }
 
+// inner=dram: the key the InnerTree routes a probe by. Integers: the probe
+// (a strict probe is already key - 1). Strings: the probe's key, or for a
+// strict probe its predecessor among keys of at most kMaxKeyBytes bytes
+// (built in *buf): the key without its last byte if that is 0x00, else the
+// key with its last byte decremented and padded with 0xff to kMaxKeyBytes;
+// no key of the index lies strictly between the two, so the leaf covering
+// the predecessor is the one holding the last keys below the probe's (the
+// empty key has none: it routes to the first leaf, whose lower bound is 0).
+template <class K>
+K WbTreeT<K>::route_key(ProbeArg key, std::string* buf) {
+  if constexpr (kStringKeys) {
+    if (!key.strict || key.key.empty()) return key.key;
+    buf->assign(key.key);
+    if (buf->back() == '\0') {
+      buf->pop_back();
+    } else {
+      buf->back() = static_cast<char>(static_cast<uint8_t>(buf->back()) - 1);
+      buf->resize(kMaxKeyBytes, '\xff');
+    }
+    return *buf;
+  } else {
+    (void)buf;
+    return key;
+  }
+}
+
+// inner=dram, string keys: a DRAM copy of a leaf's lower bound, kept until
+// the next rebuild_inner or destruction; its address is the leaf's word in
+// lows_ (0 = the first leaf). Called under smo_mu_ (splits) or with no
+// concurrent operation (rebuild_inner).
+template <class K>
+uint64_t WbTreeT<K>::keep_low(std::string_view low) {
+  low_keys_.push_back(std::make_unique<std::string>(low));
+  low_key_bytes_ += sizeof(std::string) + low_keys_.back()->capacity();
+  return reinterpret_cast<uint64_t>(low_keys_.back().get());
+}
+
+// The key a leaf's lower bound word names (a find_last_less_than loop
+// continues below it): inner=pm, a separator's key record (never freed: no
+// merges); inner=dram, the DRAM copy of keep_low (strings only). Non-zero.
+template <class K>
+std::string_view WbTreeT<K>::low_key(uint64_t low) const {
+  if (inner_dram_) return *reinterpret_cast<const std::string*>(low);
+  return key_record(*pool_, record_of(low));
+}
+
 // Optimistic read of the leaf covering `key`: calls f(leaf, low) (low: the
 // leaf's lower bound when kLow, else 0), which must only read (acquire loads)
 // and keep its results in locals it overwrites on every call, until a call
@@ -228,18 +274,18 @@ inline bool WbTreeT<K>::locate(ProbeArg key, Loc* out) const {
 template <class K>
 template <bool kLow, class F>
 inline void WbTreeT<K>::read_leaf(ProbeArg key, F&& f) const {
-  if constexpr (!kStringKeys) {
-    if (inner_dram_) {
-      while (true) {
-        const inner::Route r = tree_->find(key);
-        Node* n = node(r.leaf);
-        prefetch(n);
-        std::atomic<uint64_t>& w = locks_->word(r.leaf);
-        uint64_t v = 0;
-        if (!vlock::read_lock(w, &v)) continue;
-        f(n, kLow ? lows_->word(r.leaf).load(kAcq) : 0);
-        if (vlock::validate(w, v) && tree_->validate(r)) return;
-      }
+  if (inner_dram_) {
+    std::string buf;
+    const K rk = route_key(key, &buf);
+    while (true) {
+      const inner::Route r = tree_->find(rk);
+      Node* n = node(r.leaf);
+      prefetch(n);
+      std::atomic<uint64_t>& w = locks_->word(r.leaf);
+      uint64_t v = 0;
+      if (!vlock::read_lock(w, &v)) continue;
+      f(n, kLow ? lows_->word(r.leaf).load(kAcq) : 0);
+      if (vlock::validate(w, v) && tree_->validate(r)) return;
     }
   }
   while (true) {
@@ -257,15 +303,15 @@ inline void WbTreeT<K>::read_leaf(ProbeArg key, F&& f) const {
 // InnerTree's find / lock / validate protocol (inner_tree.h).
 template <class K>
 uint64_t WbTreeT<K>::lock_leaf(ProbeArg key) {
-  if constexpr (!kStringKeys) {
-    if (inner_dram_) {
-      while (true) {
-        const inner::Route r = tree_->find(key);
-        std::atomic<uint64_t>& w = locks_->word(r.leaf);
-        vlock::lock(w);  // never obsolete: no node is unlinked while in use
-        if (tree_->validate(r)) return r.leaf;
-        vlock::unlock(w);
-      }
+  if (inner_dram_) {
+    std::string buf;
+    const K rk = route_key(key, &buf);
+    while (true) {
+      const inner::Route r = tree_->find(rk);
+      std::atomic<uint64_t>& w = locks_->word(r.leaf);
+      vlock::lock(w);  // never obsolete: no node is unlinked while in use
+      if (tree_->validate(r)) return r.leaf;
+      vlock::unlock(w);
     }
   }
   while (true) {
@@ -375,7 +421,6 @@ void WbTreeT<K>::apply_records(const LogRecord* recs, size_t n, const char* site
 template <class K>
 Status WbTreeT<K>::create(uint32_t node_size, bool inner_dram) {
   if constexpr (kStringKeys) {
-    if (inner_dram) return Status::InvalidArgument("wbtree: inner=dram has no string keys yet");
     if (pool_->size() > kRecordMask) {
       return Status::InvalidArgument("wbtree: string keys need a pool below 2^48 bytes");
     }
@@ -459,10 +504,9 @@ size_t WbTreeT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>
   if (count == 0) return 0;
   uint64_t off = 0;
   const Probe first = KeyWords<K>::probe(start);
-  if constexpr (!kStringKeys) {
-    if (inner_dram_) off = tree_->find(start).leaf;
-  }
-  if (!inner_dram_) {
+  if (inner_dram_) {
+    off = tree_->find(start).leaf;
+  } else {
     Loc l;
     while (!locate(first, &l)) {
     }
@@ -554,7 +598,7 @@ std::optional<std::pair<OwnedKey<K>, Value>> WbTreeT<K>::find_last_less_than(K k
     if (low == 0) return std::nullopt;
     // < the previous target: the loop ends.
     if constexpr (kStringKeys) {
-      target = StringProbe{key_record(*pool_, record_of(low)), true};
+      target = StringProbe{low_key(low), true};
     } else {
       target = low - 1;
     }
@@ -633,7 +677,10 @@ void WbTreeT<K>::leaf_insert(Node* x, int p, uint64_t word, Value value) {
 template <class K>
 Status WbTreeT<K>::insert(K k, Value value) {
   uint64_t word = 0;
-  if (Status s = keys_.new_word(kLayout, k, &word, {"wbtree.insert.key_record"}); !s.ok()) return s;
+  if (Status s = keys_.new_word(kLayout, k, &word, {"wbtree.insert.key_record"},
+                                RecordFence::kCallerFences);
+      !s.ok())
+    return s;
   const InFlight in_flight(records_);
   const auto fail = [&](Status s) {
     keys_.free_word(word);
@@ -810,17 +857,20 @@ Status WbTreeT<K>::split(const std::vector<uint64_t>& path, uint64_t word, Probe
     }
     fresh.push_back(off);
   }
-  [[maybe_unused]] uint64_t sep_copy = 0;  // string keys: the leaf's separator record
+  [[maybe_unused]] uint64_t sep_copy = 0;  // string keys, inner=pm: the separator record
   if constexpr (kStringKeys) {
-    const std::vector<Sorted> li = sorted_entries(node(path.back()));
-    const std::string_view moved = key_record(*pool_, record_of(li[li.size() / 2].key));
-    uint64_t rec = 0;
-    Status s = store_key_record(*pool_, moved, &rec, {"wbtree.split.separator_record"});
-    if (!s.ok()) {
-      for (uint64_t b : fresh) alloc.free(b);
-      return s;
+    if (!inner_dram_) {
+      const std::vector<Sorted> li = sorted_entries(node(path.back()));
+      const std::string_view moved = key_record(*pool_, record_of(li[li.size() / 2].key));
+      uint64_t rec = 0;
+      Status s = store_key_record(*pool_, moved, &rec, {"wbtree.split.separator_record"},
+                                  RecordFence::kCallerFences);
+      if (!s.ok()) {
+        for (uint64_t b : fresh) alloc.free(b);
+        return s;
+      }
+      sep_copy = key_word(rec, moved);
     }
-    sep_copy = key_word(rec, moved);
   }
   // Lock every node that changes (top-down; only SMOs, serialised on
   // smo_mu_, lock inner nodes, so nothing waits here but for readers'
@@ -927,11 +977,17 @@ Status WbTreeT<K>::split(const std::vector<uint64_t>& path, uint64_t word, Probe
   // split tree without the key: the insert is wholly absent.
   Node* half = keys_.le(leaf_sep, key) ? node(leaf_new) : node(path.back());
   leaf_insert(half, last_le(half, key), word, value);
-  if constexpr (!kStringKeys) {
-    if (inner_dram_) {
-      // DRAM inner nodes: route keys >= sep to the new leaf (volatile; rebuilt
-      // from the leaf chain after a crash). The new leaf's lower bound is set
-      // first: a reader routed to it reads it.
+  if (inner_dram_) {
+    // DRAM inner nodes: route keys >= sep to the new leaf (volatile; rebuilt
+    // from the leaf chain after a crash). The new leaf's lower bound is set
+    // first: a reader routed to it reads it. String keys: the InnerTree and
+    // the lower bound hold DRAM copies of the separator, never the leaf
+    // entry's record (freed if its key is removed).
+    if constexpr (kStringKeys) {
+      const std::string_view sk = key_record(*pool_, record_of(leaf_sep));
+      lows_->word(leaf_new).store(keep_low(sk), std::memory_order_release);
+      tree_->insert_separator(path[0], sk, leaf_new);
+    } else {
       lows_->word(leaf_new).store(leaf_sep, std::memory_order_release);
       tree_->insert_separator(path[0], leaf_sep, leaf_new);
     }
@@ -994,12 +1050,15 @@ Status WbTreeT<K>::bulk_load(std::span<const std::pair<K, Value>> sorted) {
   if constexpr (kStringKeys) {
     const auto store = [&](std::string_view k, std::vector<uint64_t>* to) {
       uint64_t rec = 0;
-      Status r = store_key_record(*pool_, k, &rec, {"wbtree.bulk.key_record"});
+      Status r =
+          store_key_record(*pool_, k, &rec, {"wbtree.bulk.key_record"}, RecordFence::kCallerFences);
       if (r.ok()) to->push_back(key_word(rec, k));
       return r;
     };
     for (size_t j = 0; s.ok() && j < sorted.size(); ++j) s = store(sorted[j].first, &words);
-    for (size_t i = 1; s.ok() && i < counts[0]; ++i) s = store(sorted[i * per].first, &lows);
+    for (size_t i = 1; s.ok() && !inner_dram_ && i < counts[0]; ++i) {
+      s = store(sorted[i * per].first, &lows);
+    }
     if (!s.ok()) {
       for (auto& v : blocks) {
         for (uint64_t b : v) alloc.free(b);
@@ -1029,7 +1088,7 @@ Status WbTreeT<K>::bulk_load(std::span<const std::pair<K, Value>> sorted) {
     const uint64_t next = i + 1 < counts[0] ? blocks[0][i + 1] : 0;
     init_node(blocks[0][i], 0, next, items);
     uint64_t low = 0;
-    if (i > 0) low = kStringKeys ? lows[i - 1] : items.front().key;
+    if (i > 0 && !inner_dram_) low = kStringKeys ? lows[i - 1] : items.front().key;
     level.emplace_back(low, blocks[0][i]);
   }
   for (size_t l = 1; l < counts.size(); ++l) {
@@ -1189,10 +1248,6 @@ Status WbTreeT<K>::recover() {
                               std::to_string(root_obj_->inner_dram));
   }
   if constexpr (kStringKeys) {
-    if (root_obj_->inner_dram != 0) {
-      return Status::Corruption(
-          "wbtree: string-key pool says inner=dram, which has no string keys");
-    }
     if (pool_->size() > kRecordMask) {
       return Status::InvalidArgument("wbtree: string keys need a pool below 2^48 bytes");
     }
@@ -1319,23 +1374,35 @@ Status WbTreeT<K>::recover() {
 // unlink_empty_leaves). Touches no PM.
 template <class K>
 Status WbTreeT<K>::rebuild_inner(double fill) {
-  std::vector<inner::LeafRef> refs;
+  std::vector<inner::LeafRefT<K>> refs;
+  if constexpr (kStringKeys) {
+    low_keys_.clear();
+    low_key_bytes_ = 0;
+  }
   for (uint64_t off = root_word(); off != 0; off = node(off)->leftmost_or_sibling.load(kAcq)) {
     Node* n = node(off);
     uint64_t low = 0;
-    if (!refs.empty()) {
+    if (refs.empty()) {
+      refs.emplace_back(OwnedKey<K>{}, off);
+    } else {
       if (sa_count(n) == 0) {
         return Status::Corruption("wbtree: empty leaf " + hex(off) + " inside the leaf chain");
       }
-      low = entries(n)[sa_slot(n, 0)].key.load(kAcq);
-      if (low <= refs.back().first) {
+      const uint64_t first = entries(n)[sa_slot(n, 0)].key.load(kAcq);
+      OwnedKey<K> k = keys_.owned(first);
+      if (k <= refs.back().first) {
         return Status::Corruption("wbtree: leaf " + hex(off) + " keys overlap its predecessor");
       }
+      if constexpr (kStringKeys) {
+        low = keep_low(k);
+      } else {
+        low = first;
+      }
+      refs.emplace_back(std::move(k), off);
     }
-    refs.emplace_back(low, off);
     lows_->word(off).store(low, std::memory_order_release);
   }
-  if (!tree_) tree_ = std::make_unique<inner::InnerTree>(node_size_);
+  if (!tree_) tree_ = std::make_unique<inner::InnerTreeT<K>>(node_size_);
   return tree_->build(refs, fill);
 }
 
@@ -1375,8 +1442,13 @@ void WbTreeT<K>::unlink_empty_leaves() {
 }
 
 template <class K>
-uint64_t WbTreeT<K>::low_of(uint64_t leaf) const {
-  return lows_->word(leaf).load(kAcq);
+OwnedKey<K> WbTreeT<K>::low_of(uint64_t leaf) const {
+  const uint64_t low = lows_->word(leaf).load(kAcq);
+  if constexpr (kStringKeys) {
+    return low == 0 ? std::string() : std::string(low_key(low));
+  } else {
+    return low;
+  }
 }
 
 // ---------------------------------------------------------------- info, verify
@@ -1395,7 +1467,7 @@ IndexInfo WbTreeT<K>::info() const {
        .placement = inner_dram_ ? Placement::kSelective : Placement::kPmOnly},
       node_size_,
       sizeof(*this) + (locks_ ? locks_->dram_bytes() : 0) + (lows_ ? lows_->dram_bytes() : 0) +
-          (tree_ ? tree_->dram_bytes() : 0));
+          (tree_ ? tree_->dram_bytes() : 0) + low_key_bytes_);
 }
 
 // The slot array of `off` is valid (bit 0 set), lists exactly the set entry
@@ -1501,7 +1573,7 @@ Status WbTreeT<K>::verify(VerifyReport* report) const {
       if (!s.ok()) return s;
       const std::vector<Sorted> items = sorted_entries(node(off));
       if (!items.empty()) {
-        if (any && items.front().key <= prev_max) {
+        if (any && keys_.compare(items.front().key, prev_max) <= 0) {
           return Status::Corruption("wbtree: leaf " + hex(off) + " keys overlap its predecessor");
         }
         prev_max = items.back().key;
@@ -1509,16 +1581,18 @@ Status WbTreeT<K>::verify(VerifyReport* report) const {
       }
       ++r.leaves;
       r.keys += items.size();
+      if constexpr (kStringKeys) r.pm_bytes += node_size_ + record_bytes(off);
     }
     // The DRAM inner nodes route exactly the chain, each leaf within its
     // bounds.
-    std::vector<inner::LeafRef> refs;
+    std::vector<inner::LeafRefT<K>> refs;
     s = tree_->verify_routes(
         kLayout, leaves, [&](uint64_t off) { return low_of(off); }, &refs);
     if (!s.ok()) return s;
     for (size_t i = 0; i < refs.size(); ++i) {
       for (const Sorted& e : sorted_entries(node(leaves[i]))) {
-        if (e.key < refs[i].first || (i + 1 < refs.size() && e.key >= refs[i + 1].first)) {
+        const OwnedKey<K> k = keys_.owned(e.key);
+        if (k < refs[i].first || (i + 1 < refs.size() && k >= refs[i + 1].first)) {
           return Status::Corruption("wbtree: key " + hex(e.key) + " outside the bounds of leaf " +
                                     hex(leaves[i]));
         }

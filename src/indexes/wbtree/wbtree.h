@@ -422,7 +422,11 @@ class WbTreeT final : public PersistentIndexOf<K> {
   Status verify_node_slots(uint64_t off) const;
   Status rebuild_inner(double fill = 1.0);
   void unlink_empty_leaves();
-  uint64_t low_of(uint64_t leaf) const;
+  /// inner=dram: the lower bound of `leaf` (0 or "" for the first).
+  OwnedKey<K> low_of(uint64_t leaf) const;
+  static K route_key(ProbeArg key, std::string* buf);
+  uint64_t keep_low(std::string_view low);
+  std::string_view low_key(uint64_t low) const;
 
   /// The key policy: the only comparisons that differ between the two key
   /// types (common/key_record.h).
@@ -444,8 +448,13 @@ class WbTreeT final : public PersistentIndexOf<K> {
   /// inner=dram only: the DRAM inner nodes, and each leaf's lower bound in a
   /// DRAM word per leaf (for find_last_less_than, which walks leaves right to
   /// left).
-  std::unique_ptr<inner::InnerTree> tree_;
+  std::unique_ptr<inner::InnerTreeT<K>> tree_;
   std::unique_ptr<LockTable> lows_;
+  /// inner=dram, string keys: each leaf's lower bound word in lows_ is the
+  /// address of one of these DRAM copies (keep_low), kept until the next
+  /// rebuild_inner; low_key_bytes_ counts them for info().dram_bytes.
+  std::vector<std::unique_ptr<std::string>> low_keys_;
+  uint64_t low_key_bytes_ = 0;
   /// String keys: removed keys' records and the operations in flight
   /// (RecordReclaimer); unused for integer keys.
   RecordReclaimer records_;
