@@ -1638,7 +1638,10 @@ std::vector<std::pair<std::string, std::string>> WbTreeT<K>::ablation_notes() co
       "durable before the bitmap store that precedes it nor after the one that follows; needed "
       "for 1024 B nodes, whose slot array reaches line 1 (caught there: nvindex crashtest "
       "--node-size 1024 --ops 150 --ablate ";
-  std::vector<std::pair<std::string, std::string>> notes = {
+  // String keys add no note: the key and separator records have no fence of
+  // their own (RecordFence::kCallerFences), and dropping their flushes is
+  // caught (wbtree.insert.key_record, wbtree.split.separator_record).
+  return {
       {"wbtree.create.log/flush",
        "not observable in the crash lab, whose pools start zeroed: without it the log's state word "
        "may stay non-durable, and a fresh pool reads 0 there anyway; needed because the log block "
@@ -1671,25 +1674,6 @@ std::vector<std::pair<std::string, std::string>> WbTreeT<K>::ablation_notes() co
        "store durable at the operation's return (no lint finding) and spares recovery the "
        "rebuild; one fence per split"},
   };
-  if constexpr (kStringKeys) {
-    notes.emplace_back(
-        "wbtree.insert.key_record/fence",
-        "redundant in wbtree: the insert persists its entry (flush and fence, "
-        "wbtree.insert.entry) and NAW 1 fences again before NAW 2, the only store that "
-        "publishes the key word, and either fence also commits the record's flushes; "
-        "store_key_record fences for callers without such a fence (one fence per insert that "
-        "wbtree could save)");
-    notes.emplace_back(
-        "wbtree.split.separator_record/fence",
-        "redundant in wbtree: the split's prepare fence (wbtree.split.prepare, after the new "
-        "nodes and the log records) precedes the commit NAW, before which no durable word "
-        "names the separator record, and that fence also commits the record's flushes");
-    notes.emplace_back(
-        "wbtree.bulk.key_record/fence",
-        "redundant in wbtree: the bulk load's node fence (wbtree.bulk.nodes) precedes the NAW "
-        "of the root word that publishes every record, and commits their flushes too");
-  }
-  return notes;
 }
 
 template class WbTreeT<uint64_t>;
