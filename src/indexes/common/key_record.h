@@ -14,7 +14,10 @@
 //
 // Crash consistency (DESIGN.md §6): a record is written and persisted (flush
 // of its lines, one fence) BEFORE the slot that publishes it is written, so a
-// published slot never names a record whose bytes are not durable. A record
+// published slot never names a record whose bytes are not durable. (An index
+// whose protocol fences anyway between the record and the publishing store,
+// as wbtree's entry persist before its NAWs, flushes the record without a
+// fence of its own: RecordFence::kCallerFences.) A record
 // that is persisted but never published (a crash between the two) is
 // unreachable, and the allocator's recovery pass (reclaim_unreachable in
 // persistent.h) frees it: an index's mark() must mark the record of every

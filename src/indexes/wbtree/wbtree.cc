@@ -669,11 +669,13 @@ void WbTreeT<K>::leaf_insert(Node* x, int p, uint64_t word, Value value) {
 
 // Insert: the leaf writer's path (lock the leaf only); a full leaf sends the
 // insert to the SMO path (under smo_mu_, see wbtree.h "Concurrency").
-// String keys: the key's record is written and persisted first, before any
-// lock (store_key_record), and published by leaf_insert's NAW 2; a crash
-// before that leaves an unreachable record that recovery reclaims. A
-// duplicate key's record, or one of an insert that fails, is freed at once
-// (never published).
+// String keys: the key's record is written and flushed first, before any
+// lock (store_key_record without a fence of its own: the entry's persist in
+// leaf_insert fences before NAW 1, ordering the record's flush too), and
+// published by leaf_insert's NAW 2, so it is durable before any durable
+// word names it; a crash before NAW 2 leaves an unreachable record that
+// recovery reclaims. A duplicate key's record, or one of an insert that
+// fails, is freed at once (never published).
 template <class K>
 Status WbTreeT<K>::insert(K k, Value value) {
   uint64_t word = 0;
@@ -822,13 +824,15 @@ Status WbTreeT<K>::remove(K k) {
 // or new value (checked), so undo is never needed: with the commit before the
 // first in-place store, the old values serve as that check.
 //
-// String keys: the separator a leaf split sends up is a new key record, a
-// copy of the first moved key (the leaf entry keeps its own record), written
-// and persisted in a) with the new nodes; it becomes reachable only through
-// a new node or a logged word, i.e. at the commit (before it a crash leaves
-// it unreachable, and recovery reclaims it), and from then on one live inner
-// entry owns it (wbtree.h). An inner split sends its middle entry's word up
-// (no new record: the entry moves, its slot in S is no longer live).
+// String keys, inner=pm: the separator a leaf split sends up is a new key
+// record, a copy of the first moved key (the leaf entry keeps its own
+// record), written and flushed in a) with the new nodes and made durable by
+// the same fence (b); it becomes reachable only through a new node or a
+// logged word, i.e. at the commit (before it a crash leaves it unreachable,
+// and recovery reclaims it), and from then on one live inner entry owns it
+// (wbtree.h). An inner split sends its middle entry's word up (no new
+// record: the entry moves, its slot in S is no longer live). inner=dram
+// makes no separator record: the InnerTree copies the key into DRAM.
 template <class K>
 Status WbTreeT<K>::split(const std::vector<uint64_t>& path, uint64_t word, ProbeArg key,
                          Value value) {
@@ -1044,8 +1048,9 @@ Status WbTreeT<K>::bulk_load(std::span<const std::pair<K, Value>> sorted) {
   }
   // The key words. String keys: a record per key (the leaf entry's) and a
   // separator record per leaf but the first (a copy of its first key, owned
-  // by the inner entry that routes to the leaf: wbtree.h), each persisted
-  // (store_key_record) while unreachable.
+  // by the inner entry that routes to the leaf: wbtree.h; inner=pm only),
+  // each flushed while unreachable; the node fence below makes them durable
+  // before the root word's NAW publishes them.
   std::vector<uint64_t> words, lows;
   if constexpr (kStringKeys) {
     const auto store = [&](std::string_view k, std::vector<uint64_t>* to) {

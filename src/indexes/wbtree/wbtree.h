@@ -120,10 +120,9 @@ inline constexpr OptionSpec kWbTreeOptions[] = {
 Status make_wbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
 /// Factory for "wbtree" with byte-string keys: as make_wbtree, in a pool of
 /// layout pool_layout("wbtree", KeyType::kString) ("wbtree:string"); key
-/// words are key-record offsets (WbTreeT). inner=dram is refused
-/// (InvalidArgument "wbtree: inner=dram has no string keys yet"; a pool that
-/// says so is Corruption at recovery), and so is a pool of 2^48 bytes or
-/// more (InvalidArgument).
+/// words are key-record offsets (WbTreeT); both inner placements. Errors: as
+/// make_wbtree, and InvalidArgument for a pool of 2^48 bytes or more (a key
+/// word holds a 48-bit record offset).
 Status make_wbtree_string(const IndexOptions& options,
                           std::unique_ptr<Index<std::string_view>>* out);
 
@@ -272,14 +271,16 @@ uint32_t capacity_for(uint32_t node_size, uint32_t* entries_offset);
 ///
 /// Key record ownership (string keys; recovery marks each record exactly
 /// once): every live leaf entry (bitmap bit set) owns its key's record;
-/// every live inner entry owns its separator's record, a copy of the key a
-/// leaf split moved first, made for that split (persisted before the split's
-/// log commits; an inner split moves an entry's word up to the parent, so it
-/// stays owned by one live entry). An entry whose bitmap bit is clear owns
-/// nothing (recovery reads only live entries). Separators are never freed
-/// (no merges); a removed key's record is retired after the remove's NAW 2
-/// and freed by RecordReclaimer (key_record.h) once no other operation is in
-/// flight, else at destruction.
+/// inner=pm: every live inner entry owns its separator's record, a copy of
+/// the key a leaf split moved first, made for that split (flushed before the
+/// split's prepare fence, published by its log commit; an inner split moves
+/// an entry's word up to the parent, so it stays owned by one live entry).
+/// An entry whose bitmap bit is clear owns nothing (recovery reads only live
+/// entries). Separators are never freed (no merges). inner=dram: the DRAM
+/// inner nodes and leaves' lower bounds hold DRAM copies of the separators
+/// (InnerTreeT, keep_low), nothing in PM. A removed key's record is retired
+/// after the remove's NAW 2 and freed by RecordReclaimer (key_record.h) once
+/// no other operation is in flight, else at destruction.
 template <class K>
 class WbTreeT final : public PersistentIndexOf<K> {
  public:
@@ -321,11 +322,10 @@ class WbTreeT final : public PersistentIndexOf<K> {
   /// Bottom-up bulk load at IndexOptions::fill_factor (see Index::bulk_load):
   /// leaves and (inner=pm) inner nodes get ceil(fill * capacity) entries,
   /// each persisted, then one NAW of the root word publishes them; the old
-  /// (empty) nodes are freed after. String keys: a key record per key and a
-  /// separator record per leaf but the first are allocated and persisted
-  /// first. Errors: InvalidArgument (index holds a key, keys not strictly
-  /// ascending, a key longer than kMaxKeyBytes), OutOfSpace (nothing
-  /// changed).
+  /// (empty) nodes are freed after. String keys: a key record per key and
+  /// (inner=pm) a separator record per leaf but the first are allocated and
+  /// flushed first, made durable by the nodes' fence. Errors: InvalidArgument (index holds a key,
+  /// keys not strictly ascending, a key longer than kMaxKeyBytes), OutOfSpace (nothing changed).
   Status bulk_load(std::span<const std::pair<K, Value>> sorted) override;
   IndexInfo info() const override;
   Status verify(VerifyReport* report) const override;
