@@ -2,7 +2,7 @@
 // Chen and Jin, "Persistent B+-Trees in Non-Volatile Main Memory", VLDB 2015
 // (§3: unsorted nodes with a bitmap and a slot array; §4.1-4.2: insertion and
 // deletion with two NAW sections around a recoverable intermediate state;
-// §4.3: undo-redo logging for node splits; §4.4: recovery). wbtree.cc holds
+// §4.3: undo-redo logging for node splits; §4.4: recovery). wbtree_impl.h holds
 // the crash argument of every persistent update where the update is;
 // docs/indexes/wbtree.md summarises the protocols and our departures.
 //
@@ -304,7 +304,7 @@ class WbTreeT final : public PersistentIndexOf<K> {
   /// OutOfSpace; string keys: InvalidArgument (inner_dram, or a pool of
   /// 2^48 bytes or more).
   Status create(uint32_t node_size, bool inner_dram);
-  /// Recovers the tree of a pool with a root (see wbtree.cc "Recovery"):
+  /// Recovers the tree of a pool with a root (see wbtree_impl.h "Recovery"):
   /// redoes a committed split log, rebuilds every slot array whose valid bit
   /// is clear, reclaims unreachable blocks, rebuilds the DRAM inner nodes
   /// (inner=dram). String keys: every live entry's key word is checked
@@ -330,7 +330,7 @@ class WbTreeT final : public PersistentIndexOf<K> {
   IndexInfo info() const override;
   Status verify(VerifyReport* report) const override;
   /// Why the crash lab's ablation self-test cannot catch the removal of some
-  /// flushes and fences (see wbtree.cc "Ablation notes").
+  /// flushes and fences (see wbtree_impl.h "Ablation notes").
   std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
 
   /// Entry slots per node.
@@ -424,7 +424,10 @@ class WbTreeT final : public PersistentIndexOf<K> {
   void unlink_empty_leaves();
   /// inner=dram: the lower bound of `leaf` (0 or "" for the first).
   OwnedKey<K> low_of(uint64_t leaf) const;
-  static K route_key(ProbeArg key, std::string* buf);
+  /// Where route_key builds a string key's predecessor (nothing to build,
+  /// and no code, for integer keys).
+  using RouteBuf = std::conditional_t<kStringKeys, std::string, char>;
+  static K route_key(ProbeArg key, RouteBuf* buf);
   uint64_t keep_low(std::string_view low);
   std::string_view low_key(uint64_t low) const;
 
