@@ -70,6 +70,12 @@ inline std::vector<CrashCase> persistent_crash_cases() {
       CrashCase c;
       c.index = std::string(e.name);
       c.key_type = t;
+      // String keys (18..250 bytes, crash/string_keys.h) dirty one to four
+      // more lines per insert (the key record): about 1.6 times the images
+      // of an integer scenario (wbtree: 37,000 against 22,700). Two thirds
+      // of the scenarios keep a string case near its integer case's time,
+      // well above the bar.
+      if (t == KeyType::kString) c.scenario_share = 2.0 / 3;
       if (c.index == "p-bwtree") {
         c.budget = 16;
         c.scenario_share = t == KeyType::kString ? 1.0 / 6 : 1.0 / 3;

@@ -96,7 +96,8 @@ TEST_F(Cli, ListIndexesGivesCapsNodeSizesAndOptions) {
   const size_t at = r.out.find("\nwbtree\tpersistent\t");
   ASSERT_NE(at, std::string::npos) << r.out;
   const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
-  EXPECT_NE(line.find("\tordered, thread-safe, bulk-load, placement pm-only\t"), std::string::npos)
+  EXPECT_NE(line.find("\tordered, thread-safe, string keys, bulk-load, placement pm-only\t"),
+            std::string::npos)
       << line;
   EXPECT_NE(line.find("\t128, 256, 512 or 1024 B\tinner=pm|dram"), std::string::npos) << line;
 }

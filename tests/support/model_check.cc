@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "nvindex/pm/counters.h"
+
 namespace nvindex::testing {
 namespace {
 
@@ -785,6 +787,37 @@ void expect_equals_model(Index<std::string_view>& idx, const std::map<std::strin
   equals_model<std::string_view>(idx, model);
 }
 
+void measure_insert_cost(std::string_view name, uint32_t node_size, uint64_t n, InsertCost* ints,
+                         InsertCost* strs) {
+  std::vector<uint64_t> keys(n);
+  for (uint64_t i = 0; i < n; ++i) keys[i] = (i * 7919 % n) * 0x9e3779b97f4a7c15ull;
+  const auto per_insert = [&](const pm::CounterSnapshot& c) {
+    const double d = static_cast<double>(n);
+    return InsertCost{c.flushes / d, c.lines_flushed / d, c.fences / d};
+  };
+  IndexOptions o;
+  o.node_size = node_size;
+  TestIndex it;
+  ASSERT_TRUE(open_test_index<uint64_t>(name, o, &it, 64ull << 20).ok());
+  pm::CounterSnapshot a = pm::snapshot();
+  for (uint64_t k : keys) ASSERT_TRUE(it.index->insert(k, k).ok());
+  *ints = per_insert(pm::snapshot() - a);
+  StringTestIndex st;
+  ASSERT_TRUE(open_test_index<std::string_view>(name, o, &st, 64ull << 20).ok());
+  a = pm::snapshot();
+  for (uint64_t k : keys) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "user%020llu", static_cast<unsigned long long>(k));
+    ASSERT_TRUE(st.index->insert(std::string_view(buf, 24), k).ok());
+  }
+  *strs = per_insert(pm::snapshot() - a);
+  std::printf(
+      "%s per insert: integer %.2f flushes %.2f lines %.2f fences; 24 B string %.2f flushes %.2f "
+      "lines %.2f fences\n",
+      std::string(name).c_str(), ints->flushes, ints->lines, ints->fences, strs->flushes,
+      strs->lines, strs->fences);
+}
+
 std::vector<IndexCase> registered_index_cases() { return index_cases(KeyType::kInteger, false); }
 std::vector<IndexCase> persistent_index_cases() { return index_cases(KeyType::kInteger, true); }
 std::vector<IndexCase> registered_string_index_cases() {
@@ -830,30 +863,6 @@ std::string prefixed_key(uint64_t r) {
   for (uint64_t t = tail; t != 0; t /= 7)
     k.push_back(static_cast<char>(t % 7 == 6 ? 0 : 'a' + t % 7));
   return k;
-}
-
-InsertCost measure_insert_cost(Index<uint64_t>& ints, Index<std::string_view>& strs, uint64_t n) {
-  std::vector<uint64_t> order(n);
-  for (uint64_t i = 0; i < n; ++i) order[i] = i * 7919 % n;
-  InsertCost c;
-  pm::CounterSnapshot a = pm::snapshot();
-  for (uint64_t k : order) EXPECT_TRUE(ints.insert(k * 0x9e3779b97f4a7c15ull, k).ok());
-  c.ints = pm::snapshot() - a;
-  a = pm::snapshot();
-  for (uint64_t k : order) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "user%020llu",
-                  static_cast<unsigned long long>(k * 0x9e3779b97f4a7c15ull));
-    EXPECT_TRUE(strs.insert(std::string_view(buf, 24), k).ok());
-  }
-  c.strs = pm::snapshot() - a;
-  const double d = static_cast<double>(n);
-  std::printf(
-      "per insert: integer %.2f flushes %.2f lines %.2f fences; 24 B string %.2f flushes %.2f "
-      "lines %.2f fences\n",
-      c.ints.flushes / d, c.ints.lines_flushed / d, c.ints.fences / d, c.strs.flushes / d,
-      c.strs.lines_flushed / d, c.strs.fences / d);
-  return c;
 }
 
 void run_string_readers_race_removes(Index<std::string_view>& idx, int writers, uint64_t per) {

@@ -150,16 +150,6 @@ std::string prefixed_key(uint64_t r);
 /// result is checked (gtest failures).
 void run_string_readers_race_removes(Index<std::string_view>& idx, int writers, uint64_t per);
 
-/// PM counters of n inserts of the same keys in the same random order
-/// (i * 7919 % n, n not a multiple of 7919) into two empty indexes: integer
-/// keys k * 0x9e3779b97f4a7c15 into `ints`, the 24-byte string keys "user"
-/// + those 20 digits (YCSB's form) into `strs`. Prints the flushes, lines
-/// and fences per insert of both. Every insert must succeed (gtest failure).
-struct InsertCost {
-  pm::CounterSnapshot ints, strs;
-};
-InsertCost measure_insert_cost(Index<uint64_t>& ints, Index<std::string_view>& strs, uint64_t n);
-
 }  // namespace nvindex::testing
 
 namespace nvindex::testing {
@@ -225,6 +215,24 @@ class StringFileIndex : public FileIndexOf<std::string_view> {
 /// difference. run_model_test's final check is this one.
 void expect_equals_model(Index<uint64_t>& idx, const std::map<uint64_t, Value>& model);
 void expect_equals_model(Index<std::string_view>& idx, const std::map<std::string, Value>& model);
+
+/// PM counters of an insert, averaged: flushes, 64 B lines flushed, fences.
+struct InsertCost {
+  double flushes = 0;
+  double lines = 0;
+  double fences = 0;
+};
+
+/// The per-insert PM cost of the index registered as `name`, integer keys
+/// against 24-byte string keys (the string-key docs quote it): inserts n
+/// keys in one pseudo-random order (i * 7919 mod n, n coprime to 7919) into
+/// a new integer instance (keys k * 0x9e3779b97f4a7c15) and a new string
+/// instance (YCSB's form, "user" + the same integer as 20 decimal digits) at
+/// node_size bytes, in 64 MiB pools; fills *ints and *strs and prints both
+/// ("per insert: ..."). Fatal failure if an index does not open or an
+/// insert fails.
+void measure_insert_cost(std::string_view name, uint32_t node_size, uint64_t n, InsertCost* ints,
+                         InsertCost* strs);
 
 /// One configuration of a registered index the conformance suite runs: a
 /// node size the registry entry allows (0 for an index without nodes), index

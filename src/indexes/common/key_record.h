@@ -14,7 +14,10 @@
 //
 // Crash consistency (DESIGN.md §6): a record is written and persisted (flush
 // of its lines, one fence) BEFORE the slot that publishes it is written, so a
-// published slot never names a record whose bytes are not durable. A record
+// published slot never names a record whose bytes are not durable. (An index
+// whose protocol fences anyway between the record and the publishing store,
+// as wbtree's entry persist before its NAWs, flushes the record without a
+// fence of its own: RecordFence::kCallerFences.) A record
 // that is persisted but never published (a crash between the two) is
 // unreachable, and the allocator's recovery pass (reclaim_unreachable in
 // persistent.h) frees it: an index's mark() must mark the record of every
@@ -49,21 +52,36 @@ namespace nvindex {
 /// allocator's rounding to its class: 64, 128, 256 or 512 B).
 inline constexpr uint32_t key_record_bytes(size_t len) { return static_cast<uint32_t>(1 + len); }
 
+/// Whether store_key_record ends with a fence.
+enum class RecordFence {
+  kFence,  ///< persist: flush the record's lines, then fence
+  /// flush only: the caller's protocol fences before the store that
+  /// publishes the record (that fence orders these flushes too), so a fence
+  /// here would be redundant
+  kCallerFences,
+};
+
 /// Allocates a key record for `key` (at most kMaxKeyBytes bytes: the caller
 /// checked it with check_key), writes length and bytes with pm::copy and
-/// persists them (a flush per 64 B line, one fence; `site` names both), and
-/// returns its pool offset in *off. Crash: the record is unreachable until the
-/// caller publishes *off; recovery frees it then. Errors: OutOfSpace (pool
-/// full; nothing allocated), Busy (the allocator is in recovery).
+/// persists them (a flush per 64 B line and, with RecordFence::kFence, one
+/// fence; `site` names both), and returns its pool offset in *off. Crash:
+/// the record is unreachable until the caller publishes *off; recovery frees
+/// it then. Errors: OutOfSpace (pool full; nothing allocated), Busy (the
+/// allocator is in recovery).
 inline Status store_key_record(pm::Pool& pool, std::string_view key, uint64_t* off,
-                               pm::Site site = pm::Site()) {
+                               pm::Site site = pm::Site(),
+                               RecordFence fence = RecordFence::kFence) {
   uint64_t o = 0;
   if (Status s = pool.allocator().allocate(key_record_bytes(key.size()), &o); !s.ok()) return s;
   char* rec = pool.ptr<char>(o);
   const auto len = static_cast<uint8_t>(key.size());
   pm::store(reinterpret_cast<uint8_t*>(rec), len);
   if (!key.empty()) pm::copy(rec + 1, key.data(), key.size());
-  pm::persist(rec, key_record_bytes(key.size()), site);
+  if (fence == RecordFence::kFence) {
+    pm::persist(rec, key_record_bytes(key.size()), site);
+  } else {
+    pm::flush(rec, key_record_bytes(key.size()), site);
+  }
   *off = o;
   return Status::Ok();
 }
@@ -109,47 +127,205 @@ inline Status mark_key_record(pm::Pool& pool, std::string_view index, uint64_t o
 /// hold `off` (see the file comment).
 inline void free_key_record(pm::Pool& pool, uint64_t off) { pool.allocator().free(off); }
 
-/// Reclamation of removed keys' records by quiescence (the rule fastfair
-/// introduced; lbtree uses it too). An optimistic reader may hold a record's
-/// offset it read from a slot before the slot was removed, and read the
-/// record's bytes after, until its validation fails; so a retired record may
-/// be freed (and reused) only when no operation that could have read the
-/// slot is still running. Every public operation counts itself in active_
-/// for its scope (Guard: acquire increment before it reads the index,
-/// release decrement after its last read). reclaim() takes the retired list
-/// first, then reads active_ with an acq_rel RMW: if it is 1 (the caller
-/// alone), every other operation either ended (its decrement precedes the
-/// RMW in active_'s modification order, so its reads happen before the
-/// frees) or starts after (its increment reads from the RMW's release
-/// sequence, so it sees every slot removal made before the list was taken
-/// and cannot reach those records). Otherwise the list goes back for a
-/// later try. A single-threaded user thus reuses every remove's record at
-/// once; under concurrency records wait for a quiescent remove, or
-/// free_all() at destruction. Costs two atomic RMWs on one shared counter
-/// per operation (string keys only). Thread-safe.
-class KeyRecordReclaimer {
+// ---------------------------------------------------------------- key words
+
+/// A string key's 8-byte key word, as fastfair and wbtree store it in a slot:
+/// (prefix << 48) | record offset, where the record offset (a key record
+/// above) is below 2^48 (the index refuses a larger pool) and the prefix is
+/// the key's first two bytes, big-endian, zero-padded (key_prefix). The
+/// prefix is monotone in the key (s <= t implies prefix(s) <= prefix(t)), so
+/// two different prefixes order their keys without reading either record;
+/// equal prefixes read the records. A copy of a word carries the same
+/// prefix, so word equality means "the same record".
+inline constexpr uint64_t kRecordMask = (uint64_t{1} << 48) - 1;
+/// The key record offset of a string key word.
+inline uint64_t record_of(uint64_t word) { return word & kRecordMask; }
+/// The 2-byte prefix of a string key: bytes 0 and 1 big-endian, 0 for a
+/// missing byte.
+inline uint16_t key_prefix(std::string_view k) {
+  const unsigned b0 = k.size() > 0 ? static_cast<uint8_t>(k[0]) : 0u;
+  const unsigned b1 = k.size() > 1 ? static_cast<uint8_t>(k[1]) : 0u;
+  return static_cast<uint16_t>(b0 << 8 | b1);
+}
+/// The key word naming the record at `off` that holds `key`.
+inline uint64_t key_word(uint64_t off, std::string_view key) {
+  return off | uint64_t{key_prefix(key)} << 48;
+}
+
+/// Probe of a string-key search: the key, its prefix, and whether the search
+/// wants the last entry < key (strict, find_last_less_than) instead of <=.
+struct StringProbe {
+  StringProbe() = default;
+  StringProbe(std::string_view k, bool s) : key(k), prefix(key_prefix(k)), strict(s) {}
+  std::string_view key;
+  uint16_t prefix = 0;
+  bool strict = false;
+};
+
+/// The key policy of an index whose 8-byte slots hold key words, for keys K
+/// (uint64_t or std::string_view): the only code that differs between an
+/// index's two instances when its protocols compare words (fastfair,
+/// wbtree). Integer keys: the word is the key, compared as an unsigned
+/// integer, with no pool access (the code of an untemplated tree). String
+/// keys: the word is a key word (above); word 0 is minus infinity (a lower
+/// bound at the left edge), and a comparison reads a record only when the
+/// prefixes are equal.
+template <class K>
+class KeyWords;
+
+template <>
+class KeyWords<uint64_t> {
  public:
-  /// Counts the calling operation as in flight for its scope.
-  class Guard {
+  /// What a search compares entries against, and how it is passed.
+  using Probe = uint64_t;
+  using ProbeArg = uint64_t;
+  explicit KeyWords(pm::Pool*) {}
+  /// The key word of a new entry: the key. Never fails.
+  static Status new_word(std::string_view, uint64_t key, uint64_t* word, pm::Site = {},
+                         RecordFence = RecordFence::kFence) {
+    *word = key;
+    return Status::Ok();
+  }
+  /// Releases a word new_word made that was never published: nothing.
+  static void free_word(uint64_t) {}
+  /// The probe of a user's key; strict (the last entry < key is wanted)
+  /// only for key > 0.
+  static Probe probe(uint64_t key, bool strict = false) { return strict ? key - 1 : key; }
+  /// The probe of a key word of the index.
+  static Probe probe_of_word(uint64_t word) { return word; }
+  /// word <= probe.
+  static bool le(uint64_t word, uint64_t p) { return word <= p; }
+  /// The word is the probe's key.
+  static bool eq(uint64_t word, uint64_t p) { return word == p; }
+  /// Three-way comparison of two words.
+  static int compare(uint64_t a, uint64_t b) { return a < b ? -1 : (a > b ? 1 : 0); }
+  /// The key a scan returns.
+  static uint64_t owned(uint64_t word) { return word; }
+};
+
+template <>
+class KeyWords<std::string_view> {
+ public:
+  using Probe = StringProbe;
+  using ProbeArg = const StringProbe&;
+  /// `pool`: the index's pool (outlives this).
+  explicit KeyWords(pm::Pool* pool) : pool_(pool) {}
+  /// The key word of a new entry for `key`: checks its length (check_key,
+  /// `index` names the index in the message), then allocates its key record
+  /// and persists it (store_key_record, `site` names the flush and fence;
+  /// `fence` as there).
+  /// The record is unreachable until the caller publishes the word (a crash
+  /// before that: recovery reclaims it). Errors: InvalidArgument (key over
+  /// kMaxKeyBytes), OutOfSpace, Busy (nothing allocated).
+  Status new_word(std::string_view index, std::string_view key, uint64_t* word, pm::Site site = {},
+                  RecordFence fence = RecordFence::kFence) const {
+    if (Status s = check_key(index, key); !s.ok()) return s;
+    uint64_t rec = 0;
+    if (Status s = store_key_record(*pool_, key, &rec, site, fence); !s.ok()) return s;
+    *word = key_word(rec, key);
+    return Status::Ok();
+  }
+  /// Frees the record of a word new_word made that was never published.
+  void free_word(uint64_t word) const { free_key_record(*pool_, record_of(word)); }
+  static Probe probe(std::string_view key, bool strict = false) { return {key, strict}; }
+  /// The (non-strict) probe of the key a key word names (a published record).
+  Probe probe_of_word(uint64_t word) const {
+    return StringProbe{key_record(*pool_, record_of(word)), false};
+  }
+  /// word's key <= p.key (strict probe: <); word 0 is minus infinity.
+  bool le(uint64_t word, const StringProbe& p) const {
+    if (word == 0) return true;
+    const auto wp = static_cast<uint16_t>(word >> 48);
+    if (wp != p.prefix) return wp < p.prefix;  // settled without the record
+    const int c = key_record(*pool_, record_of(word)).compare(p.key);
+    return c < 0 || (c == 0 && !p.strict);
+  }
+  /// The word names the probe's key (word 0 names none).
+  bool eq(uint64_t word, const StringProbe& p) const {
+    return word != 0 && static_cast<uint16_t>(word >> 48) == p.prefix &&
+           key_record(*pool_, record_of(word)) == p.key;
+  }
+  /// Three-way comparison (-1, 0, 1) of the keys of two words; word 0 is
+  /// minus infinity (below every key, the empty one included).
+  int compare(uint64_t a, uint64_t b) const {
+    if (a == b) return 0;
+    if (a == 0 || b == 0) return a == 0 ? -1 : 1;
+    if ((a >> 48) != (b >> 48)) return (a >> 48) < (b >> 48) ? -1 : 1;
+    const int c = key_record(*pool_, record_of(a)).compare(key_record(*pool_, record_of(b)));
+    return c < 0 ? -1 : (c > 0 ? 1 : 0);
+  }
+  std::string owned(uint64_t word) const {
+    return std::string(key_record(*pool_, record_of(word)));
+  }
+
+ private:
+  pm::Pool* pool_;
+};
+
+/// Checks, without marking it, that a key word read from a possibly damaged
+/// pool names a key record (check_key_record) and that its prefix bits are
+/// that record's key's prefix (a wrong prefix would order keys differently
+/// from their bytes). Errors: check_key_record's, Corruption "<index>: key
+/// word 0x.. has a prefix that is not its record's".
+inline Status check_key_word(const pm::Pool& pool, std::string_view index, uint64_t word) {
+  if (Status s = check_key_record(pool, index, record_of(word)); !s.ok()) return s;
+  if (word != key_word(record_of(word), key_record(pool, record_of(word)))) {
+    return Status::Corruption(std::string(index) + ": key word " + hex(word) +
+                              " has a prefix that is not its record's");
+  }
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------- reclamation
+
+/// Reclamation of removed keys' records under optimistic readers, for an
+/// index without epochs (fastfair, wbtree). An optimistic reader may hold a
+/// record's offset it read from a slot before the slot was removed, and read
+/// the record's bytes after, until its validation fails; so a retired record
+/// may be freed (and reused) only when no operation that could have read the
+/// slot is still running. Every public operation counts itself in flight
+/// (InFlight: acquire increment before it reads the index, release decrement
+/// after its last read). reclaim() takes the retired list first, then reads
+/// the counter with an acq_rel RMW: if it is 1 (the caller alone), every
+/// other operation either ended (its decrement precedes the RMW in the
+/// counter's modification order, so its reads happen before the frees) or
+/// starts after (its increment reads from the RMW's release sequence, so it
+/// sees every slot removal made before the list was taken and cannot reach
+/// those records). Otherwise the list goes back for a later try; records
+/// retired after the list was taken are not in it. A single-threaded user
+/// thus reuses every remove's record at once; under concurrency records wait
+/// for a quiescent remove, or free_all() at the index's destruction. Costs
+/// one atomic increment and decrement per operation (string instances only).
+/// Thread-safety: every method may be called concurrently except free_all().
+class RecordReclaimer {
+ public:
+  /// Counts the calling operation in flight for its scope when kCount (a
+  /// string-key instance); no code otherwise (integer keys).
+  template <bool kCount>
+  class InFlight {
    public:
-    explicit Guard(KeyRecordReclaimer* r) : r_(r) {
-      r_->active_.fetch_add(1, std::memory_order_acquire);
+    explicit InFlight(RecordReclaimer& r) : r_(r) {
+      if constexpr (kCount) r_.active_.fetch_add(1, std::memory_order_acquire);
     }
-    ~Guard() { r_->active_.fetch_sub(1, std::memory_order_release); }
-    Guard(const Guard&) = delete;
-    Guard& operator=(const Guard&) = delete;
+    ~InFlight() {
+      if constexpr (kCount) r_.active_.fetch_sub(1, std::memory_order_release);
+    }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
 
    private:
-    KeyRecordReclaimer* r_;
+    [[maybe_unused]] RecordReclaimer& r_;
   };
 
-  /// Queues the record at `off`: no durable slot names it any more.
+  /// Retires the record at pool offset `off`: no slot names it durably any
+  /// more (the caller's removal is persisted).
   void retire(uint64_t off) {
     std::lock_guard g(mu_);
     retired_.push_back(off);
   }
-  /// Frees the queued records if the caller (which holds a Guard) is the
-  /// only operation in flight; else keeps them for a later call.
+  /// Frees the retired records if no operation but the caller's (which must
+  /// be counted by an InFlight) is in flight; else keeps them for a later
+  /// call.
   void reclaim(pm::Pool& pool) {
     std::vector<uint64_t> batch;
     {
@@ -164,22 +340,22 @@ class KeyRecordReclaimer {
     std::lock_guard g(mu_);
     retired_.insert(retired_.end(), batch.begin(), batch.end());
   }
-  /// Frees every queued record (no operation in flight: destruction).
+  /// Frees every retired record (the index's destructor: no operation in
+  /// flight).
   void free_all(pm::Pool& pool) {
-    std::lock_guard g(mu_);
     for (uint64_t off : retired_) free_key_record(pool, off);
     retired_.clear();
   }
-  /// Records queued and not yet freed.
+  /// Records retired and not yet freed.
   size_t retired() const {
     std::lock_guard g(mu_);
     return retired_.size();
   }
 
  private:
-  std::atomic<uint64_t> active_{0};
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  ///< guards retired_
   std::vector<uint64_t> retired_;
+  std::atomic<uint64_t> active_{0};  ///< operations in flight
 };
 
 }  // namespace nvindex

@@ -92,7 +92,7 @@ struct FastFairT<K>::Stash {
 // ---------------------------------------------------------------- basics
 
 template <class K>
-FastFairT<K>::FastFairT(pm::Pool* pool) : PersistentIndexOf<K>(pool) {}
+FastFairT<K>::FastFairT(pm::Pool* pool) : PersistentIndexOf<K>(pool), keys_(pool) {}
 
 template <class K>
 FastFairT<K>::~FastFairT() {
@@ -101,7 +101,7 @@ FastFairT<K>::~FastFairT() {
   // their durable remove or leaf merge, and no thread can read them once the
   // index is gone.
   for (uint64_t off : retired_) pool_->allocator().free(off);
-  if constexpr (kStringKeys) reclaimer_.free_all(*pool_);
+  records_.free_all(*pool_);
   for (uint64_t off : spare_) pool_->allocator().free(off);
   this->record_close_keys();
 }
@@ -116,56 +116,27 @@ FastFairT<K>::~FastFairT() {
 
 template <class K>
 inline typename FastFairT<K>::Probe FastFairT<K>::probe(K key) {
-  if constexpr (kStringKeys) {
-    return StringProbe{key, false};
-  } else {
-    return key;
-  }
+  return KeyWords<K>::probe(key);
 }
 
 template <class K>
 inline typename FastFairT<K>::Probe FastFairT<K>::probe_of_word(uint64_t word) const {
-  if constexpr (kStringKeys) {
-    return StringProbe{key_record(*pool_, record_of(word)), false};
-  } else {
-    return word;
-  }
+  return keys_.probe_of_word(word);
 }
 
 template <class K>
 inline bool FastFairT<K>::word_le(uint64_t word, ProbeArg p) const {
-  if constexpr (kStringKeys) {
-    if (word == 0) return true;  // minus infinity
-    const uint16_t wp = static_cast<uint16_t>(word >> 48);
-    if (wp != p.prefix) return wp < p.prefix;  // settled without the record
-    const int c = key_record(*pool_, record_of(word)).compare(p.key);
-    return c < 0 || (c == 0 && !p.strict);
-  } else {
-    return word <= p;
-  }
+  return keys_.le(word, p);
 }
 
 template <class K>
 inline bool FastFairT<K>::word_eq(uint64_t word, ProbeArg p) const {
-  if constexpr (kStringKeys) {
-    return word != 0 && static_cast<uint16_t>(word >> 48) == p.prefix &&
-           key_record(*pool_, record_of(word)) == p.key;
-  } else {
-    return word == p;
-  }
+  return keys_.eq(word, p);
 }
 
 template <class K>
 int FastFairT<K>::compare_words(uint64_t a, uint64_t b) const {
-  if constexpr (kStringKeys) {
-    if (a == b) return 0;
-    if (a == 0 || b == 0) return a == 0 ? -1 : 1;
-    if ((a >> 48) != (b >> 48)) return (a >> 48) < (b >> 48) ? -1 : 1;
-    const int c = key_record(*pool_, record_of(a)).compare(key_record(*pool_, record_of(b)));
-    return c < 0 ? -1 : (c > 0 ? 1 : 0);
-  } else {
-    return a < b ? -1 : (a > b ? 1 : 0);
-  }
+  return keys_.compare(a, b);
 }
 
 // Index of the last slot in [0, n) with key <= `key`, or -1. Keys are
@@ -195,11 +166,7 @@ inline int FastFairT<K>::last_le(Entry* e, uint32_t n, ProbeArg p) const {
 
 template <class K>
 OwnedKey<K> FastFairT<K>::owned_key(uint64_t word) const {
-  if constexpr (kStringKeys) {
-    return std::string(key_record(*pool_, record_of(word)));
-  } else {
-    return word;
-  }
+  return keys_.owned(word);
 }
 
 template <class K>
@@ -264,16 +231,16 @@ void FastFairT<K>::retire(uint64_t off) {
 
 template <class K>
 void FastFairT<K>::retire_record(uint64_t word) {
-  if constexpr (kStringKeys) reclaimer_.retire(record_of(word));
+  if constexpr (kStringKeys) records_.retire(record_of(word));
 }
 
-// Key record reclamation (string keys): KeyRecordReclaimer (key_record.h)
-// has the rule and its happens-before argument. Every public operation
-// holds an InFlight guard for its scope; a remove frees the retired records
-// when no other operation is in flight.
+// Key record reclamation (string keys): common/key_record.h, RecordReclaimer
+// (an optimistic reader may hold a retired record's offset, so records are
+// freed only when no other operation is in flight; every public operation
+// counts itself with an InFlight guard).
 template <class K>
 void FastFairT<K>::reclaim_records() {
-  if constexpr (kStringKeys) reclaimer_.reclaim(*pool_);
+  if constexpr (kStringKeys) records_.reclaim(*pool_);
 }
 
 // ---------------------------------------------------------------- create
@@ -628,7 +595,7 @@ std::optional<Value> FastFairT<K>::lookup_scalar(ProbeArg key) {
 
 template <class K>
 std::optional<Value> FastFairT<K>::lookup(K k) {
-  const InFlight in_flight(&reclaimer_);
+  const InFlight in_flight(records_);
   const Probe key = probe(k);
   if constexpr (kStringKeys) return lookup_scalar(key);
   switch (simd::search_level()) {
@@ -644,7 +611,7 @@ std::optional<Value> FastFairT<K>::lookup(K k) {
 
 template <class K>
 size_t FastFairT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) {
-  const InFlight in_flight(&reclaimer_);
+  const InFlight in_flight(records_);
   out->clear();
   if (count == 0) return 0;
   // Every key < cursor has been returned or skipped. String keys: the
@@ -705,7 +672,7 @@ size_t FastFairT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<
 
 template <class K>
 std::optional<std::pair<OwnedKey<K>, Value>> FastFairT<K>::find_last_less_than(K key) {
-  const InFlight in_flight(&reclaimer_);
+  const InFlight in_flight(records_);
   // The probe: integer keys, the last key <= key - 1; string keys, a strict
   // probe (the descent routes to the leaf covering keys just below it, and
   // last_le finds the last key < it).
@@ -750,7 +717,7 @@ Status FastFairT<K>::update(K k, Value value) {
   if constexpr (kStringKeys) {
     if (Status s = check_key(kLayout, k); !s.ok()) return s;
   }
-  const InFlight in_flight(&reclaimer_);
+  const InFlight in_flight(records_);
   const Probe key = probe(k);
   uint64_t off = 0;
   lock_covering(key, 0, &off);
@@ -777,19 +744,11 @@ Status FastFairT<K>::insert(K k, Value value) {
   // which recovery reclaims); freed at once if the insert fails (never
   // published).
   uint64_t word = 0;
-  if constexpr (kStringKeys) {
-    if (Status s = check_key(kLayout, k); !s.ok()) return s;
-    uint64_t rec = 0;
-    if (Status s = store_key_record(*pool_, k, &rec, {"fastfair.insert.key_record"}); !s.ok()) {
-      return s;
-    }
-    word = key_word(rec, k);
-  } else {
-    word = k;
-  }
-  const InFlight in_flight(&reclaimer_);
+  if (Status s = keys_.new_word(kLayout, k, &word, {"fastfair.insert.key_record"}); !s.ok())
+    return s;
+  const InFlight in_flight(records_);
   const auto fail = [&](Status s) {
-    if constexpr (kStringKeys) free_key_record(*pool_, record_of(word));
+    keys_.free_word(word);
     return s;
   };
   const Probe key = probe(k);
@@ -920,7 +879,7 @@ Status FastFairT<K>::remove(K k) {
   if constexpr (kStringKeys) {
     if (Status s = check_key(kLayout, k); !s.ok()) return s;
   }
-  const InFlight in_flight(&reclaimer_);
+  const InFlight in_flight(records_);
   const Probe key = probe(k);
   uint64_t off = 0;
   lock_covering(key, 0, &off);
@@ -1143,19 +1102,6 @@ void FastFairT<K>::for_each_settled(uint64_t off, F&& f) const {
   }
 }
 
-// String keys: a key word names a key record (check_key_record) and its
-// prefix bits are that record's key's prefix (a wrong prefix would order
-// keys differently from their bytes).
-template <class K>
-Status FastFairT<K>::check_key_word(uint64_t word) const {
-  if (Status s = check_key_record(*pool_, kLayout, record_of(word)); !s.ok()) return s;
-  if (word != key_word(record_of(word), key_record(*pool_, record_of(word)))) {
-    return Status::Corruption(std::string(kLayout) + ": key word " + hex(word) +
-                              " has a prefix that is not its record's");
-  }
-  return Status::Ok();
-}
-
 // String keys: every key word a recovery comparison may read (low keys;
 // entries below count, holes and entries beyond the upper bound included)
 // must name a key record before any is dereferenced, so a damaged word gives
@@ -1169,11 +1115,11 @@ Status FastFairT<K>::check_key_words(const std::vector<std::vector<uint64_t>>& l
         const uint64_t low = x->low_key.load(kRlx);
         // The leftmost node's low_key is 0 (minus infinity), checked below.
         if (j > 0 || low != 0) {
-          if (Status s = check_key_word(low); !s.ok()) return s;
+          if (Status s = check_key_word(*pool_, kLayout, low); !s.ok()) return s;
         }
         const Entry* e = const_cast<Node*>(x)->entries();
         for (uint32_t i = 0; i < clamp_count(x); ++i) {
-          if (Status s = check_key_word(e[i].key.load(kRlx)); !s.ok()) return s;
+          if (Status s = check_key_word(*pool_, kLayout, e[i].key.load(kRlx)); !s.ok()) return s;
         }
       }
     }

@@ -145,36 +145,13 @@ static_assert(offsetof(Node, reserved) == 40);
 static_assert(sizeof(Node) == kHeaderBytes);
 static_assert(offsetof(Entry, key) == 0 && offsetof(Entry, value) == 8);
 
-/// String keys: a key word is (prefix << 48) | record offset, where the
-/// record offset (key_record.h) is below 2^48 (pools are smaller: checked at
-/// create and recover) and the prefix is the key's first two bytes, big-endian,
-/// zero-padded (key_prefix). The prefix is monotone in the key (s <= t
-/// implies prefix(s) <= prefix(t)), so two different prefixes order their
-/// keys without reading either record; equal prefixes read the records.
-inline constexpr uint64_t kRecordMask = (uint64_t{1} << 48) - 1;
-/// The key record offset of a string key word.
-inline uint64_t record_of(uint64_t word) { return word & kRecordMask; }
-/// The 2-byte prefix of a string key: bytes 0 and 1 big-endian, 0 for a
-/// missing byte.
-inline uint16_t key_prefix(std::string_view k) {
-  const unsigned b0 = k.size() > 0 ? static_cast<uint8_t>(k[0]) : 0u;
-  const unsigned b1 = k.size() > 1 ? static_cast<uint8_t>(k[1]) : 0u;
-  return static_cast<uint16_t>(b0 << 8 | b1);
-}
-/// The key word naming the record at `off` that holds `key`.
-inline uint64_t key_word(uint64_t off, std::string_view key) {
-  return off | uint64_t{key_prefix(key)} << 48;
-}
-
-/// Probe of a string-key search: the key, its prefix, and whether the search
-/// wants the last entry < key (strict, find_last_less_than) instead of <=.
-struct StringProbe {
-  StringProbe() = default;
-  StringProbe(std::string_view k, bool s) : key(k), prefix(key_prefix(k)), strict(s) {}
-  std::string_view key;
-  uint16_t prefix = 0;
-  bool strict = false;
-};
+/// String keys: a key word is (prefix << 48) | record offset, the 2-byte
+/// prefix and the helpers shared with wbtree (common/key_record.h).
+using nvindex::key_prefix;
+using nvindex::key_word;
+using nvindex::kRecordMask;
+using nvindex::record_of;
+using nvindex::StringProbe;
 
 /// The FAST & FAIR tree over keys K (uint64_t or std::string_view). Created
 /// by make_fastfair() / make_fastfair_string().
@@ -198,8 +175,7 @@ struct StringProbe {
 /// A record is retired once no slot names it durably: a removed key's record
 /// after its remove's count NAW, a separator record after the leaf merge
 /// that unlinks its owner (no separator names it then). Retired records are
-/// freed when no other operation is in flight (KeyRecordReclaimer in
-/// key_record.h; reclaim_records in
+/// freed when no other operation is in flight (see reclaim_records in
 /// fastfair.cc: an operation counter, so a single writer reuses the space of
 /// every remove at once), else at the next quiescent remove or at
 /// destruction. Nodes stay retired until destruction.
@@ -209,11 +185,11 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// True for byte-string keys (key words are key-record offsets).
   static constexpr bool kStringKeys = std::is_same_v<K, std::string_view>;
   /// What a search compares entries against: the key (integers) or a
-  /// StringProbe.
-  using Probe = std::conditional_t<kStringKeys, StringProbe, uint64_t>;
+  /// StringProbe (KeyWords, common/key_record.h).
+  using Probe = typename KeyWords<K>::Probe;
   /// How a Probe is passed: integer keys by value (in a register, as before
   /// the template), string probes by reference.
-  using ProbeArg = std::conditional_t<kStringKeys, const StringProbe&, uint64_t>;
+  using ProbeArg = typename KeyWords<K>::ProbeArg;
 
   explicit FastFairT(pm::Pool* pool);
   /// Frees the nodes retired by merges (unreachable since their merge), the
@@ -267,7 +243,7 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// Key records retired by removes and leaf merges and not yet freed
   /// (string keys: freed when no other operation is in flight; 0 for
   /// integer keys).
-  size_t retired_records() const { return reclaimer_.retired(); }
+  size_t retired_records() const { return records_.retired(); }
 
  private:
   using PersistentIndexOf<K>::pool_;
@@ -338,21 +314,16 @@ class FastFairT final : public PersistentIndexOf<K> {
   void retire(uint64_t off);
   void retire_record(uint64_t word);
   /// String keys: frees the retired records if no operation but the
-  /// caller's is in flight (fastfair.cc, "Key record reclamation").
+  /// caller's is in flight (RecordReclaimer::reclaim).
   void reclaim_records();
-  /// String keys: counts the calling operation as in flight for its scope
-  /// (KeyRecordReclaimer::Guard); no code for integer keys.
-  struct NoGuard {
-    explicit NoGuard(KeyRecordReclaimer* /*r*/) {}
-  };
-  using InFlight = std::conditional_t<kStringKeys, KeyRecordReclaimer::Guard, NoGuard>;
+  /// String keys: counts the calling operation in records_ for its scope (no
+  /// code for integer keys).
+  using InFlight = RecordReclaimer::InFlight<kStringKeys>;
   Status walk_levels(std::vector<std::vector<uint64_t>>* levels) const;
   /// String keys: checks that every key word of the nodes (low keys, entries
   /// below count) names a key record, before recovery compares any. Errors:
   /// Corruption (check_key_record's).
   Status check_key_words(const std::vector<std::vector<uint64_t>>& levels) const;
-  /// One key word of check_key_words.
-  Status check_key_word(uint64_t word) const;
   Status normalize(uint64_t off);
   /// Calls f(slot) for each entry node `off` holds as normalize() would leave
   /// it (entries below its upper bound, each equal pair once), without
@@ -361,6 +332,8 @@ class FastFairT final : public PersistentIndexOf<K> {
   void for_each_settled(uint64_t off, F&& f) const;
   Status repair_separators();
 
+  /// The key policy's comparisons (common/key_record.h).
+  [[no_unique_address]] const KeyWords<K> keys_;
   RootObject* root_obj_ = nullptr;
   uint32_t node_size_ = 0;
   uint32_t cap_ = 0;
@@ -371,9 +344,10 @@ class FastFairT final : public PersistentIndexOf<K> {
   std::mutex root_mu_;            ///< serialises root creation and root collapse
   mutable std::mutex retire_mu_;  ///< guards retired_
   std::vector<uint64_t> retired_;
-  /// String keys: retired key records and the operations in flight
-  /// (InFlight); unused for integer keys.
-  KeyRecordReclaimer reclaimer_;
+  /// String keys: retired key records and the operations in flight (see
+  /// RecordReclaimer, "Key record reclamation" in fastfair.cc); unused for
+  /// integer keys.
+  RecordReclaimer records_;
   /// Most spare node blocks kept between splits (see Stash in fastfair.cc).
   static constexpr size_t kMaxSpare = 64;
   mutable std::mutex spare_mu_;  ///< guards spare_

@@ -266,7 +266,7 @@ Status LbTreeT<K>::create(uint32_t leaf_size) {
 
 template <class K>
 std::optional<Value> LbTreeT<K>::lookup(K key) {
-  const Guard guard(&reclaimer_);
+  const Guard guard(reclaimer_);
   const uint8_t f = fingerprint(key);
   while (true) {
     const inner::Route r = tree_->find(key);
@@ -293,7 +293,7 @@ template <class K>
 size_t LbTreeT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) {
   out->clear();
   if (count == 0) return 0;
-  const Guard guard(&reclaimer_);
+  const Guard guard(reclaimer_);
   OwnedKey<K> cursor(start);  // every key < cursor was returned or skipped
   std::vector<std::pair<OwnedKey<K>, Value>> buf;
   uint64_t off = tree_->find(start).leaf;
@@ -342,7 +342,7 @@ std::optional<std::pair<OwnedKey<K>, Value>> LbTreeT<K>::find_last_less_than(K k
     if (key == 0) return std::nullopt;
     target = key - 1;
   }
-  const Guard guard(&reclaimer_);
+  const Guard guard(reclaimer_);
   while (true) {
     const inner::Route r = tree_->find(target);
     std::atomic<uint64_t>& ver = versions_->word(r.leaf);
@@ -389,7 +389,7 @@ Status LbTreeT<K>::update(K key, Value value) {
   if constexpr (kStringKeys) {
     if (Status s = check_key(kLayout, key); !s.ok()) return s;
   }
-  const Guard guard(&reclaimer_);
+  const Guard guard(reclaimer_);
   const inner::Route r = lock_leaf_for(key);
   const Leaf l = leaf(r.leaf);
   SlotRef at;
@@ -407,7 +407,7 @@ Status LbTreeT<K>::remove(K key) {
   if constexpr (kStringKeys) {
     if (Status s = check_key(kLayout, key); !s.ok()) return s;
   }
-  const Guard guard(&reclaimer_);
+  const Guard guard(reclaimer_);
   const inner::Route r = lock_leaf_for(key);
   const Leaf l = leaf(r.leaf);
   SlotRef at;
@@ -423,7 +423,7 @@ Status LbTreeT<K>::remove(K key) {
     // the NAW that publishes the copy). The word is read before the unlock
     // (then the slot may be reused). A concurrent reader may still hold the
     // offset: retired, freed once no other operation is in flight
-    // (KeyRecordReclaimer). After a crash before the free, recovery
+    // (RecordReclaimer). After a crash before the free, recovery
     // reclaims it (unmarked).
     const uint64_t word = l.ent(at.block, at.slot).key.load(kRlx);
     unlock_leaf(r.leaf);
@@ -451,7 +451,7 @@ Status LbTreeT<K>::insert(K key, Value value) {
   } else {
     word = key;
   }
-  const Guard guard(&reclaimer_);
+  const Guard guard(reclaimer_);
   const uint8_t f = fingerprint(key);
   const inner::Route r = lock_leaf_for(key);
   const Leaf l = leaf(r.leaf);

@@ -158,7 +158,7 @@ inline bool valid_leaf_size(uint64_t s) { return s == 256 || s == 512 || s == 76
 /// leaf in the NAW that clears the old bits, so in every durable state
 /// exactly one live slot names each record, and recovery marks it once.
 /// A removed key's record is retired after the remove's NAW and freed by
-/// KeyRecordReclaimer (key_record.h: when no other operation is in flight).
+/// RecordReclaimer (key_record.h: when no other operation is in flight).
 /// Separators and the DRAM low keys are DRAM copies, never records.
 /// Integer keys compile to the code they had before the template.
 template <class K>
@@ -226,10 +226,7 @@ class LbTreeT final : public PersistentIndexOf<K> {
   using PersistentIndexOf<K>::pool_;
   /// Counts an operation in flight for the string keys' record reclamation;
   /// no code for integer keys.
-  struct NoGuard {
-    explicit NoGuard(KeyRecordReclaimer* /*r*/) {}
-  };
-  using Guard = std::conditional_t<kStringKeys, KeyRecordReclaimer::Guard, NoGuard>;
+  using Guard = RecordReclaimer::InFlight<kStringKeys>;
 
   // Key policy: the only places where the two key types differ.
   /// The key a key word names (integers: the word; strings: its record's
@@ -297,7 +294,7 @@ class LbTreeT final : public PersistentIndexOf<K> {
   std::deque<std::string> low_keys_;
   uint64_t low_bytes_ = 0;  ///< DRAM of low_keys_ (objects and heap bytes)
   mutable std::mutex low_mu_;
-  KeyRecordReclaimer reclaimer_;     ///< string keys: removed keys' records
+  RecordReclaimer reclaimer_;        ///< string keys: removed keys' records
   std::atomic<uint64_t> leaves_{0};  ///< leaves on the chain
   bool ready_ = false;               ///< created or recovered successfully
   double rebuild_seconds_ = 0;

@@ -2,13 +2,14 @@
 // Chen and Jin, "Persistent B+-Trees in Non-Volatile Main Memory", VLDB 2015
 // (§3: unsorted nodes with a bitmap and a slot array; §4.1-4.2: insertion and
 // deletion with two NAW sections around a recoverable intermediate state;
-// §4.3: undo-redo logging for node splits; §4.4: recovery). wbtree.cc holds
+// §4.3: undo-redo logging for node splits; §4.4: recovery). wbtree_impl.h holds
 // the crash argument of every persistent update where the update is;
 // docs/indexes/wbtree.md summarises the protocols and our departures.
 //
-// Persistent layout (pool layout name "wbtree"):
+// Persistent layout (pool layout name "wbtree", "wbtree:string" for
+// byte-string keys):
 //   The root object, the split log and the node: byte tables directly
-//   above their structs below.
+//   above their structs below; string keys' key words: WbTreeT.
 //   Inner node entry i: child covers [key_i, next key in sorted order); the
 //   leftmost child covers [the node's lower bound, smallest key).
 //
@@ -53,7 +54,9 @@
 //    leaf writers hold one leaf lock and wait for nothing else, so no
 //    deadlock. Readers overlapping an SMO fail validation and restart.
 //  - No node is freed while the tree is in use (no merges), so a reader
-//    never touches freed memory.
+//    never touches freed memory. String keys: a removed key's record is
+//    freed only when no other operation is in flight (RecordReclaimer,
+//    common/key_record.h), so a reader never reads a freed record either.
 // Thread-safety: insert, update, remove, lookup, scan, find_last_less_than
 // and info may be called concurrently; bulk_load, verify and the destructor
 // need no concurrent calls. Recovery runs before any operation.
@@ -68,11 +71,14 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "indexes/common/entry.h"
 #include "indexes/common/inner_tree.h"
+#include "indexes/common/key_record.h"
 #include "indexes/common/persistent.h"
 #include "indexes/common/prefetch.h"
 #include "indexes/common/version_lock.h"
@@ -112,10 +118,18 @@ inline constexpr OptionSpec kWbTreeOptions[] = {
 /// root: recovers; the stored node size and inner placement win over the
 /// options. Errors: Corruption (bad root object, log or node), OutOfSpace.
 Status make_wbtree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+/// Factory for "wbtree" with byte-string keys: as make_wbtree, in a pool of
+/// layout pool_layout("wbtree", KeyType::kString) ("wbtree:string"); key
+/// words are key-record offsets (WbTreeT); both inner placements. Errors: as
+/// make_wbtree, and InvalidArgument for a pool of 2^48 bytes or more (a key
+/// word holds a 48-bit record offset).
+Status make_wbtree_string(const IndexOptions& options,
+                          std::unique_ptr<Index<std::string_view>>* out);
 
 namespace wbtree {
 
-/// Pool layout name.
+/// Pool layout name of the integer-key tree, and the index name in messages;
+/// the string-key tree's layout is pool_layout(kLayout, KeyType::kString).
 inline constexpr char kLayout[] = "wbtree";
 /// Root object magic: "WBTREEv1" as a little-endian word.
 inline constexpr uint64_t kRootMagic = 0x3176454552544257ull;
@@ -242,49 +256,94 @@ static_assert(offsetof(LogRecord, off) == 0 && offsetof(LogRecord, old_value) ==
 /// 128, 256, 512 or 1024), and in *entries_offset the byte offset of slot 0.
 uint32_t capacity_for(uint32_t node_size, uint32_t* entries_offset);
 
-/// The wB+-tree. Created by make_wbtree().
-class WbTree final : public PersistentIndex {
+/// The wB+-tree over keys K (uint64_t or std::string_view). Created by
+/// make_wbtree() / make_wbtree_string().
+///
+/// The 8-byte key word of an entry (leaf key or inner separator) is the key
+/// itself for K = uint64_t, and for K = std::string_view a key word of
+/// common/key_record.h: the pool offset of a key record (length byte +
+/// bytes) in the low 48 bits, the key's first two bytes in the top 16, so
+/// most comparisons of the slot-array binary search read no record. Word 0
+/// (a leaf's lower bound at the left edge) is minus infinity. Both instances
+/// share every protocol; only ordering and equality tests differ (keys_, a
+/// KeyWords<K> of common/key_record.h), and integer keys compile to the code
+/// the untemplated tree had (the lookup path instruction for instruction).
+///
+/// Key record ownership (string keys; recovery marks each record exactly
+/// once): every live leaf entry (bitmap bit set) owns its key's record;
+/// inner=pm: every live inner entry owns its separator's record, a copy of
+/// the key a leaf split moved first, made for that split (flushed before the
+/// split's prepare fence, published by its log commit; an inner split moves
+/// an entry's word up to the parent, so it stays owned by one live entry).
+/// An entry whose bitmap bit is clear owns nothing (recovery reads only live
+/// entries). Separators are never freed (no merges). inner=dram: the DRAM
+/// inner nodes and leaves' lower bounds hold DRAM copies of the separators
+/// (InnerTreeT, keep_low), nothing in PM. A removed key's record is retired
+/// after the remove's NAW 2 and freed by RecordReclaimer (key_record.h) once
+/// no other operation is in flight, else at destruction.
+template <class K>
+class WbTreeT final : public PersistentIndexOf<K> {
  public:
+  /// True for byte-string keys (key words are key-record offsets).
+  static constexpr bool kStringKeys = std::is_same_v<K, std::string_view>;
+  /// What a search compares entries against (the key, or a StringProbe),
+  /// and how it is passed (by value, or by reference): KeyWords,
+  /// common/key_record.h.
+  using Probe = typename KeyWords<K>::Probe;
+  using ProbeArg = typename KeyWords<K>::ProbeArg;
+
   /// `fill`: IndexOptions::fill_factor, (0, 1] (checked by make_index),
   /// used by bulk_load().
-  WbTree(pm::Pool* pool, double fill);
-  ~WbTree() override;
+  WbTreeT(pm::Pool* pool, double fill);
+  /// Frees the retired key records (string keys) and records the key count
+  /// for the pool's close record (common/persistent.h).
+  ~WbTreeT() override;
 
   /// Creates an empty tree (one empty leaf, the root object and the log) in a
   /// pool with no root; node_size was checked by the caller. Errors:
-  /// OutOfSpace.
+  /// OutOfSpace; string keys: InvalidArgument (inner_dram, or a pool of
+  /// 2^48 bytes or more).
   Status create(uint32_t node_size, bool inner_dram);
-  /// Recovers the tree of a pool with a root (see wbtree.cc "Recovery"):
+  /// Recovers the tree of a pool with a root (see wbtree_impl.h "Recovery"):
   /// redoes a committed split log, rebuilds every slot array whose valid bit
   /// is clear, reclaims unreachable blocks, rebuilds the DRAM inner nodes
-  /// (inner=dram). Errors: Corruption (naming the offending node or record),
-  /// OutOfSpace never (recovery allocates nothing).
+  /// (inner=dram). String keys: every live entry's key word is checked
+  /// (check_key_word) before any comparison, and each record is marked once.
+  /// Errors: Corruption (naming the offending node or record), OutOfSpace
+  /// never (recovery allocates nothing).
   Status recover();
 
-  Status insert(uint64_t key, Value value) override;
-  Status update(uint64_t key, Value value) override;
-  Status remove(uint64_t key) override;
-  std::optional<Value> lookup(uint64_t key) override;
-  size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override;
-  std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override;
+  Status insert(K key, Value value) override;
+  Status update(K key, Value value) override;
+  Status remove(K key) override;
+  std::optional<Value> lookup(K key) override;
+  size_t scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) override;
+  std::optional<std::pair<OwnedKey<K>, Value>> find_last_less_than(K key) override;
   /// Bottom-up bulk load at IndexOptions::fill_factor (see Index::bulk_load):
   /// leaves and (inner=pm) inner nodes get ceil(fill * capacity) entries,
   /// each persisted, then one NAW of the root word publishes them; the old
-  /// (empty) nodes are freed after. Errors: InvalidArgument (index holds a
-  /// key, keys not strictly ascending), OutOfSpace (nothing changed).
-  Status bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) override;
+  /// (empty) nodes are freed after. String keys: a key record per key and
+  /// (inner=pm) a separator record per leaf but the first are allocated and
+  /// flushed first, made durable by the nodes' fence. Errors: InvalidArgument (index holds a key,
+  /// keys not strictly ascending, a key longer than kMaxKeyBytes), OutOfSpace (nothing changed).
+  Status bulk_load(std::span<const std::pair<K, Value>> sorted) override;
   IndexInfo info() const override;
   Status verify(VerifyReport* report) const override;
   /// Why the crash lab's ablation self-test cannot catch the removal of some
-  /// flushes and fences (see wbtree.cc "Ablation notes").
+  /// flushes and fences (see wbtree_impl.h "Ablation notes").
   std::vector<std::pair<std::string, std::string>> ablation_notes() const override;
 
   /// Entry slots per node.
   uint32_t capacity() const { return cap_; }
   /// True when the inner nodes live in DRAM.
   bool inner_dram() const { return inner_dram_; }
+  /// Key records retired by removes and not yet freed (string keys; 0 for
+  /// integer keys).
+  size_t retired_records() const { return records_.retired(); }
 
  private:
+  using PersistentIndexOf<K>::pool_;
+  using InFlight = RecordReclaimer::InFlight<kStringKeys>;
   struct SplitWal;
   struct Sorted {
     uint64_t key;
@@ -294,7 +353,7 @@ class WbTree final : public PersistentIndex {
   /// Where an optimistic descent (inner=pm) ended: the leaf, its version
   /// lock word and the version read, the lock of the node that routed to it
   /// (its parent, or root_lock_ for a root leaf) with the version read, and
-  /// the leaf's lower bound (0 for the first leaf).
+  /// the leaf's lower bound (a key word; 0 for the first leaf).
   struct Loc {
     uint64_t off;
     std::atomic<uint64_t>* lock;
@@ -333,32 +392,48 @@ class WbTree final : public PersistentIndex {
   void load_slot_array(Node* n, uint8_t* buf) const;
   void store_slot_array(Node* n, const uint8_t* buf, uint32_t len);
   uint64_t root_word() const { return root_obj_->root.load(std::memory_order_acquire); }
+
+  /// String keys: every live entry's key word of `nodes` names a key record
+  /// with its prefix (check_key_word), before recovery compares any.
+  Status check_key_words(const std::vector<uint64_t>& nodes) const;
   uint32_t used(const Node* n) const;
   bool full(const Node* n) const { return used(n) == cap_; }
   void prefetch(const Node* n) const { prefetch_bytes(n, node_size_); }
-  int last_le(Node* n, uint64_t key) const;
+  int last_le(Node* n, ProbeArg key) const;
   uint64_t child_at(Node* n, int pos) const;
-  bool locate(uint64_t key, Loc* out) const;
+  bool locate(ProbeArg key, Loc* out) const;
   template <bool kLow, class F>
-  void read_leaf(uint64_t key, F&& f) const;
-  uint64_t lock_leaf(uint64_t key);
-  void smo_path(uint64_t key, std::vector<uint64_t>* path) const;
-  void leaf_insert(Node* x, int p, uint64_t key, Value value);
+  void read_leaf(ProbeArg key, F&& f) const;
+  uint64_t lock_leaf(ProbeArg key);
+  void smo_path(ProbeArg key, std::vector<uint64_t>* path) const;
+  void leaf_insert(Node* x, int p, uint64_t word, Value value);
   std::vector<Sorted> sorted_entries(Node* n) const;
   void init_node(uint64_t off, uint32_t level, uint64_t leftmost_or_sibling,
                  std::span<const Sorted> items);
   void write_slot_array(Node* n, uint64_t bitmap, const char* site);
   void apply_records(const LogRecord* recs, size_t n, const char* site);
-  Status split(const std::vector<uint64_t>& path, uint64_t key, Value value);
+  Status split(const std::vector<uint64_t>& path, uint64_t word, ProbeArg key, Value value);
   Status walk(std::vector<uint64_t>* nodes, std::vector<uint64_t>* leaves) const;
   Status check_node(uint64_t off, const char* what) const;
   Status verify_subtree(uint64_t off, uint32_t level, uint64_t lo, bool has_hi, uint64_t hi,
                         std::vector<uint64_t>* leaves, VerifyReport* r) const;
+  /// String keys: bytes of the key records the live entries of `off` own.
+  uint64_t record_bytes(uint64_t off) const;
   Status verify_node_slots(uint64_t off) const;
   Status rebuild_inner(double fill = 1.0);
   void unlink_empty_leaves();
-  uint64_t low_of(uint64_t leaf) const;
+  /// inner=dram: the lower bound of `leaf` (0 or "" for the first).
+  OwnedKey<K> low_of(uint64_t leaf) const;
+  /// Where route_key builds a string key's predecessor (nothing to build,
+  /// and no code, for integer keys).
+  using RouteBuf = std::conditional_t<kStringKeys, std::string, char>;
+  static K route_key(ProbeArg key, RouteBuf* buf);
+  uint64_t keep_low(std::string_view low);
+  std::string_view low_key(uint64_t low) const;
 
+  /// The key policy: the only comparisons that differ between the two key
+  /// types (common/key_record.h).
+  [[no_unique_address]] const KeyWords<K> keys_;
   RootObject* root_obj_ = nullptr;
   Log* log_ = nullptr;
   uint32_t node_size_ = 0;
@@ -376,9 +451,25 @@ class WbTree final : public PersistentIndex {
   /// inner=dram only: the DRAM inner nodes, and each leaf's lower bound in a
   /// DRAM word per leaf (for find_last_less_than, which walks leaves right to
   /// left).
-  std::unique_ptr<inner::InnerTree> tree_;
+  std::unique_ptr<inner::InnerTreeT<K>> tree_;
   std::unique_ptr<LockTable> lows_;
+  /// inner=dram, string keys: each leaf's lower bound word in lows_ is the
+  /// address of one of these DRAM copies (keep_low), kept until the next
+  /// rebuild_inner; low_key_bytes_ counts them for info().dram_bytes.
+  std::vector<std::unique_ptr<std::string>> low_keys_;
+  uint64_t low_key_bytes_ = 0;
+  /// String keys: removed keys' records and the operations in flight
+  /// (RecordReclaimer); unused for integer keys.
+  RecordReclaimer records_;
 };
+
+/// The integer-key tree (the tests' and tools' name).
+using WbTree = WbTreeT<uint64_t>;
+/// The string-key tree.
+using WbTreeString = WbTreeT<std::string_view>;
+
+extern template class WbTreeT<uint64_t>;
+extern template class WbTreeT<std::string_view>;
 
 }  // namespace wbtree
 }  // namespace nvindex
