@@ -744,7 +744,14 @@ Status FastFairT<K>::insert(K k, Value value) {
   // which recovery reclaims); freed at once if the insert fails (never
   // published).
   uint64_t word = 0;
-  if (Status s = keys_.new_word(kLayout, k, &word, {"fastfair.insert.key_record"}); !s.ok())
+  // The record is flushed, not fenced: fast_insert persists a slot (flush
+  // and fence) before the store that publishes the key word (the count NAW
+  // of an append, the key store at slot p after a shift), and a split
+  // persists the new node before X.sibling publishes it; either fence
+  // commits the record's flushes first.
+  if (Status s = keys_.new_word(kLayout, k, &word, {"fastfair.insert.key_record"},
+                                RecordFence::kCallerFences);
+      !s.ok())
     return s;
   const InFlight in_flight(records_);
   const auto fail = [&](Status s) {
@@ -781,7 +788,10 @@ Status FastFairT<K>::insert(K k, Value value) {
   if constexpr (kStringKeys) {
     const uint64_t first_moved = x->entries()[n / 2].key.load(kRlx);
     const std::string_view moved = key_record(*pool_, record_of(first_moved));
-    s = store_key_record(*pool_, moved, &low_record, {"fastfair.split.separator_record"});
+    // Flushed only: the new node's persist below fences before X.sibling
+    // publishes the node that owns it.
+    s = store_key_record(*pool_, moved, &low_record, {"fastfair.split.separator_record"},
+                         RecordFence::kCallerFences);
     if (!s.ok()) {
       unlock(off);
       return fail(s);
@@ -1449,18 +1459,6 @@ std::vector<std::pair<std::string, std::string>> FastFairT<K>::ablation_notes() 
        "is retired and freed when the index is destroyed, after which its block may be reused "
        "while the durable L.sibling still named it"},
   };
-  if constexpr (kStringKeys) {
-    notes.emplace_back(
-        "fastfair.insert.key_record/fence",
-        "redundant in fastfair: FAST insert persists a slot (flush and fence) before the store "
-        "that publishes the key (the count NAW of an append, the key store at slot p after a "
-        "shift), and that fence also commits the record's flushes; store_key_record fences for "
-        "callers without such a fence (one fence per insert that fastfair could save)");
-    notes.emplace_back(
-        "fastfair.split.separator_record/fence",
-        "redundant in fastfair: split() persists the new node (flush and fence) before X.sibling "
-        "publishes it, and that fence also commits the separator record's flushes");
-  }
   return notes;
 }
 
