@@ -21,7 +21,7 @@ BENCH_LBTREE_ARGS ?=
 FUZZ_RUNS ?= 150000
 FUZZ_SECONDS ?= 120
 
-.PHONY: all deps build bench bench-lbtree test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
+.PHONY: test-long all deps build bench bench-lbtree test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
 
 all: build
 
@@ -39,6 +39,14 @@ bench-lbtree: build
 	@scripts/bench-lbtree $(BENCH_LBTREE_ARGS)
 
 test: deps format-check doc-links test-release test-install test-asan test-tsan test-fuzz
+
+# Heavier checks kept out of `make test` (25 minutes on 2 cores): the crash
+# lab's ablation self-test with the cases tests/crash_cases.h marks
+# long-only (p-bwtree with string keys) included, about 10 minutes.
+test-long:
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release -j $(JOBS)
+	@NVINDEX_TEST_LONG=1 ctest --preset release -j $(JOBS) -R crash_ablation_test
 
 # A documentation reference to a missing file fails the tests.
 doc-links:

@@ -40,7 +40,10 @@ TEST_P(Ablation, EverySiteIsCaughtOrHasAWrittenReason) {
     GTEST_SKIP() << "ablation self-test skipped under a sanitizer or NVINDEX_CRASH_SCALE < 1 "
                     "(it runs in the release build)";
   }
-  if (!GetParam().no_ablation.empty()) GTEST_SKIP() << GetParam().no_ablation;
+  const char* long_run = std::getenv("NVINDEX_TEST_LONG");
+  if (!GetParam().ablation_long_only.empty() && (long_run == nullptr || *long_run != '1')) {
+    GTEST_SKIP() << GetParam().ablation_long_only << ": runs in make test-long";
+  }
   Options o;
   o.index = GetParam().index;
   o.key_type = GetParam().key_type;
