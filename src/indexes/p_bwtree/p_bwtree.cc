@@ -604,7 +604,10 @@ class PBwTree final : public PersistentIndexOf<K> {
     ev_consolidations_.fetch_add(1, kRlx);
     // The old chain is unreachable from the word now; readers that loaded
     // it before the CAS may still walk it: retire, do not free.
-    for (uint64_t o = head; o != 0; o = hdr(o)->next) epoch_.retire(o);
+    for (uint64_t o = head;; o = hdr(o)->next) {  // to the base (depth 0), its next unread
+      epoch_.retire(o);
+      if (hdr(o)->depth == 0) break;
+    }
     return true;
   }
 
@@ -848,7 +851,8 @@ Status PBwTree<K>::check_chain(uint64_t id, uint64_t head, std::vector<uint64_t>
     const bool base = h->type == kBaseLeaf || h->type == kBaseInner;
     const bool fits_node =
         leaf ? h->type != kIndexEntry : (h->type == kSplit || h->type == kIndexEntry);
-    if (base ? (h->depth != 0 || (h->type == kBaseLeaf) != (leaf != 0) || !C::base_fits(r, block))
+    if (base ? (h->depth != 0 || h->next != 0 || (h->type == kBaseLeaf) != (leaf != 0) ||
+                !C::base_fits(r, block))
              : (!is_delta(h->type) || h->depth == 0 || !fits_node ||
                 C::stated_delta_bytes(r) > block)) {
       return Status::Corruption(where + ": record " + hex(o) + " is damaged");
