@@ -10,8 +10,9 @@
 // mapping word (or of the root id) to a record that was persisted before the
 // CAS, so a crash leaves each word old or new, and either names a durable
 // chain. The only other durable effects of an operation are blocks no word
-// names yet (recovery frees them) and mapping words of ids no chain names
-// yet (recovery clears them).
+// names yet (recovery frees them), claimed delta slots no word names yet
+// (garbage inside a live base's block, freed with it; write_delta), and
+// mapping words of ids no chain names yet (recovery clears them).
 //
 // Durable linearizability: the thread that CASes a word persists it before
 // it returns; until then the word carries kDirty, and any thread that reads
@@ -325,8 +326,12 @@ class PBwTree final : public PersistentIndexOf<K> {
   Status write_record(const char* img, uint32_t bytes, uint64_t* off, pm::Site site,
                       bool may_reserve) {
     if (Status s = pool_->allocator().allocate(bytes, off); !s.ok()) {
-      if (s.code() != Code::kOutOfSpace || !may_reserve || bytes > kReserveBlock) return s;
+      if (s.code() != Code::kOutOfSpace) return s;
+      // Any failed delta allocation marks the pool full (an update or a
+      // remove written into a free slot allocates nothing, so it cannot be
+      // the first to see it).
       full_.store(true, kRlx);
+      if (!may_reserve || bytes > kReserveBlock) return s;
       std::lock_guard<std::mutex> g(reserve_mu_);
       if (reserve_.empty()) return s;
       *off = reserve_.back();
@@ -343,11 +348,13 @@ class PBwTree final : public PersistentIndexOf<K> {
   // ---- delta areas (OpenBwTree's preallocated delta space after a base)
 
   /// Bytes requested for a base of `bytes`: the node (node_size, or more
-  /// for a string node of long keys) plus kAreaSlots lines of delta area,
-  /// without the area when that exceeds the largest block (node_size 4096).
+  /// for a string node of long keys) plus a delta area of kAreaSlots lines
+  /// or node_size bytes, the smaller (a block at most twice the node: 128
+  /// and 256 B nodes get 2 and 4 slots), without the area when that
+  /// exceeds the largest block (node_size 4096).
   uint32_t base_request(uint32_t bytes) const {
     const uint32_t node = std::max(bytes, node_size_);
-    const uint32_t with_area = node + kAreaSlots * kSlotBytes;
+    const uint32_t with_area = node + std::min(kAreaSlots * kSlotBytes, node_size_);
     return with_area <= pm::Allocator::kMaxBlock ? with_area : node;
   }
   /// Offset of the delta area in a base of `bytes`: its first whole line.
@@ -362,6 +369,11 @@ class PBwTree final : public PersistentIndexOf<K> {
     const uint32_t block = std::bit_ceil(std::max(base_request(bytes), pm::Allocator::kMinBlock));
     const uint32_t start = area_start(bytes);
     return start >= block ? 0 : std::min(kAreaSlots, (block - start) / kSlotBytes);
+  }
+  /// The claim word of the slot at `slot`: its last 8 bytes (0 = free),
+  /// which no reader reads (a delta in a slot is at most kSlotRecordBytes).
+  std::atomic<uint64_t>* claim_word(uint64_t slot) const {
+    return reinterpret_cast<std::atomic<uint64_t>*>(pool_->base() + slot + kSlotRecordBytes);
   }
   /// Whether record `o` is a slot of the delta area of base `base` (so no
   /// block of its own: it is freed with the base).
@@ -379,16 +391,19 @@ class PBwTree final : public PersistentIndexOf<K> {
 
   /// A delta record over `head` (the node's current head), depth
   /// head.depth + 1. Written into slot head.depth of the base's delta area
-  /// when the slot exists, the delta fits 64 B and the slot's first word is
-  /// still 0 (claimed by one CAS 0 -> the record's first word, so two
-  /// writers racing over the same head never share a slot), else into a
+  /// when the slot exists, the delta fits kSlotRecordBytes (56 B) and the
+  /// slot's claim word (its last 8 bytes) is still 0: claimed by one CAS
+  /// 0 -> 1, so two writers racing over the same head never share a slot
+  /// (the loser takes a block), and, the claim word being one no reader
+  /// reads, a losing CAS never touches bytes a reader reads. Else into a
   /// block of its own (write_record). *slot tells which. Either way the
-  /// record is persisted (one flush per line, one fence) before return and
-  /// published by the caller's CAS. Crash: a claimed slot that no word
-  /// names is garbage inside its base's block, as an unpublished block is
-  /// outside it; a slot whose first word is 0 after a crash never held a
-  /// published delta (a published one was durable, nonzero, before its
-  /// CAS), so reusing it overwrites nothing reachable. Errors: OutOfSpace
+  /// record is persisted (its line or lines flushed, one fence; a slot's
+  /// one line holds the claim word too) before return and published by
+  /// the caller's CAS. Crash: a claimed slot that no word names is garbage
+  /// inside its base's block, as an unpublished block is outside it; a
+  /// slot whose claim word is 0 after a crash never held a published delta
+  /// (a published one's claim word was durable with it, before its CAS),
+  /// so claiming it again overwrites nothing reachable. Errors: OutOfSpace
   /// (only without a free slot).
   Status write_delta(uint64_t head, uint8_t type, K key, uint64_t value, uint32_t count,
                      uint64_t* off, bool* slot, bool may_reserve = false) {
@@ -401,20 +416,21 @@ class PBwTree final : public PersistentIndexOf<K> {
     put_at(img + 16, value);
     C::put_delta_key(img, key);
     *slot = false;
-    if (bytes <= kSlotBytes && h->depth < kAreaSlots) {
+    if (bytes <= kSlotRecordBytes && h->depth < kAreaSlots) {
       const uint64_t base = base_off(head);
       const uint32_t base_bytes = reinterpret_cast<const Base*>(rec(base))->bytes;
       if (h->depth < area_slots(base_bytes)) {
         const uint64_t o = base + area_start(base_bytes) + uint64_t{h->depth} * kSlotBytes;
-        char* p = pool_->base() + o;
-        auto* first = reinterpret_cast<std::atomic<uint64_t>*>(p);
+        std::atomic<uint64_t>* claim = claim_word(o);
         uint64_t e = 0;
         bool claimed = false;
-        while (!(claimed = pm::cas(first, &e, load_at<uint64_t>(img))) && e == 0) {
+        // A taken slot is seen by a load; the CAS only races another claim.
+        while (claim->load(kRlx) == 0 && !(claimed = pm::cas(claim, &e, uint64_t{1})) && e == 0) {
         }
         if (claimed) {
-          pm::copy(p + 8, img + 8, bytes - 8);
-          pm::persist(p, bytes, {"p-bwtree.delta.record"});
+          char* p = pool_->base() + o;
+          pm::copy(p, img, bytes);
+          pm::persist(p, kSlotBytes, {"p-bwtree.delta.record"});
           *off = o;
           *slot = true;
           return Status::Ok();
@@ -426,7 +442,7 @@ class PBwTree final : public PersistentIndexOf<K> {
 
   /// A base node holding `items` (ascending), high key, right sibling, in a
   /// block of base_request bytes: the node, then its delta area, whose
-  /// slots' first words are zeroed (free) and flushed with the node (one
+  /// slots' claim words are zeroed (free) and flushed with the node (one
   /// fence for all). Crash: unreachable until published; the zeros matter
   /// only while the node is live in this run (after a crash a nonzero slot
   /// is merely skipped, write_delta), so their flush is hygiene: it keeps
@@ -451,7 +467,7 @@ class PBwTree final : public PersistentIndexOf<K> {
     const uint32_t slots = area_slots(bytes);
     char* area = p + area_start(bytes);
     for (uint32_t i = 0; i < slots; ++i)
-      pm::store(reinterpret_cast<uint64_t*>(area + i * kSlotBytes), uint64_t{0});
+      pm::store(claim_word(*off + area_start(bytes) + i * kSlotBytes), uint64_t{0});
     pm::flush(area, slots * kSlotBytes, {"p-bwtree.base.slots"});
     pm::persist(p, bytes, {"p-bwtree.base.record"});
     return Status::Ok();
@@ -963,7 +979,7 @@ Status PBwTree<K>::check_chain(uint64_t id, uint64_t head, std::vector<uint64_t>
     const char* r = rec(o);
     const auto* h = hdr(o);
     const bool slot = in_area(base, o);
-    uint32_t room = kSlotBytes;
+    uint32_t room = kSlotRecordBytes;
     if (slot) {
       if (o - base - area_start(bytes) != uint64_t{h->depth - 1u} * kSlotBytes) {
         return Status::Corruption(where + ": record " + hex(o) + " is not its depth's slot");
@@ -1249,8 +1265,11 @@ Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats) const {
       stats->max_depth = std::max<uint64_t>(stats->max_depth, hdr(head)->depth);
       const uint64_t base = base_off(head);
       for (uint64_t o = head;; o = hdr(o)->next) {
-        if (!in_area(base, o)) report->pm_bytes += pool_->allocator().block_size(o);
+        const bool slot = in_area(base, o);
+        if (!slot) report->pm_bytes += pool_->allocator().block_size(o);
         if (hdr(o)->depth == 0) break;
+        stats->deltas++;
+        if (slot) stats->area_deltas++;
         if (hdr(o)->type == kSplit) stats->split_deltas++;
         if (hdr(o)->type == kIndexEntry) stats->index_deltas++;
       }
@@ -1344,7 +1363,7 @@ std::vector<std::pair<std::string, std::string>> PBwTree<K>::ablation_notes() co
        "128 B), so every new word shares line 0 of chunk 0 with the split node's word, whose "
        "persist after the publishing CAS flushes both"},
       {"p-bwtree.base.slots",
-       "hygiene: the zeroed first words of a base's delta slots only mark them free in this run "
+       "hygiene: the zeroed claim words of a base's delta slots only mark them free in this run "
        "(write_delta claims a slot by CAS from 0); after a crash a slot whose zero was lost is "
        "merely skipped (the delta takes a block of its own), and a slot that holds a published "
        "delta is nonzero by that delta's persist before its CAS; the flush keeps the area's lines "
