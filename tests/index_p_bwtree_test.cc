@@ -1,6 +1,7 @@
 // p-bwtree, what is specific to its design (the conformance, concurrent,
 // damage and crash suites hold what every index must do): the epoch manager
-// (indexes/common/epoch.h), consolidation of delta chains, splits in two
+// (indexes/common/epoch.h), deltas in their base's delta area,
+// consolidation of delta chains, splits in two
 // halves with index-entry deltas, helping, string keys against a std::map
 // model (in memory and across a reopen).
 #include <gtest/gtest.h>
@@ -108,6 +109,49 @@ TEST(PBwTree, ConsolidationBoundsLeafChains) {
   EXPECT_LE(cs.max_depth, p_bwtree::kLeafChainMax);
   EXPECT_EQ(cs.nodes, 1u);
   for (uint64_t k = 0; k < 100; ++k) EXPECT_EQ(t.index->lookup(k), std::optional<Value>(k));
+}
+
+TEST(PBwTree, DeltasSitInTheirBasesArea) {
+  // One leaf (512 B: 29 entries, no split in 7 inserts): each delta goes
+  // into the slot of its depth in the base's block.
+  TestIndex t;
+  ASSERT_TRUE(open_test_index(kName, 512, &t, 64ull << 20).ok());
+  for (uint64_t k = 0; k < 7; ++k) ASSERT_TRUE(t.index->insert(k, k).ok());
+  p_bwtree::ChainStats cs = *p_bwtree::chain_stats_of(*t.index);
+  EXPECT_EQ(cs.nodes, 1u);
+  EXPECT_EQ(cs.max_depth, 7u);
+  EXPECT_EQ(cs.deltas, 7u);
+  EXPECT_EQ(cs.area_deltas, 7u);
+  // At 128 B the area has 2 or 3 slots (the block is twice the node): the
+  // deeper deltas of a chain are blocks of their own.
+  TestIndex small;
+  ASSERT_TRUE(open_test_index(kName, 128, &small, 64ull << 20).ok());
+  for (uint64_t k = 0; k < 5; ++k) ASSERT_TRUE(small.index->insert(k, k).ok());
+  cs = *p_bwtree::chain_stats_of(*small.index);
+  EXPECT_EQ(cs.deltas, 5u);
+  EXPECT_EQ(cs.area_deltas, 3u);  // an empty base is 40 B: its area starts at 64
+  for (uint64_t k = 0; k < 5; ++k) EXPECT_EQ(small.index->lookup(k), std::optional<Value>(k));
+  // The same for a string delta over 56 B (a key over 31 B), and both
+  // kinds survive a reopen (recovery marks a slot with its base).
+  auto key = [](uint64_t i, size_t len) { return std::string(len - 1, 'k') + char('a' + i); };
+  testing::FileIndexOf<std::string_view> f(kName);
+  IndexOptions o;
+  o.node_size = 512;
+  ASSERT_TRUE(f.create(o).ok());
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(f.index->insert(key(i, 24), i).ok());
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(f.index->insert(key(i, 40), 10 + i).ok());
+  cs = *p_bwtree::chain_stats_of(*f.index);
+  EXPECT_EQ(cs.deltas, 6u);
+  EXPECT_EQ(cs.area_deltas, 3u);
+  const Status s = f.reopen();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  cs = *p_bwtree::chain_stats_of(*f.index);  // recovery leaves chains as they are
+  EXPECT_EQ(cs.deltas, 6u);
+  EXPECT_EQ(cs.area_deltas, 3u);
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(f.index->lookup(key(i, 24)), std::optional<Value>(i));
+    EXPECT_EQ(f.index->lookup(key(i, 40)), std::optional<Value>(10 + i));
+  }
 }
 
 TEST(PBwTree, SplitsPostIndexEntriesAndGrowTheRoot) {

@@ -21,6 +21,11 @@
 // - records: base nodes (leaf or inner, up to node_size bytes) and delta
 //   records (insert, update, delete, split, index-entry), each naming the
 //   next older record of its chain. Records are immutable once published.
+//   A base's block continues with a delta area of kAreaSlots 64 B slots
+//   (OpenBwTree's delta record pre-allocation, Wang et al., SIGMOD'18):
+//   the delta of depth d goes into slot d - 1 when it fits and the slot is
+//   free, so a chain is a few neighbouring lines of one block, retired and
+//   freed with its base; other deltas are blocks of their own.
 //
 // Keys are inline in the records (no separate key records): an integer key
 // is one 8 B field; a string key is a length byte and its bytes in a delta
@@ -72,8 +77,9 @@ Status make_p_bwtree_string(const IndexOptions& options,
 
 namespace p_bwtree {
 
-/// Root object magic "PBWTv1\0\0".
-inline constexpr uint64_t kRootMagic = 0x0000317654574250ull;
+/// Root object magic "PBWTv2\0\0" (v2: base nodes carry a delta area; a v1
+/// pool, whose bases have none, is refused).
+inline constexpr uint64_t kRootMagic = 0x0000327654574250ull;
 /// Bytes of the root object and of a mapping-table chunk (one 4 KiB block).
 inline constexpr uint32_t kRootBytes = 4096;
 inline constexpr uint32_t kChunkBytes = 4096;
@@ -86,10 +92,28 @@ inline constexpr uint32_t kMaxChunks = (kRootBytes - 32) / 8;
 inline constexpr uint64_t kMaxNodeIds = kMaxChunks * kIdsPerChunk;
 /// "No node" (a base node without right sibling).
 inline constexpr uint64_t kNoNode = ~0ull;
-/// Deltas above a base before a leaf's chain is consolidated (OpenBwTree).
+/// Deltas above a base before a leaf's chain is consolidated (OpenBwTree's
+/// LEAF_DELTA_CHAIN_LENGTH_THRESHOLD).
 inline constexpr uint32_t kLeafChainMax = 8;
-/// The same for inner nodes (OpenBwTree).
+/// The same for inner nodes (the SIGMOD'18 text; OpenBwTree's and RECIPE's
+/// code use 8). Measured at 8 with delta areas (1M integer keys, YCSB C and
+/// A, 1 thread, 3 interleaved pairs): C +10 %, A -11 %, no clear gain;
+/// and with 26 B string keys at 128 B nodes, whose inner nodes hold two
+/// separators, the tree outgrew verify()'s 64 levels at 20,000 keys.
 inline constexpr uint32_t kInnerChainMax = 2;
+/// Delta slots in a base node's delta area (OpenBwTree's preallocated
+/// delta space after each base, "ElasticNode"): 64 B each, slot i holding
+/// the delta of depth i + 1, so a whole leaf chain up to kLeafChainMax
+/// sits in the base's block. A delta that has no free slot (area full or
+/// claimed by a racing writer, deeper than the area, or a string delta over
+/// kSlotRecordBytes) is a block of its own, as before.
+inline constexpr uint32_t kAreaSlots = 8;
+/// Bytes of one delta slot (one line): the delta record, then at 56 the
+/// slot's claim word (8 B, 0 = free).
+inline constexpr uint32_t kSlotBytes = 64;
+/// Largest delta record a slot holds (integer deltas; string deltas of
+/// keys up to 31 B).
+inline constexpr uint32_t kSlotRecordBytes = kSlotBytes - 8;
 /// Bit 0 of a mapping word: set by the CAS that publishes a record, cleared
 /// after the word is persisted; a reader that sees it persists the word
 /// before relying on it (link-and-persist, David et al., ATC'18).
@@ -150,7 +174,11 @@ static_assert(sizeof(RootObject) == kRootBytes);
 ///                (index entry); 0 for delete
 ///       24    .  key: integer keys 8 B; string keys a length byte, then the
 ///                bytes (the separator of a split or an index entry)
-/// A base node continues:
+/// A base node continues (its block: bit_ceil(max(bytes, node_size) +
+/// min(kAreaSlots * 64, node_size)) bytes, without the area when that is
+/// over 4096; the delta area starts at the first line after `bytes`, holds
+/// min(kAreaSlots, lines left in the block) slots, and a slot whose claim
+/// word, its last 8 bytes, is 0 is free):
 ///       16    8  right sibling id (kNoNode: none)
 ///       24    4  bytes of the record
 ///       28    2  string keys: offset of the high key in the record
@@ -214,6 +242,8 @@ struct Events {
 struct ChainStats {
   uint64_t nodes = 0;            ///< nodes reached
   uint64_t max_depth = 0;        ///< longest delta chain (deltas above a base)
+  uint64_t deltas = 0;           ///< delta records in chains
+  uint64_t area_deltas = 0;      ///< of those, in their base's delta area
   uint64_t split_deltas = 0;     ///< split deltas still in chains
   uint64_t index_deltas = 0;     ///< index-entry deltas still in chains
   uint64_t unposted_splits = 0;  ///< nodes reached only through a sibling link
