@@ -42,7 +42,7 @@ test: deps format-check doc-links test-release test-install test-asan test-tsan 
 
 # Heavier checks kept out of `make test` (25 minutes on 2 cores): the crash
 # lab's ablation self-test with the cases tests/crash_cases.h marks
-# long-only (p-bwtree with string keys) included, about 10 minutes.
+# long-only (the string instances) included, about 10 minutes.
 test-long:
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)

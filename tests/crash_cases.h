@@ -59,9 +59,7 @@ inline void PrintTo(const CrashCase& c, std::ostream* os) { *os << c.label(); }
 /// with string keys) then gives the bar of 10,000 images. Its ablation
 /// self-test runs 20 operations (the first split comes with the first
 /// consolidation, after 8 deltas on one leaf; 20 reach the root growth and
-/// every site); its string instance, which has the same sites (keys are
-/// inline in the records, no key records) and takes about 3 times as long,
-/// runs in `make test-long`.
+/// every site).
 inline std::vector<CrashCase> persistent_crash_cases() {
   std::vector<CrashCase> cases;
   for (KeyType t : {KeyType::kInteger, KeyType::kString}) {
@@ -73,20 +71,23 @@ inline std::vector<CrashCase> persistent_crash_cases() {
       c.key_type = t;
       // String keys (18..250 bytes, crash/string_keys.h) dirty one to four
       // more lines per insert (the key record): about 1.6 times the images
-      // of an integer scenario (wbtree: 37,000 against 22,700). Two thirds
-      // of the scenarios keep a string case near its integer case's time,
-      // well above the bar.
-      if (t == KeyType::kString) c.scenario_share = 2.0 / 3;
+      // of an integer scenario (wbtree: 37,000 against 22,700 with every
+      // scenario). Half the scenarios keep a string case near its integer
+      // case's time, above the bar (the test tops up to it). The ablation
+      // self-test of a string instance repeats every site of the integer
+      // instance's and adds the key record's; it runs in `make test-long`
+      // (the four took 221 s of `make test`'s 430 s of crash tests on 2
+      // cores; all passed on 2026-11-24), `make test` runs the integer ones.
+      if (t == KeyType::kString) {
+        c.scenario_share = 0.5;
+        c.ablation_long_only =
+            "a string instance's ablation repeats its integer instance's sites plus the key "
+            "record's";
+      }
       if (c.index == "p-bwtree") {
         c.budget = 16;
         c.scenario_share = t == KeyType::kString ? 1.0 / 6 : 1.0 / 3;
         c.ablation_ops = 20;
-        if (t == KeyType::kString) {
-          c.ablation_long_only =
-              "p-bwtree's string instance has the integer instance's persistence sites (keys "
-              "inline, no key records) and its 20 ablation runs take about 3 times the integer "
-              "case's";
-        }
       }
       cases.push_back(c);
     }
