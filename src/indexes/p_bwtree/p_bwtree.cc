@@ -180,13 +180,14 @@ class PBwTree final : public PersistentIndexOf<K> {
  public:
   PBwTree(pm::Pool* pool, uint32_t node_size)
       : PersistentIndexOf<K>(pool), node_size_(node_size), epoch_(&reclaim_block, this) {
-    for (auto& d : dir_) d.store(nullptr, kRlx);
+    for (auto& d : top_) d.store(nullptr, kRlx);
   }
   ~PBwTree() override {
     epoch_.drain();
     for (uint64_t b : reserve_) pool_->allocator().free(b);
     reserve_.clear();
     this->record_close_keys();
+    for (auto& d : top_) delete[] d.load(kRlx);
   }
 
   Status create();
@@ -278,7 +279,12 @@ class PBwTree final : public PersistentIndexOf<K> {
     return reinterpret_cast<const RecordHeader*>(pool_->base() + off);
   }
   std::atomic<uint64_t>* word(uint64_t id) const {
-    return dir_[id / kIdsPerChunk].load(kAcq) + id % kIdsPerChunk;
+    const uint64_t c = id / kIdsPerChunk;
+    return top_[c / kChunksPerDir].load(kAcq)[c % kChunksPerDir].load(kAcq) + id % kIdsPerChunk;
+  }
+  /// Directory block d (PM): its 512 chunk offsets.
+  std::atomic<uint64_t>* dir_block(uint64_t d) const {
+    return reinterpret_cast<std::atomic<uint64_t>*>(pool_->base() + root_->dirs[d].load(kAcq));
   }
 
   /// The head of node `id` without kDirty; a dirty word is persisted first
@@ -641,9 +647,8 @@ class PBwTree final : public PersistentIndexOf<K> {
       return Status::OutOfSpace("p-bwtree: mapping table full (" + std::to_string(kMaxNodeIds) +
                                 " node ids)");
     }
-    const uint64_t c = next_id_ / kIdsPerChunk;
-    if (dir_[c].load(kAcq) == nullptr) {
-      if (Status s = add_chunk(c); !s.ok()) return s;
+    if (next_id_ % kIdsPerChunk == 0) {
+      if (Status s = add_chunk(next_id_ / kIdsPerChunk); !s.ok()) return s;
     }
     *id = next_id_++;
     return Status::Ok();
@@ -652,25 +657,48 @@ class PBwTree final : public PersistentIndexOf<K> {
     std::lock_guard<std::mutex> g(id_mu_);
     free_ids_.push_back(id);
   }
-  /// Mapping chunk c: allocated, zeroed and flushed, then (c > 0) fenced
-  /// and published in the root's directory by one NAW. Crash: before the
-  /// NAW the chunk is unreachable (freed by recovery); after, it holds only
-  /// free ids. Chunk 0 (`c` = 0, from create()) is neither fenced nor
-  /// published here: create() stores it in the directory and its persist of
-  /// the root object commits both.
+  /// Mapping chunk c (chunks are added in order, under id_mu_): allocated,
+  /// zeroed and flushed, then fenced and published by one NAW, in its
+  /// directory block's entry c % 512, or, for the first chunk of a
+  /// directory block, as entry 0 of a new directory block (zeroed, the
+  /// entry stored, flushed, fenced with the chunk) that one NAW publishes in
+  /// the root object. Crash: before the NAW the new blocks are unreachable
+  /// (freed by recovery); after it, the chunk holds only free ids and the
+  /// directory block names it. Chunk 0 (from create()) is neither fenced
+  /// nor published here: create() persists the root object, which names its
+  /// directory block, after this returns, one fence for all. Errors:
+  /// OutOfSpace (nothing published, nothing kept).
   Status add_chunk(uint64_t c) {
+    pm::Allocator& alloc = pool_->allocator();
+    const uint64_t d = c / kChunksPerDir, i = c % kChunksPerDir;
     uint64_t off = 0;
-    if (Status s = pool_->allocator().allocate(kChunkBytes, &off); !s.ok()) return s;
+    if (Status s = alloc.allocate(kChunkBytes, &off); !s.ok()) return s;
     char* p = pool_->base() + off;
     pm::fill(p, 0, kChunkBytes);
     pm::flush(p, kChunkBytes, {"p-bwtree.chunk.init"});
-    if (c == 0) {
-      pm::store(&root_->chunks[0], off);
+    if (i == 0) {
+      uint64_t doff = 0;
+      if (Status s = alloc.allocate(kDirBytes, &doff); !s.ok()) {
+        alloc.free(off);
+        return s;
+      }
+      char* q = pool_->base() + doff;
+      pm::fill(q, 0, kDirBytes);
+      pm::store(reinterpret_cast<std::atomic<uint64_t>*>(q), off);
+      pm::flush(q, kDirBytes, {"p-bwtree.dir.init"});
+      if (d == 0) {
+        pm::store(&root_->dirs[0], doff);
+      } else {
+        pm::fence({"p-bwtree.dir.init"});
+        pm::naw(&root_->dirs[d], doff, {"p-bwtree.dir.publish"});
+      }
+      top_[d].store(new ChunkRef[kChunksPerDir]{}, std::memory_order_release);
     } else {
       pm::fence({"p-bwtree.chunk.init"});
-      pm::naw(&root_->chunks[c], off, {"p-bwtree.chunk.publish"});
+      pm::naw(dir_block(d) + i, off, {"p-bwtree.chunk.publish"});
     }
-    dir_[c].store(reinterpret_cast<std::atomic<uint64_t>*>(p), std::memory_order_release);
+    top_[d].load(kAcq)[i].store(reinterpret_cast<std::atomic<uint64_t>*>(p),
+                                std::memory_order_release);
     return Status::Ok();
   }
 
@@ -684,10 +712,14 @@ class PBwTree final : public PersistentIndexOf<K> {
     return bytes > node_size_ && count >= (leaf ? 2u : 3u);
   }
 
+  /// How a consolidation (or split) ended: done, lost a race (the chain
+  /// changed meanwhile; nothing published), or no room (a block or a node
+  /// id could not be allocated; nothing published).
+  enum class Fold { kDone, kRaced, kNoSpace };
+
   /// Replaces chain `head` of node `id` by one base (or splits it when its
-  /// content is over the node size). False when the chain changed meanwhile
-  /// (nothing published) or the split could not allocate.
-  bool consolidate(uint64_t id, uint64_t head, uint64_t parent) {
+  /// content is over the node size).
+  Fold consolidate(uint64_t id, uint64_t head, uint64_t parent) {
     // One view per thread, reused (a split's tail consolidation reuses it
     // after the split is done with it).
     thread_local View v;
@@ -698,10 +730,10 @@ class PBwTree final : public PersistentIndexOf<K> {
     }
     uint64_t b = 0;
     if (!write_base(v.leaf, v.items, v.has_high ? &v.high : nullptr, v.right, &b).ok())
-      return false;
+      return Fold::kNoSpace;
     if (!publish(id, head, b)) {
       pool_->allocator().free(b);  // never published
-      return false;
+      return Fold::kRaced;
     }
     ev_consolidations_.fetch_add(1, kRlx);
     // The old chain is unreachable from the word now; readers that loaded
@@ -712,7 +744,7 @@ class PBwTree final : public PersistentIndexOf<K> {
       if (!in_area(base, o)) epoch_.retire(o);
     }
     epoch_.retire(base);
-    return true;
+    return Fold::kDone;
   }
 
   /// The Bw-Tree's two-half split (ICDE'13 §IV.B): first half, a new node
@@ -722,7 +754,7 @@ class PBwTree final : public PersistentIndexOf<K> {
   /// Crash: Q's base and word are durable before the split delta names Q;
   /// before that CAS Q is an orphan id (recovery clears its word and frees
   /// its base); after it, Q is reachable by the sibling link.
-  bool split(uint64_t id, uint64_t head, uint64_t parent, const View& v) {
+  Fold split(uint64_t id, uint64_t head, uint64_t parent, const View& v) {
     // Half the entries to Q, fewer when that half would not fit a node
     // (a chain folded more than two nodes' worth); the lower half is split
     // again by the consolidation below.
@@ -735,22 +767,23 @@ class PBwTree final : public PersistentIndexOf<K> {
     const K sep = v.items[mid].first;
     uint64_t qid = 0, qbase = 0, sd = 0;
     bool sd_slot = false;
-    if (!alloc_id(&qid).ok()) return false;
+    if (!alloc_id(&qid).ok()) return Fold::kNoSpace;
     if (!write_base(v.leaf, upper, v.has_high ? &v.high : nullptr, v.right, &qbase).ok()) {
       release_id(qid);
-      return false;
+      return Fold::kNoSpace;
     }
     // Q's word: flushed here, fenced by the split delta's persist below,
     // so it is durable before the CAS that makes Q reachable.
     pm::store(word(qid), qbase);
     pm::flush(word(qid), 8, {"p-bwtree.split.sibling_word"});
-    if (!write_delta(head, kSplit, sep, qid, static_cast<uint32_t>(mid), &sd, &sd_slot).ok() ||
-        !publish(id, head, sd)) {
-      if (sd != 0) discard(sd, sd_slot);
+    const bool written =
+        write_delta(head, kSplit, sep, qid, static_cast<uint32_t>(mid), &sd, &sd_slot).ok();
+    if (!written || !publish(id, head, sd)) {
+      if (written) discard(sd, sd_slot);
       pm::naw(word(qid), 0, {"p-bwtree.split.undo_word"});
       pool_->allocator().free(qbase);
       release_id(qid);
-      return false;
+      return written ? Fold::kRaced : Fold::kNoSpace;
     }
     pm::count_smo();
     ev_splits_.fetch_add(1, kRlx);
@@ -759,7 +792,7 @@ class PBwTree final : public PersistentIndexOf<K> {
     // chain just grew past its threshold); a lost race leaves it to the
     // next writer.
     consolidate(id, load_head(id), parent);
-    return true;
+    return Fold::kDone;
   }
 
   /// Posts (sep -> child) to `parent`, or grows the root when `from` is the
@@ -843,7 +876,7 @@ class PBwTree final : public PersistentIndexOf<K> {
       const RecordHeader* h = hdr(head);
       if (h->flags & kLeafFlag) return Loc{id, head, parent, lo};
       if (h->depth >= kInnerChainMax) {
-        if (consolidate(id, head, parent)) continue;
+        if (consolidate(id, head, parent) == Fold::kDone) continue;
       }
       const Route rt = route_inner(head, k, strict);
       if (rt.right) {
@@ -888,7 +921,10 @@ class PBwTree final : public PersistentIndexOf<K> {
   std::atomic<bool> full_{false};         ///< an allocation failed: count removes as room
   std::atomic<int64_t> room_{0};          ///< removes (in a full pool) not yet refilled by inserts
   RootObject* root_ = nullptr;
-  std::atomic<std::atomic<uint64_t>*> dir_[kMaxChunks];
+  /// DRAM copy of the directory: top_[d][i] is chunk d * 512 + i's address
+  /// (a second level of 512 entries allocated with directory block d).
+  using ChunkRef = std::atomic<std::atomic<uint64_t>*>;
+  std::atomic<ChunkRef*> top_[kMaxDirs];
   mutable std::mutex id_mu_;
   std::vector<uint64_t> free_ids_;
   uint64_t next_id_ = 0;
@@ -1028,17 +1064,39 @@ Status PBwTree<K>::recover() {
                               std::to_string(root_->node_size));
   }
   node_size_ = static_cast<uint32_t>(root_->node_size);
-  uint64_t chunks = 0;
-  for (uint32_t c = 0; c < kMaxChunks; ++c) {
-    const uint64_t off = root_->chunks[c].load(kAcq);
-    if (off == 0) continue;
-    if (c != chunks || pool_->allocator().block_size(off) < kChunkBytes ||
-        !pool_->contains(off, kChunkBytes)) {
-      return Status::Corruption(std::string(kName) + ": mapping chunk " + std::to_string(c) +
-                                " at " + hex(off) + " is not a chunk in order");
+  // The directory: blocks in order, each naming chunks in order, the
+  // chunks a prefix of the concatenated blocks (the first 0 ends them).
+  uint64_t chunks = 0, dirs = 0;
+  bool ended = false;
+  for (uint64_t d = 0; d < kMaxDirs; ++d) {
+    const uint64_t doff = root_->dirs[d].load(kAcq);
+    if (doff == 0) {
+      ended = true;
+      continue;
     }
-    dir_[c].store(reinterpret_cast<std::atomic<uint64_t>*>(pool_->base() + off), kRlx);
-    ++chunks;
+    if (ended || d * kChunksPerDir != chunks || doff % 8 != 0 ||
+        pool_->allocator().block_size(doff) < kDirBytes || !pool_->contains(doff, kDirBytes)) {
+      return Status::Corruption(std::string(kName) + ": directory block " + std::to_string(d) +
+                                " at " + hex(doff) + " is not a directory block in order");
+    }
+    top_[d].store(new ChunkRef[kChunksPerDir]{}, kRlx);
+    ++dirs;
+    for (uint64_t i = 0; i < kChunksPerDir; ++i) {
+      const uint64_t off = dir_block(d)[i].load(kAcq);
+      if (off == 0 && i > 0) {
+        ended = true;
+        continue;
+      }
+      const uint64_t c = d * kChunksPerDir + i;
+      if (ended || off == 0 || off % 8 != 0 || pool_->allocator().block_size(off) < kChunkBytes ||
+          !pool_->contains(off, kChunkBytes)) {
+        return Status::Corruption(std::string(kName) + ": mapping chunk " + std::to_string(c) +
+                                  " at " + hex(off) + " is not a chunk in order");
+      }
+      top_[d].load(kRlx)[i].store(reinterpret_cast<std::atomic<uint64_t>*>(pool_->base() + off),
+                                  kRlx);
+      ++chunks;
+    }
   }
   const uint64_t ids = chunks * kIdsPerChunk;
   const uint64_t root_id = root_->root_id.load(kAcq);
@@ -1048,8 +1106,12 @@ Status PBwTree<K>::recover() {
   }
   std::vector<uint8_t> seen(ids, 0);
   Status s = this->reclaim_unreachable(kName, [&](pm::Allocator& alloc, uint64_t* keys) -> Status {
+    for (uint64_t d = 0; d < dirs; ++d) {
+      if (Status m = alloc.mark_reachable(root_->dirs[d].load(kRlx)); !m.ok()) return m;
+    }
     for (uint64_t c = 0; c < chunks; ++c) {
-      if (Status m = alloc.mark_reachable(root_->chunks[c].load(kRlx)); !m.ok()) return m;
+      const uint64_t off = dir_block(c / kChunksPerDir)[c % kChunksPerDir].load(kRlx);
+      if (Status m = alloc.mark_reachable(off); !m.ok()) return m;
     }
     std::vector<uint64_t> todo{root_id}, children;
     seen[root_id] = 1;
@@ -1115,7 +1177,14 @@ Status PBwTree<K>::modify(Op op, K key, Value value) {
     if (op != Op::kInsert && hit == Hit::kAbsent) return Status::NotFound("");
     if (h->depth >= kLeafChainMax && !consolidated) {
       consolidated = true;
-      consolidate(loc.id, loc.head, loc.parent);
+      // An insert onto a chain that cannot be folded for lack of room (a
+      // full pool, or a full mapping table for the split) fails rather than
+      // grow the chain without bound, unless removes made room for it.
+      if (consolidate(loc.id, loc.head, loc.parent) == Fold::kNoSpace && op == Op::kInsert &&
+          room_.load(kRlx) <= 0) {
+        full_.store(true, kRlx);  // removes from now on count as room
+        return Status::OutOfSpace("p-bwtree: no room to consolidate or split a full node");
+      }
       loc.head = load_head(loc.id);
       continue;
     }
@@ -1239,11 +1308,15 @@ Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats) const {
   expected.emplace_back(C::min_key(), first);
   View v;
   std::vector<uint8_t> seen(next_id_ + 1, 0);
-  // pm_bytes: the mapping chunks, then every record of every reached chain
-  // (the root object and the DRAM-held reserve are the constant rest).
-  for (uint32_t c = 0; c < kMaxChunks; ++c) {
-    const uint64_t off = root_->chunks[c].load(kAcq);
-    if (off != 0) report->pm_bytes += pool_->allocator().block_size(off);
+  // pm_bytes: the directory blocks and mapping chunks, then every record of
+  // every reached chain (the root object and the DRAM-held reserve are the
+  // constant rest).
+  for (uint64_t d = 0; d < kMaxDirs && root_->dirs[d].load(kAcq) != 0; ++d) {
+    report->pm_bytes += pool_->allocator().block_size(root_->dirs[d].load(kAcq));
+    for (uint64_t i = 0; i < kChunksPerDir; ++i) {
+      const uint64_t off = dir_block(d)[i].load(kAcq);
+      if (off != 0) report->pm_bytes += pool_->allocator().block_size(off);
+    }
   }
   for (uint32_t level = 0;; ++level) {
     if (level > 64) return Status::Corruption(idx + ": more than 64 levels");

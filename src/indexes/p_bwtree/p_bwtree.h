@@ -14,7 +14,8 @@
 // Persistent state (pool layout "p-bwtree", "p-bwtree:string" for string
 // keys), all in pool allocator blocks:
 // - the root object (4096 B): magic, node size, root node id, and the
-//   directory of mapping-table chunks;
+//   directory of directory blocks (4096 B, 512 chunk offsets each) that
+//   name the mapping-table chunks;
 // - mapping-table chunks (4096 B = 512 words each): word `id` holds the pool
 //   offset of node id's newest record (its delta chain head), bit 0 set
 //   while the word may not yet be durable (below), 0 for a free id;
@@ -77,18 +78,25 @@ Status make_p_bwtree_string(const IndexOptions& options,
 
 namespace p_bwtree {
 
-/// Root object magic "PBWTv2\0\0" (v2: base nodes carry a delta area; a v1
-/// pool, whose bases have none, is refused).
-inline constexpr uint64_t kRootMagic = 0x0000327654574250ull;
-/// Bytes of the root object and of a mapping-table chunk (one 4 KiB block).
+/// Root object magic "PBWTv3\0\0" (v2: base nodes carry a delta area; v3:
+/// the root object names directory blocks of chunks, not chunks. Pools of
+/// v1 and v2 are refused).
+inline constexpr uint64_t kRootMagic = 0x0000337654574250ull;
+/// Bytes of the root object, of a directory block and of a mapping-table
+/// chunk (one 4 KiB block each).
 inline constexpr uint32_t kRootBytes = 4096;
+inline constexpr uint32_t kDirBytes = 4096;
 inline constexpr uint32_t kChunkBytes = 4096;
 /// Mapping words per chunk.
 inline constexpr uint64_t kIdsPerChunk = kChunkBytes / 8;
-/// Chunk directory entries in the root object.
-inline constexpr uint32_t kMaxChunks = (kRootBytes - 32) / 8;
-/// Node ids the mapping table can hold (260,096): a split that needs one
-/// more gets OutOfSpace.
+/// Chunk offsets per directory block.
+inline constexpr uint64_t kChunksPerDir = kDirBytes / 8;
+/// Directory-block entries in the root object.
+inline constexpr uint32_t kMaxDirs = (kRootBytes - 32) / 8;
+/// Chunks the mapping table can hold (260,096).
+inline constexpr uint64_t kMaxChunks = kMaxDirs * kChunksPerDir;
+/// Node ids the mapping table can hold (133,169,152, more than a pool of
+/// 32 GiB has base nodes): a split that needs one more gets OutOfSpace.
 inline constexpr uint64_t kMaxNodeIds = kMaxChunks * kIdsPerChunk;
 /// "No node" (a base node without right sibling).
 inline constexpr uint64_t kNoNode = ~0ull;
@@ -144,20 +152,24 @@ inline constexpr uint8_t kHasHighFlag = 2;
 ///        8    8  node size, bytes (base nodes of a new index)
 ///       16    8  root node id (std::atomic; changed by CAS when the root grows)
 ///       24    8  reserved, zero
-///       32 8*508 chunk directory: pool offset of mapping chunk i, 0 = none
-///                (std::atomic; set once, chunks are used in order)
+///       32 8*508 directory: pool offset of directory block d, 0 = none
+///                (std::atomic; set once, used in order)
+/// A directory block (4096 B) holds 512 pool offsets (std::atomic, set
+/// once, 0 = none): entry i of block d names mapping chunk d * 512 + i.
+/// Chunks are used in order, so the nonzero entries are a prefix of the
+/// concatenated blocks.
 struct RootObject {
   uint64_t magic;
   uint64_t node_size;
   std::atomic<uint64_t> root_id;
   uint64_t reserved;
-  std::atomic<uint64_t> chunks[kMaxChunks];
+  std::atomic<uint64_t> dirs[kMaxDirs];
 };
 static_assert(offsetof(RootObject, magic) == 0);
 static_assert(offsetof(RootObject, node_size) == 8);
 static_assert(offsetof(RootObject, root_id) == 16);
 static_assert(offsetof(RootObject, reserved) == 24);
-static_assert(offsetof(RootObject, chunks) == 32);
+static_assert(offsetof(RootObject, dirs) == 32);
 static_assert(sizeof(RootObject) == kRootBytes);
 
 /// The header every record starts with (16 B):
