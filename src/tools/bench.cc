@@ -31,8 +31,8 @@ namespace nvindex::tools {
 namespace {
 
 /// Indexes benchmarked when --index is not given (those registered).
-constexpr std::string_view kDefaultIndexes[] = {"btree",  "fastfair", "lbtree",
-                                                "fptree", "wbtree",   "absl-btree"};
+constexpr std::string_view kDefaultIndexes[] = {"btree",  "fastfair",   "lbtree",   "fptree",
+                                                "wbtree", "p-masstree", "p-bwtree", "absl-btree"};
 bool is_test_only(std::string_view name) { return is_test_only_index(name); }
 
 bool is_registered(std::string_view name) { return find_index_entry(name) != nullptr; }
@@ -584,12 +584,12 @@ void add_bench_command(CLI::App& app, int* exit_code) {
 
   cmd->add_option("--index", a.indexes,
                   "Comma-separated indexes to run, in order (default: "
-                  "btree,fastfair,lbtree,fptree,wbtree,absl-btree, "
+                  "btree,fastfair,lbtree,fptree,wbtree,p-masstree,p-bwtree,absl-btree, "
                   "those registered). Each entry is name[:k=v[;k=v]]: options for that index "
                   "only (over --index-opt; node_size=N overrides --node-size), the whole entry "
                   "its label, e.g. --index 'wbtree,wbtree:inner=dram' or "
                   "'lbtree:node_size=256,lbtree:node_size=512'")
-      ->default_str("btree,fastfair,lbtree,fptree,wbtree,absl-btree");
+      ->default_str("btree,fastfair,lbtree,fptree,wbtree,p-masstree,p-bwtree,absl-btree");
   cmd->add_flag("--list-indexes", a.list_indexes,
                 "Print the registered indexes (name, kind, description) and exit");
   cmd->add_option("-n,--records", a.spec.records, "Keys loaded before the run")
