@@ -60,19 +60,38 @@ def key_type(rep):
 
 
 def key_type_ratios(reports):
-    """[(workload, index, integer Mops/s, string Mops/s, key size)] for every
-    index run on the same workload with both key types."""
+    """[(workload, index, {"load": (integer Mops/s, string Mops/s), "run": (...)},
+    key size)] for every index run on the same workload with both key types."""
     by = {}
     for wname, rep in reports:
         kind, size = key_type(rep)
         base = wname.split("/")[0]
         for r in rep["results"]:
-            by.setdefault((base, r["index"]), {})[kind] = (r["run"]["throughput"], size)
+            by.setdefault((base, r["index"]), {})[kind] = (
+                r["load"]["throughput"], r["run"]["throughput"], size)
     rows = []
     for (w, i), d in by.items():
-        if "integer" in d and "string" in d and d["integer"][0] > 0:
-            rows.append((w, i, d["integer"][0] / 1e6, d["string"][0] / 1e6, d["string"][1]))
+        if "integer" in d and "string" in d and d["integer"][1] > 0 and d["integer"][0] > 0:
+            tp = {"load": (d["integer"][0] / 1e6, d["string"][0] / 1e6),
+                  "run": (d["integer"][1] / 1e6, d["string"][1] / 1e6)}
+            rows.append((w, i, tp, d["string"][2]))
     return rows
+
+
+def fastest(ratios):
+    """[(workload, phase, key type, index, Mops/s, runner-up, its Mops/s)]:
+    the fastest index per workload, phase (load, run) and key type among the
+    indexes that ran with both key types."""
+    out = []
+    for w in dict.fromkeys(r[0] for r in ratios):
+        rows = [r for r in ratios if r[0] == w]
+        for phase in ("load", "run"):
+            for k, kind in enumerate(("integer", "string")):
+                ranked = sorted(rows, key=lambda r: -r[2][phase][k])
+                second = ranked[1] if len(ranked) > 1 else None
+                out.append((w, phase, kind, ranked[0][1], ranked[0][2][phase][k],
+                            second[1] if second else "-", second[2][phase][k] if second else 0.0))
+    return out
 
 
 def indexes_of(reports):
@@ -192,12 +211,24 @@ def summary(reports, path):
     ratios = key_type_ratios(reports)
     if ratios:
         lines.append("")
-        lines.append("Key types: run throughput with string keys over integer keys (same "
-                     "workload, same index)")
-        lines.append(f"{'workload':<10} {'index':<14} {'int Mops/s':>10} {'str Mops/s':>10} "
-                     f"{'str/int':>8} {'str bytes':>9}")
-        for w, i, it, st, size in ratios:
-            lines.append(f"{w:<10} {i:<14} {it:>10.3f} {st:>10.3f} {st / it:>8.2f} {size:>9}")
+        lines.append("Key types: load and run throughput (Mops/s) with integer and string keys "
+                     "(same workload, same index)")
+        lines.append(f"{'workload':<10} {'index':<14} {'load int':>9} {'load str':>9} "
+                     f"{'str/int':>8} {'run int':>9} {'run str':>9} {'str/int':>8} "
+                     f"{'str bytes':>9}")
+        for w, i, tp, size in ratios:
+            (li, ls), (ri, rs) = tp["load"], tp["run"]
+            lines.append(f"{w:<10} {i:<14} {li:>9.3f} {ls:>9.3f} {ls / li:>8.2f} {ri:>9.3f} "
+                         f"{rs:>9.3f} {rs / ri:>8.2f} {size:>9}")
+        lines.append("")
+        lines.append("Fastest index per workload, phase and key type (ratio = fastest / "
+                     "runner-up)")
+        lines.append(f"{'workload':<10} {'phase':<5} {'keys':<8} {'fastest':<14} {'Mops/s':>8} "
+                     f"{'runner-up':<14} {'Mops/s':>8} {'ratio':>6}")
+        for w, phase, kind, best, bt, second, st in fastest(ratios):
+            ratio = f"{bt / st:>6.2f}" if st > 0 else f"{'-':>6}"
+            lines.append(f"{w:<10} {phase:<5} {kind:<8} {best:<14} {bt:>8.3f} {second:<14} "
+                         f"{st:>8.3f} {ratio}")
     if reports:
         m = reports[0][1]["machine"]
         o = reports[0][1]["options"]
@@ -294,15 +325,15 @@ def plots(reports, outdir):
         rw = 0.8 / max(1, len(ris))
         fig, ax = plt.subplots(figsize=(max(6, 1.8 * len(ws)), 4))
         for k, i in enumerate(ris):
-            ys = [next((st / it for w2, i2, it, st, _ in ratios if w2 == w and i2 == i), 0)
-                  for w in ws]
+            ys = [next((tp["run"][1] / tp["run"][0] for w2, i2, tp, _ in ratios
+                        if w2 == w and i2 == i), 0) for w in ws]
             xs = [x + (k - (len(ris) - 1) / 2) * rw for x in range(len(ws))]
             ax.bar(xs, ys, rw, label=i)
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set_xticks(range(len(ws)))
         ax.set_xticklabels(ws)
         ax.set_ylabel("string / integer run throughput")
-        ax.set_title(f"String keys ({ratios[0][4]} B) vs integer keys")
+        ax.set_title(f"String keys ({ratios[0][3]} B) vs integer keys")
         ax.legend(fontsize="small")
         fig.tight_layout()
         fig.savefig(os.path.join(outdir, "key_types.png"), dpi=120)
