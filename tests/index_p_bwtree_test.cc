@@ -196,6 +196,29 @@ TEST(PBwTree, MappingTableGrowsPastOneDirectoryBlockAndRecovers) {
   }
 }
 
+TEST(PBwTree, InnerNodesKeepTwoChildrenWithLongSeparators) {
+  // 128 B nodes and keys of 100..199 B: two separators exceed a node, so
+  // inner nodes split at 4 children into 2 + 2 and no inner node has one
+  // child; the height stays near log2 of the leaves (it passed 64 when an
+  // inner split could leave a single child).
+  testing::FileIndexOf<std::string_view> f(kName);
+  IndexOptions o;
+  o.node_size = 128;
+  ASSERT_TRUE(f.create(o, 128ull << 20).ok());
+  std::mt19937_64 rng(11);
+  constexpr int kKeys = 4000;
+  for (int i = 0; i < kKeys; ++i) {
+    std::string k(100 + rng() % 100, 'x');
+    for (char& c : k) c = static_cast<char>('a' + rng() % 26);
+    ASSERT_TRUE(f.index->insert(k, static_cast<Value>(i)).ok());
+  }
+  VerifyReport r;
+  const Status s = f.index->verify(&r);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(r.keys, static_cast<uint64_t>(kKeys));
+  EXPECT_LE(r.height, 14u);  // 4000 leaves at most: log2(4000) < 12, plus the leaf level
+}
+
 TEST(PBwTree, HelpersPostTheSecondHalfOfASplit) {
   TestIndex t;
   ASSERT_TRUE(open_test_index(kName, 128, &t, 64ull << 20).ok());
