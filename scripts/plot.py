@@ -14,7 +14,9 @@ and, with --summary, a text table: throughput per index per workload, ratios
 to btree and to absl-btree, PM counters per operation, and user-space
 instructions per run operation and IPC ("n/a" where the machine could not
 count them; the reason is printed under the table); with both key types,
-also string / integer throughput ratios per index and workload.
+also load and run throughput per key type with string / integer ratios per
+index and workload, and the fastest index per workload, phase (load, run)
+and key type with its ratio to the runner-up.
 
 Key types: a report's options.key_type and options.key_size (added to
 nvindex.bench/1; a report without them has integer keys). A workload is
