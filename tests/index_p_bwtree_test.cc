@@ -172,26 +172,26 @@ TEST(PBwTree, SplitsPostIndexEntriesAndGrowTheRoot) {
 }
 
 TEST(PBwTree, MappingTableGrowsPastOneDirectoryBlockAndRecovers) {
-  // One directory block names 512 chunks of 512 ids (262,144 node ids).
-  // At 128 B nodes ascending keys leave about 3 per leaf, so 900,000 keys
+  // One directory block names 256 chunks of 512 ids (131,072 node ids).
+  // At 128 B nodes ascending keys leave about 3 per leaf, so 500,000 keys
   // need more ids than that: the second directory block is created at run
   // time, found by recovery, and extended after it.
   constexpr uint64_t kIdsPerDir = p_bwtree::kIdsPerChunk * p_bwtree::kChunksPerDir;
-  constexpr uint64_t kKeys = 900000;
+  constexpr uint64_t kKeys = 500000;
   testing::FileIndexOf<uint64_t> f(kName);
   IndexOptions o;
   o.node_size = 128;
-  ASSERT_TRUE(f.create(o, 512ull << 20).ok());
+  ASSERT_TRUE(f.create(o, 256ull << 20).ok());
   for (uint64_t k = 0; k < kKeys; ++k) ASSERT_TRUE(f.index->insert(k, k + 1).ok()) << k;
   EXPECT_GT(p_bwtree::chain_stats_of(*f.index)->nodes, kIdsPerDir);
   const Status s = f.reopen();
   ASSERT_TRUE(s.ok()) << s.ToString();
   EXPECT_TRUE(f.index->info().recovered);
-  for (uint64_t k = kKeys; k < kKeys + 300000; ++k) ASSERT_TRUE(f.index->insert(k, k + 1).ok());
+  for (uint64_t k = kKeys; k < kKeys + 200000; ++k) ASSERT_TRUE(f.index->insert(k, k + 1).ok());
   VerifyReport r;
   ASSERT_TRUE(f.index->verify(&r).ok());
-  EXPECT_EQ(r.keys, kKeys + 300000);
-  for (uint64_t k = 0; k < kKeys + 300000; k += 997) {
+  EXPECT_EQ(r.keys, kKeys + 200000);
+  for (uint64_t k = 0; k < kKeys + 200000; k += 997) {
     ASSERT_EQ(f.index->lookup(k), std::optional<Value>(k + 1)) << k;
   }
 }

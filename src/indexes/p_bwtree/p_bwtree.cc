@@ -282,7 +282,7 @@ class PBwTree final : public PersistentIndexOf<K> {
     const uint64_t c = id / kIdsPerChunk;
     return top_[c / kChunksPerDir].load(kAcq)[c % kChunksPerDir].load(kAcq) + id % kIdsPerChunk;
   }
-  /// Directory block d (PM): its 512 chunk offsets.
+  /// Directory block d (PM): its kChunksPerDir (256) chunk offsets.
   std::atomic<uint64_t>* dir_block(uint64_t d) const {
     return reinterpret_cast<std::atomic<uint64_t>*>(pool_->base() + root_->dirs[d].load(kAcq));
   }
@@ -662,7 +662,7 @@ class PBwTree final : public PersistentIndexOf<K> {
   }
   /// Mapping chunk c (chunks are added in order, under id_mu_): allocated,
   /// zeroed and flushed, then fenced and published by one NAW, in its
-  /// directory block's entry c % 512, or, for the first chunk of a
+  /// directory block's entry c % 256, or, for the first chunk of a
   /// directory block, as entry 0 of a new directory block (zeroed, the
   /// entry stored, flushed, fenced with the chunk) that one NAW publishes in
   /// the root object. Crash: before the NAW the new blocks are unreachable
@@ -933,7 +933,8 @@ class PBwTree final : public PersistentIndexOf<K> {
   std::atomic<int64_t> room_{0};          ///< removes (in a full pool) not yet refilled by inserts
   RootObject* root_ = nullptr;
   /// DRAM copy of the directory: top_[d][i] is chunk d * 512 + i's address
-  /// (a second level of 512 entries allocated with directory block d).
+  /// (a second level of kChunksPerDir entries allocated with directory
+  /// block d).
   using ChunkRef = std::atomic<std::atomic<uint64_t>*>;
   std::atomic<ChunkRef*> top_[kMaxDirs];
   mutable std::mutex id_mu_;

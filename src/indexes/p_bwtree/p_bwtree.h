@@ -14,7 +14,7 @@
 // Persistent state (pool layout "p-bwtree", "p-bwtree:string" for string
 // keys), all in pool allocator blocks:
 // - the root object (4096 B): magic, node size, root node id, and the
-//   directory of directory blocks (4096 B, 512 chunk offsets each) that
+//   directory of directory blocks (2048 B, 256 chunk offsets each) that
 //   name the mapping-table chunks;
 // - mapping-table chunks (4096 B = 512 words each): word `id` holds the pool
 //   offset of node id's newest record (its delta chain head), bit 0 set
@@ -82,10 +82,13 @@ namespace p_bwtree {
 /// the root object names directory blocks of chunks, not chunks. Pools of
 /// v1 and v2 are refused).
 inline constexpr uint64_t kRootMagic = 0x0000337654574250ull;
-/// Bytes of the root object, of a directory block and of a mapping-table
-/// chunk (one 4 KiB block each).
+/// Bytes of the root object and of a mapping-table chunk (one 4 KiB block
+/// each), and of a directory block (2 KiB: a block class of its own, so
+/// that the root object and the first chunk stay the first two blocks of
+/// the pool's first 4 KiB-class chunk, where the fuzzer's image windows,
+/// tests/fuzz/pool_image.h, see them).
 inline constexpr uint32_t kRootBytes = 4096;
-inline constexpr uint32_t kDirBytes = 4096;
+inline constexpr uint32_t kDirBytes = 2048;
 inline constexpr uint32_t kChunkBytes = 4096;
 /// Mapping words per chunk.
 inline constexpr uint64_t kIdsPerChunk = kChunkBytes / 8;
@@ -93,10 +96,10 @@ inline constexpr uint64_t kIdsPerChunk = kChunkBytes / 8;
 inline constexpr uint64_t kChunksPerDir = kDirBytes / 8;
 /// Directory-block entries in the root object.
 inline constexpr uint32_t kMaxDirs = (kRootBytes - 32) / 8;
-/// Chunks the mapping table can hold (260,096).
+/// Chunks the mapping table can hold (130,048).
 inline constexpr uint64_t kMaxChunks = kMaxDirs * kChunksPerDir;
-/// Node ids the mapping table can hold (133,169,152, more than a pool of
-/// 32 GiB has base nodes): a split that needs one more gets OutOfSpace.
+/// Node ids the mapping table can hold (66,584,576, more than a pool of
+/// 16 GiB has base nodes): a split that needs one more gets OutOfSpace.
 inline constexpr uint64_t kMaxNodeIds = kMaxChunks * kIdsPerChunk;
 /// "No node" (a base node without right sibling).
 inline constexpr uint64_t kNoNode = ~0ull;
@@ -154,8 +157,8 @@ inline constexpr uint8_t kHasHighFlag = 2;
 ///       24    8  reserved, zero
 ///       32 8*508 directory: pool offset of directory block d, 0 = none
 ///                (std::atomic; set once, used in order)
-/// A directory block (4096 B) holds 512 pool offsets (std::atomic, set
-/// once, 0 = none): entry i of block d names mapping chunk d * 512 + i.
+/// A directory block (2048 B) holds 256 pool offsets (std::atomic, set
+/// once, 0 = none): entry i of block d names mapping chunk d * 256 + i.
 /// Chunks are used in order, so the nonzero entries are a prefix of the
 /// concatenated blocks.
 struct RootObject {
