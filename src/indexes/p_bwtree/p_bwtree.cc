@@ -286,6 +286,22 @@ class PBwTree final : public PersistentIndexOf<K> {
   std::atomic<uint64_t>* dir_block(uint64_t d) const {
     return reinterpret_cast<std::atomic<uint64_t>*>(pool_->base() + root_->dirs[d].load(kAcq));
   }
+  /// Calls f(offset) for every directory block and every mapping chunk the
+  /// root object names, each block before its chunks, up to the first
+  /// empty entry (recovery has checked that blocks and chunks are
+  /// prefixes); stops at and returns the first error f returns.
+  template <class F>
+  Status for_each_table_block(F f) const {
+    for (uint64_t d = 0; d < kMaxDirs && root_->dirs[d].load(kAcq) != 0; ++d) {
+      if (Status s = f(root_->dirs[d].load(kAcq)); !s.ok()) return s;
+      for (uint64_t i = 0; i < kChunksPerDir; ++i) {
+        const uint64_t off = dir_block(d)[i].load(kAcq);
+        if (off == 0) return Status::Ok();
+        if (Status s = f(off); !s.ok()) return s;
+      }
+    }
+    return Status::Ok();
+  }
 
   /// The head of node `id` without kDirty; a dirty word is persisted first
   /// (and its bit cleared), so the caller may rely on what it names.
@@ -1078,7 +1094,7 @@ Status PBwTree<K>::recover() {
   node_size_ = static_cast<uint32_t>(root_->node_size);
   // The directory: blocks in order, each naming chunks in order, the
   // chunks a prefix of the concatenated blocks (the first 0 ends them).
-  uint64_t chunks = 0, dirs = 0;
+  uint64_t chunks = 0;
   bool ended = false;
   for (uint64_t d = 0; d < kMaxDirs; ++d) {
     const uint64_t doff = root_->dirs[d].load(kAcq);
@@ -1092,7 +1108,6 @@ Status PBwTree<K>::recover() {
                                 " at " + hex(doff) + " is not a directory block in order");
     }
     top_[d].store(new ChunkRef[kChunksPerDir]{}, kRlx);
-    ++dirs;
     for (uint64_t i = 0; i < kChunksPerDir; ++i) {
       const uint64_t off = dir_block(d)[i].load(kAcq);
       if (off == 0 && i > 0) {
@@ -1118,12 +1133,9 @@ Status PBwTree<K>::recover() {
   }
   std::vector<uint8_t> seen(ids, 0);
   Status s = this->reclaim_unreachable(kName, [&](pm::Allocator& alloc, uint64_t* keys) -> Status {
-    for (uint64_t d = 0; d < dirs; ++d) {
-      if (Status m = alloc.mark_reachable(root_->dirs[d].load(kRlx)); !m.ok()) return m;
-    }
-    for (uint64_t c = 0; c < chunks; ++c) {
-      const uint64_t off = dir_block(c / kChunksPerDir)[c % kChunksPerDir].load(kRlx);
-      if (Status m = alloc.mark_reachable(off); !m.ok()) return m;
+    if (Status m = for_each_table_block([&](uint64_t off) { return alloc.mark_reachable(off); });
+        !m.ok()) {
+      return m;
     }
     std::vector<uint64_t> todo{root_id}, children;
     seen[root_id] = 1;
@@ -1323,13 +1335,10 @@ Status PBwTree<K>::walk_levels(VerifyReport* report, ChainStats* stats) const {
   // pm_bytes: the directory blocks and mapping chunks, then every record of
   // every reached chain (the root object and the DRAM-held reserve are the
   // constant rest).
-  for (uint64_t d = 0; d < kMaxDirs && root_->dirs[d].load(kAcq) != 0; ++d) {
-    report->pm_bytes += pool_->allocator().block_size(root_->dirs[d].load(kAcq));
-    for (uint64_t i = 0; i < kChunksPerDir; ++i) {
-      const uint64_t off = dir_block(d)[i].load(kAcq);
-      if (off != 0) report->pm_bytes += pool_->allocator().block_size(off);
-    }
-  }
+  (void)for_each_table_block([&](uint64_t off) {
+    report->pm_bytes += pool_->allocator().block_size(off);
+    return Status::Ok();
+  });
   for (uint32_t level = 0;; ++level) {
     if (level > 64) return Status::Corruption(idx + ": more than 64 levels");
     std::vector<std::pair<K, uint64_t>> next_level;
