@@ -63,9 +63,20 @@ TEST_F(Persist, ParseLatency) {
   ASSERT_TRUE(parse_latency("fence=1,flush=2", &d).ok());
   EXPECT_EQ(d.flush_latency_ns, 2u);
   EXPECT_EQ(d.fence_latency_ns, 1u);
+  EXPECT_EQ(d.media_write_latency_ns, 0u);
+  EXPECT_FALSE(d.media_model);
+  PersistConfig m;
+  ASSERT_TRUE(parse_latency("media=500,flush=3", &m).ok());
+  EXPECT_EQ(m.media_write_latency_ns, 500u);
+  EXPECT_EQ(m.flush_latency_ns, 3u);
+  EXPECT_TRUE(m.media_model) << "media=N must turn the media model on";
+  PersistConfig z;
+  ASSERT_TRUE(parse_latency("media=0", &z).ok());
+  EXPECT_FALSE(z.media_model);
   for (std::string_view bad :
        {"", "flush", "flush=", "flush=abc", "flush=-1", "flush=1.5", "flush=1,", ",fence=1",
-        "flush=1,flush=2", "latency=3", "flush=99999999999", "flush = 1", "fence=1;flush=2"}) {
+        "flush=1,flush=2", "media=1,media=2", "media=", "latency=3", "flush=99999999999",
+        "flush = 1", "fence=1;flush=2"}) {
     PersistConfig e;
     e.flush_latency_ns = 11;
     const Status s = parse_latency(bad, &e);
@@ -277,6 +288,38 @@ TEST_F(Persist, FenceLatencyIsInjected) {
   fence();
   const auto dt = std::chrono::steady_clock::now() - t0;
   EXPECT_GE(dt, std::chrono::nanoseconds(200'000));
+}
+
+// media=N: time is charged per media write the model counts, not per
+// flushed line. 64 distinct XPLines fill the 64-entry buffer without an
+// eviction; each further distinct XPLine evicts one (one media write).
+TEST_F(Persist, MediaLatencyIsPerMediaWrite) {
+  PersistConfig c;
+  c.media_write_latency_ns = 100'000;
+  configure(c);
+  EXPECT_TRUE(current_config().media_model) << "media latency must turn the media model on";
+  media_drain();
+  Aligned buf(256 * 80);
+  // Evictions only (media_writes_of also counts what is drained at the end).
+  auto evictions_of = [](auto fn) {
+    const CounterSnapshot before = snapshot();
+    fn();
+    return (snapshot() - before).media_writes;
+  };
+  // Lines of the same 4 XPLines, flushed again and again: no eviction.
+  EXPECT_EQ(evictions_of([&] {
+              for (int r = 0; r < 8; ++r) flush(buf.p, 1024);
+            }),
+            0u);
+  media_drain();
+  // 68 distinct XPLines: 4 evictions, so at least 400 us of modelled media time.
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(evictions_of([&] {
+              for (int x = 0; x < 68; ++x) flush(buf.p + 256 * x, 64);
+            }),
+            4u);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::nanoseconds(400'000));
+  media_drain();
 }
 
 TEST_F(Persist, FlushLatencyIsPerLine) {

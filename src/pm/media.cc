@@ -7,7 +7,10 @@
 // replaced first-in first-out: a hit does not refresh an entry's age, so a
 // line that is rewritten forever is still written back once per
 // kMediaBufferEntries distinct XPLines that pass through, as the hardware's
-// periodic write-back does. The model counts; it never delays.
+// periodic write-back does. The model counts, and delays only when asked:
+// with media_write_latency_ns (--pm-latency-ns media=N) the flushing thread
+// busy-waits N ns per media write it caused (persist.cc), so that write
+// amplification turns into (modelled) time.
 #include "pm/media.h"
 
 #include <array>
@@ -38,7 +41,7 @@ MediaBuffer g_media;
 
 }  // namespace
 
-void media_feed_line(uintptr_t line) {
+uint64_t media_feed_line(uintptr_t line) {
   const uintptr_t xp = line / kXPLineSize;
   uint64_t evicted = 0;
   g_media.acquire();
@@ -63,6 +66,7 @@ void media_feed_line(uintptr_t line) {
   }
   g_media.release();
   if (evicted != 0) bump(thread_counters().media_writes, evicted);
+  return evicted;
 }
 
 }  // namespace detail

@@ -17,8 +17,9 @@ inline constexpr size_t kMediaBufferEntries = 64;
 /// XPLine is already buffered is combined (no media write); otherwise the
 /// XPLine enters the buffer, evicting the oldest entry when full (FIFO), and
 /// the eviction counts one 256 B media write in the calling thread's
-/// media_writes counter. Thread-safe (a spinlock, taken only when the media
-/// model is on).
-void media_feed_line(uintptr_t line);
+/// media_writes counter. Returns the media writes it counted (0 or 1), which
+/// the caller charges as modelled media time (media_write_latency_ns).
+/// Thread-safe (a spinlock, taken only when the media model is on).
+uint64_t media_feed_line(uintptr_t line);
 
 }  // namespace nvindex::pm::detail

@@ -41,7 +41,7 @@ FlushInstruction detect_flush_instruction() {
 
 /// Busy-waits for at least `ns` nanoseconds (steady clock; never sleeps, as
 /// the emulated media delay is on the critical path of the store).
-void spin_ns(uint32_t ns) {
+void spin_ns(uint64_t ns) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(ns);
   while (std::chrono::steady_clock::now() < until) _mm_pause();
 }
@@ -50,7 +50,10 @@ void spin_ns(uint32_t ns) {
 
 void after_flush_line(uintptr_t line) {
   if (g.flush_latency_ns != 0) spin_ns(g.flush_latency_ns);
-  if (g.media_model) media_feed_line(line);
+  if (g.media_model) {
+    const uint64_t writes = media_feed_line(line);
+    if (writes != 0 && g.media_write_latency_ns != 0) spin_ns(writes * g.media_write_latency_ns);
+  }
 }
 
 void after_fence() {
@@ -108,9 +111,10 @@ void configure(const PersistConfig& config) {
   detail::g.mode = config.mode;
   detail::g.flush_latency_ns = config.flush_latency_ns;
   detail::g.fence_latency_ns = config.fence_latency_ns;
-  detail::g.media_model = config.media_model;
+  detail::g.media_write_latency_ns = config.media_write_latency_ns;
+  detail::g.media_model = config.media_model || config.media_write_latency_ns > 0;
   detail::g.slow_path =
-      config.flush_latency_ns > 0 || config.fence_latency_ns > 0 || config.media_model;
+      config.flush_latency_ns > 0 || config.fence_latency_ns > 0 || detail::g.media_model;
 }
 
 PersistConfig current_config() {
@@ -119,14 +123,17 @@ PersistConfig current_config() {
   c.flush_latency_ns = detail::g.flush_latency_ns;
   c.fence_latency_ns = detail::g.fence_latency_ns;
   c.media_model = detail::g.media_model;
+  c.media_write_latency_ns = detail::g.media_write_latency_ns;
   return c;
 }
 
 Status parse_latency(std::string_view spec, PersistConfig* config) {
-  const std::string usage = " (expected \"flush=N,fence=N\", N in ns, either part optional)";
+  const std::string usage =
+      " (expected \"flush=N,fence=N,media=N\", N in ns, each part optional; media: per 256 B "
+      "XPLine media write, modelled)";
   if (spec.empty()) return Status::InvalidArgument("empty latency spec" + usage);
   PersistConfig result = *config;
-  bool seen_flush = false, seen_fence = false;
+  bool seen_flush = false, seen_fence = false, seen_media = false;
   size_t pos = 0;
   while (pos <= spec.size()) {
     size_t comma = spec.find(',', pos);
@@ -151,7 +158,11 @@ Status parse_latency(std::string_view spec, PersistConfig* config) {
     } else if (key == "fence" && !seen_fence) {
       result.fence_latency_ns = value;
       seen_fence = true;
-    } else if (key == "flush" || key == "fence") {
+    } else if (key == "media" && !seen_media) {
+      result.media_write_latency_ns = value;
+      if (value > 0) result.media_model = true;
+      seen_media = true;
+    } else if (key == "flush" || key == "fence" || key == "media") {
       return Status::InvalidArgument("latency '" + std::string(key) + "' given twice" + usage);
     } else {
       return Status::InvalidArgument("unknown latency key '" + std::string(key) + "'" + usage);

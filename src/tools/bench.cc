@@ -461,7 +461,9 @@ Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
       return Status::InvalidArgument("--pm-latency-ns: " + st.message());
     }
   }
-  opts->pm.media_model = a.media_model;
+  // media=N in --pm-latency-ns needs the media model: it charges time per
+  // media write the model counts.
+  opts->pm.media_model = a.media_model || opts->pm.media_write_latency_ns > 0;
   std::map<std::string, std::string> global_opts;
   if (Status st = parse_index_opts(a.index_opts, &global_opts); !st.ok()) return st;
   if (Status st = resolve_index_options(global_opts, a.node_size, specs); !st.ok()) return st;
@@ -672,7 +674,9 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--pm-mode", a.pm_mode, "PM mode: dram|emulated|dax")
       ->check(CLI::IsMember({"dram", "emulated", "dax"}));
   cmd->add_option("--pm-latency-ns", a.pm_latency,
-                  "Injected latency, e.g. flush=300,fence=100 (ns per flushed line / fence)");
+                  "Injected latency, e.g. flush=300,fence=100,media=500: ns per flushed line, per "
+                  "fence, and per 256 B XPLine media write of the media model (media=N turns "
+                  "the media model on; reports call that time \"modelled\")");
   cmd->add_flag("--media-model", a.media_model,
                 "Count 256 B XPLine media writes and write amplification");
   cmd->add_option("--node-size", a.node_size,

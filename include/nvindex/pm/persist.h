@@ -66,14 +66,22 @@ struct PersistConfig {
   uint32_t flush_latency_ns = 0;  ///< busy-wait added per flushed line, ns
   uint32_t fence_latency_ns = 0;  ///< busy-wait added per fence, ns
   bool media_model = false;       ///< feed flushed lines to the XPLine model
+  /// Modelled media time: busy-wait, ns, charged to the flushing thread per
+  /// 256 B XPLine media write the media model counts (an eviction from its
+  /// write-combining buffer; media_drain's end-of-phase writes are counted
+  /// but not charged). Nonzero turns the media model on (configure()).
+  uint32_t media_write_latency_ns = 0;
 };
 
 /// Installs `config` for the whole process. Call before creating indexes; not
 /// thread-safe against running primitives. Latency or the media model turn on
 /// the slow path of flush()/fence() (one predictable branch when off).
 void configure(const PersistConfig& config);
-/// Parses "flush=N,fence=N" (either part optional, N in ns) into *config.
-/// InvalidArgument on any other text.
+/// Parses "flush=N,fence=N,media=N" (each part optional, in any order, N in
+/// ns below 2^32) into *config: flush_latency_ns, fence_latency_ns and
+/// media_write_latency_ns (media=N with N > 0 also sets media_model).
+/// InvalidArgument on any other text, a part given twice or an empty spec;
+/// *config is unchanged on error.
 Status parse_latency(std::string_view spec, PersistConfig* config);
 
 /// A flush or fence call site: a stable name or the caller's file:line. Used
@@ -101,6 +109,7 @@ struct Globals {
   FlushInstruction flush = FlushInstruction::kClflush;
   uint32_t flush_latency_ns = 0;
   uint32_t fence_latency_ns = 0;
+  uint32_t media_write_latency_ns = 0;
   bool media_model = false;
   bool slow_path = false;   ///< latency or media model on
   SimState* sim = nullptr;  ///< the attached crash simulator (kCrashSim only)
