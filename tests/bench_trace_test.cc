@@ -325,15 +325,20 @@ TEST(StringTrace, RealSamplesReadAsStringsAndRefusedAsNumbers) {
   EXPECT_EQ(table[remap[ops[0].key] - 1], "user5247664635010229000");
 }
 
-/// The workload of the shared string trace pair load_string_<w> /
-/// txn_string_<w> over `threads` threads (make_workload's status).
-Status make_string_trace(const char* w, unsigned threads, Workload* out) {
+/// The workload of a shared trace pair over `threads` threads
+/// (make_workload's status): load_randint_<w> / txn_randint_<w> for integer
+/// keys, load_string_<w> / txn_string_<w> for string keys.
+Status make_shared_trace(KeyType kt, const char* w, unsigned threads, Workload* out) {
+  const std::string kind = kt == KeyType::kString ? "string_" : "randint_";
   WorkloadSpec spec;
   spec.threads = threads;
-  spec.key_type = KeyType::kString;
-  spec.trace_load = ycsb(std::string("load_string_") + w);
-  spec.trace_run = ycsb(std::string("txn_string_") + w);
+  spec.key_type = kt;
+  spec.trace_load = ycsb("load_" + kind + w);
+  spec.trace_run = ycsb("txn_" + kind + w);
   return make_workload(spec, out);
+}
+Status make_string_trace(const char* w, unsigned threads, Workload* out) {
+  return make_shared_trace(KeyType::kString, w, threads, out);
 }
 
 // One thread: every expectation is exact, and checked here against a replay
@@ -387,14 +392,16 @@ TEST(StringTrace, WorkloadIdsAreByteOrderRanksAndExpectationsMatchAStringReplay)
   }
 }
 
-// The string samples replayed by the driver on every registered index with
-// string keys (test doubles excluded) at 1 and 2 threads: zero verification
-// failures (bench_driver_test shows the same checks catch lying-test on
-// string keys).
-TEST(StringTrace, SharedSamplesReplayWithoutFailures) {
+// The shared samples (workloads A, C, E) replayed by the driver on every
+// registered index that takes the key type (test doubles excluded) at 1 and
+// 2 threads: zero verification failures (bench_driver_test shows the same
+// checks catch lying-test).
+void replay_shared_samples(KeyType kt) {
   std::vector<std::string> names;
   for (const IndexEntry& e : registered_indexes()) {
-    if (e.caps.string_keys && !is_test_only_index(e.name)) names.emplace_back(e.name);
+    if ((kt == KeyType::kInteger || e.caps.string_keys) && !is_test_only_index(e.name)) {
+      names.emplace_back(e.name);
+    }
   }
   ASSERT_GE(names.size(), 4u);  // absl-btree, btree, fastfair, p-masstree at least
   for (const std::string& name : names) {
@@ -402,7 +409,7 @@ TEST(StringTrace, SharedSamplesReplayWithoutFailures) {
       for (unsigned threads : {1u, 2u}) {
         SCOPED_TRACE(name + " " + w + " threads " + std::to_string(threads));
         Workload wl;
-        Status s = make_string_trace(w, threads, &wl);
+        Status s = make_shared_trace(kt, w, threads, &wl);
         ASSERT_TRUE(s.ok()) << s.ToString();
         BenchOptions o;
         o.pm.mode = pm::Mode::kEmulated;
@@ -418,6 +425,10 @@ TEST(StringTrace, SharedSamplesReplayWithoutFailures) {
     }
   }
 }
+
+TEST(StringTrace, SharedSamplesReplayWithoutFailures) { replay_shared_samples(KeyType::kString); }
+
+TEST(IntegerTrace, SharedSamplesReplayWithoutFailures) { replay_shared_samples(KeyType::kInteger); }
 
 TEST(StringKeysFile, WordsWithDuplicatesAndATooLongLine) {
   const std::string path =

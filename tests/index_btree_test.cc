@@ -1,4 +1,5 @@
-// Tests of the volatile "btree" index, what is specific to it (the
+// Tests of the volatile "btree" index and its unsorted-leaf variant, what is
+// specific to them (the
 // conformance suite, tests/index_conformance_test.cc, holds what every index
 // must do): node-size validation, its DRAM footprint, that removes really
 // merge nodes (leaves and height shrink), and that verify() catches damage;
@@ -7,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -26,9 +28,9 @@ namespace {
 constexpr uint64_t kMax = std::numeric_limits<uint64_t>::max();
 using Pairs = std::vector<std::pair<uint64_t, Value>>;
 
-std::unique_ptr<Index<uint64_t>> open_btree(uint32_t node_size) {
+std::unique_ptr<Index<uint64_t>> open_btree(uint32_t node_size, const char* name = "btree") {
   testing::TestIndex t;
-  Status s = testing::open_test_index("btree", node_size, &t);
+  Status s = testing::open_test_index(name, node_size, &t);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return std::move(t.index);
 }
@@ -67,47 +69,45 @@ TEST(BtreeTest, InfoDescribesAVolatileOrderedThreadSafeTree) {
 // Removes merge leaves and inner nodes: the leaf count and the height fall,
 // and the tree shrinks back to a single leaf when emptied.
 TEST(BtreeTest, RemovesMergeNodesAndCollapseTheRoot) {
-  for (uint32_t node_size : {128u, 512u}) {
-    auto idx = open_btree(node_size);
-    constexpr uint64_t kKeys = 20000;
-    for (uint64_t i = 0; i < kKeys; ++i) ASSERT_TRUE(idx->insert(i * 7919 % kKeys, i).ok());
-    VerifyReport full;
-    ASSERT_TRUE(idx->verify(&full).ok());
-    ASSERT_EQ(full.keys, kKeys);
-    for (uint64_t i = 0; i < kKeys; ++i) {
-      if (i % 64 == 0) continue;
-      ASSERT_TRUE(idx->remove(i).ok()) << i;
+  for (const char* name : {"btree", "unsorted-leaf"})
+    for (uint32_t node_size : {128u, 512u}) {
+      SCOPED_TRACE(name);
+      auto idx = open_btree(node_size, name);
+      constexpr uint64_t kKeys = 20000;
+      for (uint64_t i = 0; i < kKeys; ++i) ASSERT_TRUE(idx->insert(i * 7919 % kKeys, i).ok());
+      VerifyReport full;
+      ASSERT_TRUE(idx->verify(&full).ok());
+      ASSERT_EQ(full.keys, kKeys);
+      for (uint64_t i = 0; i < kKeys; ++i) {
+        if (i % 64 == 0) continue;
+        ASSERT_TRUE(idx->remove(i).ok()) << i;
+      }
+      VerifyReport sparse;
+      Status s = idx->verify(&sparse);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      EXPECT_EQ(sparse.keys, kKeys / 64 + 1);
+      EXPECT_LT(sparse.leaves * 8, full.leaves) << "leaves did not merge, node " << node_size;
+      EXPECT_LT(sparse.inner_nodes * 4, full.inner_nodes + 4) << "inner nodes did not merge";
+      EXPECT_LT(sparse.height, full.height) << "root did not collapse, node " << node_size;
+      for (uint64_t i = 0; i < kKeys; i += 64) ASSERT_TRUE(idx->remove(i).ok());
+      VerifyReport empty;
+      ASSERT_TRUE(idx->verify(&empty).ok());
+      EXPECT_EQ(empty.keys, 0u);
+      EXPECT_LE(empty.height, 2u);
+      EXPECT_LE(empty.leaves, 2u);
+      for (uint64_t i = 0; i < 1000; ++i) ASSERT_TRUE(idx->insert(i, i).ok());
+      ASSERT_TRUE(idx->verify(&empty).ok());
+      EXPECT_EQ(empty.keys, 1000u);
     }
-    VerifyReport sparse;
-    Status s = idx->verify(&sparse);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    EXPECT_EQ(sparse.keys, kKeys / 64 + 1);
-    EXPECT_LT(sparse.leaves * 8, full.leaves) << "leaves did not merge, node " << node_size;
-    EXPECT_LT(sparse.inner_nodes * 4, full.inner_nodes + 4) << "inner nodes did not merge";
-    EXPECT_LT(sparse.height, full.height) << "root did not collapse, node " << node_size;
-    for (uint64_t i = 0; i < kKeys; i += 64) ASSERT_TRUE(idx->remove(i).ok());
-    VerifyReport empty;
-    ASSERT_TRUE(idx->verify(&empty).ok());
-    EXPECT_EQ(empty.keys, 0u);
-    EXPECT_LE(empty.height, 2u);
-    EXPECT_LE(empty.leaves, 2u);
-    for (uint64_t i = 0; i < 1000; ++i) ASSERT_TRUE(idx->insert(i, i).ok());
-    ASSERT_TRUE(idx->verify(&empty).ok());
-    EXPECT_EQ(empty.keys, 1000u);
-  }
 }
 
-// verify() reports each kind of damage as Corruption with a message naming it.
-TEST(BtreeTest, VerifyReportsCorruption) {
-  const std::pair<BtreeDamage, const char*> cases[] = {
-      {BtreeDamage::kUnsortedLeaf, "ascending"},
-      {BtreeDamage::kLeafChainCycle, "right link"},
-      {BtreeDamage::kFenceMismatch, "low fence"},
-      {BtreeDamage::kKeyOutOfRange, "outside the range"},
-      {BtreeDamage::kCountMismatch, "key count mismatch"},
-  };
+// verify() of index `name` (btree or unsorted-leaf, 128 B nodes, 100 keys)
+// reports each damage of `cases` as Corruption with a message naming the
+// index and the damage's words.
+void expect_damage_reported(const char* name,
+                            std::initializer_list<std::pair<BtreeDamage, const char*>> cases) {
   for (const auto& [damage, words] : cases) {
-    auto idx = open_btree(128);
+    auto idx = open_btree(128, name);
     for (uint64_t k = 1; k <= 100; ++k) ASSERT_TRUE(idx->insert(k * 10, k).ok());
     VerifyReport r;
     ASSERT_TRUE(idx->verify(&r).ok());
@@ -115,10 +115,81 @@ TEST(BtreeTest, VerifyReportsCorruption) {
     const Status s = idx->verify(&r);
     EXPECT_EQ(s.code(), Code::kCorruption) << words;
     EXPECT_NE(s.message().find(words), std::string::npos) << s.message();
+    EXPECT_EQ(s.message().rfind(std::string(name) + ": ", 0), 0u) << s.message();
   }
+}
+
+// verify() reports each kind of damage as Corruption with a message naming it.
+TEST(BtreeTest, VerifyReportsCorruption) {
+  expect_damage_reported("btree", {
+                                      {BtreeDamage::kUnsortedLeaf, "ascending"},
+                                      {BtreeDamage::kLeafChainCycle, "right link"},
+                                      {BtreeDamage::kFenceMismatch, "low fence"},
+                                      {BtreeDamage::kKeyOutOfRange, "outside the range"},
+                                      {BtreeDamage::kCountMismatch, "key count mismatch"},
+                                  });
   auto small = open_btree(128);
   EXPECT_EQ(btree_damage_for_test(small.get(), BtreeDamage::kUnsortedLeaf).code(),
             Code::kInvalidArgument);
+}
+
+// unsorted-leaf's verify() checks what a sorted leaf's order checked: no key
+// twice, and a bitmap that names exactly `count` slots; and every btree
+// check still applies.
+TEST(UnsortedLeafTest, VerifyReportsCorruption) {
+  expect_damage_reported("unsorted-leaf", {
+                                              {BtreeDamage::kUnsortedLeaf, "held twice"},
+                                              {BtreeDamage::kBitmapCount, "bitmap names"},
+                                              {BtreeDamage::kLeafChainCycle, "right link"},
+                                              {BtreeDamage::kFenceMismatch, "low fence"},
+                                              {BtreeDamage::kKeyOutOfRange, "outside the range"},
+                                              {BtreeDamage::kCountMismatch, "key count mismatch"},
+                                          });
+  auto sorted = open_btree(128);
+  for (uint64_t k = 1; k <= 100; ++k) ASSERT_TRUE(sorted->insert(k * 10, k).ok());
+  EXPECT_EQ(btree_damage_for_test(sorted.get(), BtreeDamage::kBitmapCount).code(),
+            Code::kInvalidArgument);
+}
+
+// Leaf capacities: an unsorted leaf gives ceil(C / 64) words to its bitmap,
+// so it holds what a sorted leaf holds, less where the bitmap takes a pair's
+// room: 128 B 5 (btree 5), 512 B 29 (29), 4 KiB 251 (253). C keys fit in
+// one leaf, C + 1 split it.
+TEST(UnsortedLeafTest, LeafCapacityPerNodeSize) {
+  const struct {
+    uint32_t node_size;
+    uint64_t btree, unsorted;
+  } cases[] = {{128, 5, 5}, {512, 29, 29}, {4096, 253, 251}};
+  for (const auto& c : cases) {
+    for (const auto& [name, cap] :
+         {std::pair{"btree", c.btree}, std::pair{"unsorted-leaf", c.unsorted}}) {
+      SCOPED_TRACE(std::string(name) + " " + std::to_string(c.node_size) + " B");
+      auto idx = open_btree(c.node_size, name);
+      for (uint64_t k = 0; k < cap; ++k) ASSERT_TRUE(idx->insert(cap - k, k).ok());
+      VerifyReport r;
+      ASSERT_TRUE(idx->verify(&r).ok());
+      EXPECT_EQ(r.leaves, 1u);
+      ASSERT_TRUE(idx->insert(cap + 1, 0).ok());
+      ASSERT_TRUE(idx->verify(&r).ok());
+      EXPECT_EQ(r.leaves, 2u);
+    }
+  }
+}
+
+// Scans sort each unsorted leaf in DRAM: keys inserted in descending order
+// (each leaf's slots hold them unsorted) come back ascending, from any start.
+TEST(UnsortedLeafTest, ScansReturnKeysInOrderFromUnsortedLeaves) {
+  auto idx = open_btree(512, "unsorted-leaf");
+  for (uint64_t k = 1000; k >= 1; --k) ASSERT_TRUE(idx->insert(k * 2, k).ok());
+  std::vector<std::pair<uint64_t, Value>> out;
+  ASSERT_EQ(idx->scan(101, 50, &out), 50u);
+  for (size_t i = 0; i < out.size(); ++i) {
+    EXPECT_EQ(out[i].first, 102 + 2 * i);
+    EXPECT_EQ(out[i].second, 51 + i);
+  }
+  const auto before = idx->find_last_less_than(101);
+  ASSERT_TRUE(before.has_value());
+  EXPECT_EQ(before->first, 100u);
 }
 
 // This file does not register the test doubles (src/testing/): the

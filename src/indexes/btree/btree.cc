@@ -221,6 +221,33 @@ struct StringKeys {
   static uint64_t record_bytes(const Stored& s) { return 1 + view(s.rec).size(); }
 };
 
+// --- leaf layouts ----------------------------------------------------------------
+//
+// The tree is also a template on its leaf layout, so that the variants of
+// Ni et al. share one code base and one concurrency scheme, as in the paper:
+// sorted leaves (btree, §3.1) or unsorted leaves with a validity bitmap
+// (unsorted-leaf, §3.2). Inner nodes are sorted in both.
+
+// Sorted leaves: keys ascending in slots 0..count-1; an insert or remove
+// shifts the larger pairs by one slot.
+struct SortedLeaves {
+  static constexpr bool kUnsorted = false;
+  static constexpr const char* kName = "btree";
+  static constexpr const char* kDescription = kBtreeDescription;
+};
+
+// Unsorted leaves: pairs in any slots, slot i in use iff bit i of the
+// validity bitmap is set (the bitmap words follow the header); an insert
+// takes the first free slot and sets its bit after writing the pair, a
+// remove clears the bit; a lookup scans the valid slots; a scan or an SMO
+// sorts the leaf's pairs in DRAM. count = the bitmap's population count,
+// kept in the header for the full and underfull tests.
+struct UnsortedLeaves {
+  static constexpr bool kUnsorted = true;
+  static constexpr const char* kName = "unsorted-leaf";
+  static constexpr const char* kDescription = kUnsortedLeafDescription;
+};
+
 // A node. Its size (node_size, 128..4096 B, a multiple of 64) is a run-time
 // parameter of the tree; the struct declares the header (40 B for integer
 // keys, 56 B for string keys) and the slots follow it, 64-byte aligned as a
@@ -237,10 +264,17 @@ struct StringKeys {
 //     16+8W        8*W  high fence key: every key is < high (meaningful only
 //                       when sibling != null; the rightmost node is unbounded)
 //     16+16W         8  sibling: next node on the same level, or null
-//   leaf (C = (node_size - H) / (8 (W + 1)) pairs; 512 B -> 29 integer, 19
-//   string pairs):
+//   sorted leaf (C = (node_size - H) / (8 (W + 1)) pairs; 512 B -> 29
+//   integer, 19 string pairs):
 //        H       8*W*C  keys[C], sorted ascending (W parallel arrays of C)
 //   H+8WC         8*C  values[C]
+//   unsorted leaf (integer keys; B = ceil(C / 64) bitmap words, C the
+//   largest with H + 8B + 16C <= node_size; 128 B -> 5, 512 B -> 29, 4 KiB
+//   -> 251 pairs):
+//        H         8*B  validity bitmap: bit i of word i/64 set iff slot i
+//                       holds a pair
+//     H+8B         8*C  keys[C], in any order
+//   H+8B+8C        8*C  values[C]
 //   inner (C = (node_size - H - 8) / (8 (W + 1)) separators; 512 B -> 29
 //   integer, 18 string separators):
 //        H       8*W*C  keys[C], sorted ascending
@@ -323,7 +357,7 @@ void unlock_obsolete(std::atomic<uint64_t>& word) {
              std::memory_order_release);
 }
 
-template <class KP>
+template <class KP, class LP>
 class Btree final : public Index<typename KP::Key> {
   using K = typename KP::Key;
   using Owned = typename KP::Owned;
@@ -335,13 +369,26 @@ class Btree final : public Index<typename KP::Key> {
   using N = Node<KP>;
   static constexpr unsigned W = KP::kWords;
   static constexpr bool kString = std::is_same_v<KP, StringKeys>;
+  static constexpr bool kUnsorted = LP::kUnsorted;
+  static_assert(!(kUnsorted && kString), "unsorted leaves take integer keys");
   static constexpr size_t kHeaderBytes = sizeof(N);
   static constexpr size_t kMaxLeafCap = (kBtreeMaxNodeSize - kHeaderBytes) / (8 * (W + 1));
+
+  // Pairs per leaf: sorted, (node_size - H) / (8 (W + 1)); unsorted, the
+  // largest C that leaves room for ceil(C / 64) bitmap words.
+  static unsigned leaf_capacity(uint32_t node_size) {
+    unsigned c = static_cast<unsigned>((node_size - kHeaderBytes) / (8 * (W + 1)));
+    if constexpr (kUnsorted) {
+      while (kHeaderBytes + 8 * ((c + 63) / 64) + 8 * (W + 1) * c > node_size) --c;
+    }
+    return c;
+  }
 
  public:
   explicit Btree(uint32_t node_size)
       : node_size_(node_size),
-        leaf_cap_((node_size - kHeaderBytes) / (8 * (W + 1))),
+        leaf_cap_(leaf_capacity(node_size)),
+        leaf_bits_(kUnsorted ? (leaf_cap_ + 63) / 64 : 0),
         inner_cap_((node_size - kHeaderBytes - 8) / (8 * (W + 1))) {
     root_.store(alloc_node(0), std::memory_order_release);
   }
@@ -365,7 +412,7 @@ class Btree final : public Index<typename KP::Key> {
 
   Status insert(K key, Value value) override {
     if constexpr (kString) {
-      if (Status s = check_key("btree", key); !s.ok()) return s;
+      if (Status s = check_key(LP::kName, key); !s.ok()) return s;
     }
     const Search sk = KP::search(key);
     Status s;
@@ -384,15 +431,14 @@ class Btree final : public Index<typename KP::Key> {
 
   Status update(K key, Value value) override {
     if constexpr (kString) {
-      if (Status s = check_key("btree", key); !s.ok()) return s;
+      if (Status s = check_key(LP::kName, key); !s.ok()) return s;
     }
     const Search sk = KP::search(key);
     for (unsigned spins = 0;; cpu_relax(&spins)) {
       uint64_t v;
       N* leaf = find_leaf(sk, &v);
-      unsigned cnt = count_of(leaf);
-      unsigned i = leaf_lower_bound(leaf, cnt, sk);
-      bool found = i < cnt && KP::slot_eq(leaf->slots(), leaf_cap_, i, sk);
+      unsigned i;
+      bool found = leaf_find(leaf, sk, &i);
       if (!found) {
         if (!check(leaf->version, v)) continue;
         return Status::NotFound();
@@ -406,7 +452,7 @@ class Btree final : public Index<typename KP::Key> {
 
   Status remove(K key) override {
     if constexpr (kString) {
-      if (Status s = check_key("btree", key); !s.ok()) return s;
+      if (Status s = check_key(LP::kName, key); !s.ok()) return s;
     }
     const Search sk = KP::search(key);
     Status s;
@@ -423,9 +469,8 @@ class Btree final : public Index<typename KP::Key> {
     for (unsigned spins = 0;; cpu_relax(&spins)) {
       uint64_t v;
       N* leaf = find_leaf(sk, &v);
-      unsigned cnt = count_of(leaf);
-      unsigned i = leaf_lower_bound(leaf, cnt, sk);
-      bool found = i < cnt && KP::slot_eq(leaf->slots(), leaf_cap_, i, sk);
+      unsigned i;
+      bool found = leaf_find(leaf, sk, &i);
       Value val = found ? ld(vals(leaf)[i]) : 0;
       if (!check(leaf->version, v)) continue;
       if (!found) return std::nullopt;
@@ -447,10 +492,27 @@ class Btree final : public Index<typename KP::Key> {
     for (unsigned spins = 0;;) {
       buf.clear();
       size_t want = count - out->size();
-      unsigned cnt = count_of(leaf);
-      for (unsigned i = 0; i < cnt && buf.size() < want; ++i) {
-        if (!KP::slot_lt(leaf->slots(), leaf_cap_, i, cursor)) {
-          buf.emplace_back(KP::owned(key_at(leaf, i)), ld(vals(leaf)[i]));
+      if constexpr (kUnsorted) {
+        // Every valid pair >= cursor, then the smallest `want` of them in
+        // key order (the leaf is sorted in DRAM, Ni et al. §3.2).
+        const std::atomic<uint64_t>* lk = leaf_keys(leaf);
+        const std::atomic<uint64_t>* lv = vals(leaf);
+        for_valid(leaf, [&](unsigned i) {
+          if (!KP::slot_lt(lk, leaf_cap_, i, cursor)) {
+            buf.emplace_back(KP::owned(KP::load(lk, leaf_cap_, i)), ld(lv[i]));
+          }
+        });
+        // std::sort, not partial_sort: a leaf's few dozen pairs take an
+        // insertion sort, where partial_sort's heap select costs 3x the scan.
+        std::sort(buf.begin(), buf.end(),
+                  [](const auto& a, const auto& b) { return a.first < b.first; });
+        if (buf.size() > want) buf.resize(want);
+      } else {
+        unsigned cnt = count_of(leaf);
+        for (unsigned i = 0; i < cnt && buf.size() < want; ++i) {
+          if (!KP::slot_lt(leaf->slots(), leaf_cap_, i, cursor)) {
+            buf.emplace_back(KP::owned(key_at(leaf, i)), ld(vals(leaf)[i]));
+          }
         }
       }
       N* next = ld(leaf->sibling);
@@ -480,11 +542,28 @@ class Btree final : public Index<typename KP::Key> {
       for (unsigned spins = 0;;) {
         uint64_t v;
         N* leaf = find_leaf(target - 1, &v);
-        unsigned cnt = count_of(leaf);
-        unsigned i = leaf_lower_bound(leaf, cnt, target);  // first key >= target
-        bool found = i > 0;
-        uint64_t k = found ? ld(keys(leaf)[i - 1]) : 0;
-        Value val = found ? ld(vals(leaf)[i - 1]) : 0;
+        bool found;
+        uint64_t k = 0;
+        Value val = 0;
+        if constexpr (kUnsorted) {
+          // The largest valid key below target.
+          found = false;
+          const std::atomic<uint64_t>* lk = leaf_keys(leaf);
+          for_valid(leaf, [&](unsigned j) {
+            const uint64_t kj = ld(lk[j]);
+            if (kj < target && (!found || kj > k)) {
+              found = true;
+              k = kj;
+              val = ld(vals(leaf)[j]);
+            }
+          });
+        } else {
+          unsigned cnt = count_of(leaf);
+          unsigned i = leaf_lower_bound(leaf, cnt, target);  // first key >= target
+          found = i > 0;
+          k = found ? ld(keys(leaf)[i - 1]) : 0;
+          val = found ? ld(vals(leaf)[i - 1]) : 0;
+        }
         uint64_t low = ld(leaf->low[0]);
         if (!check(leaf->version, v)) {
           cpu_relax(&spins);
@@ -499,11 +578,11 @@ class Btree final : public Index<typename KP::Key> {
 
   IndexInfo info() const override {
     IndexInfo i;
-    i.name = "btree";
-    i.description = kBtreeDescription;
+    i.name = LP::kName;
+    i.description = LP::kDescription;
     i.caps.ordered = true;
     i.caps.thread_safe = true;
-    i.caps.string_keys = true;
+    i.caps.string_keys = !kUnsorted;
     i.caps.placement = Placement::kDram;
     i.node_size = node_size_;
     std::lock_guard lock(nodes_mu_);
@@ -519,11 +598,102 @@ class Btree final : public Index<typename KP::Key> {
 
  private:
   // --- node access --------------------------------------------------------
-  // Key words of n (W parallel arrays of cap(n)).
-  std::atomic<uint64_t>* keys(N* n) const { return n->slots(); }
-  const std::atomic<uint64_t>* keys(const N* n) const { return n->slots(); }
-  std::atomic<uint64_t>* vals(N* n) const { return n->slots() + W * leaf_cap_; }
-  const std::atomic<uint64_t>* vals(const N* n) const { return n->slots() + W * leaf_cap_; }
+  // Key words of n (W parallel arrays of cap(n)); an unsorted leaf's follow
+  // its bitmap.
+  unsigned key_base(const N* n) const {
+    if constexpr (kUnsorted) return n->level == 0 ? leaf_bits_ : 0;
+    return 0;
+  }
+  std::atomic<uint64_t>* keys(N* n) const { return n->slots() + key_base(n); }
+  // Key words of a node known to be a leaf (no level test).
+  const std::atomic<uint64_t>* leaf_keys(const N* n) const {
+    return n->slots() + (kUnsorted ? leaf_bits_ : 0);
+  }
+  const std::atomic<uint64_t>* keys(const N* n) const { return n->slots() + key_base(n); }
+  // (kUnsorted ? leaf_bits_ : 0): the sorted tree's offsets stay constants.
+  std::atomic<uint64_t>* vals(N* n) const {
+    return n->slots() + (kUnsorted ? leaf_bits_ : 0) + W * leaf_cap_;
+  }
+  const std::atomic<uint64_t>* vals(const N* n) const {
+    return n->slots() + (kUnsorted ? leaf_bits_ : 0) + W * leaf_cap_;
+  }
+  // An unsorted leaf's validity bitmap (leaf_bits_ words).
+  std::atomic<uint64_t>* bitmap(N* n) const { return n->slots(); }
+  const std::atomic<uint64_t>* bitmap(const N* n) const { return n->slots(); }
+  // Calls f(i) for every valid slot i of the unsorted leaf n, ascending
+  // (bits past the capacity, possible only in a torn optimistic read, are
+  // skipped; the caller's version check rejects such a read).
+  template <class F>
+  void for_valid(const N* n, F&& f) const {
+    for (unsigned w = 0; w < leaf_bits_; ++w) {
+      for (uint64_t bits = ld(bitmap(n)[w]); bits != 0; bits &= bits - 1) {
+        const unsigned i = w * 64 + static_cast<unsigned>(std::countr_zero(bits));
+        if (i >= leaf_cap_) return;
+        f(i);
+      }
+    }
+  }
+  // Whether the leaf holds key, and its slot. Sorted: the linear lower
+  // bound; unsorted: a scan of the valid slots (Ni et al. §3.2).
+  bool leaf_find(const N* n, SearchArg key, unsigned* slot) const {
+    if constexpr (kUnsorted) {
+      const std::atomic<uint64_t>* lk = leaf_keys(n);
+      for (unsigned w = 0; w < leaf_bits_; ++w) {
+        const uint64_t bits = ld(bitmap(n)[w]);
+        const unsigned end = std::min(leaf_cap_, w * 64 + 64);
+        for (unsigned i = w * 64; i < end; ++i) {
+          if (KP::slot_eq(lk, leaf_cap_, i, key) && (bits >> (i % 64) & 1) != 0) {
+            *slot = i;
+            return true;
+          }
+        }
+      }
+      return false;
+    } else {
+      const unsigned cnt = count_of(n);
+      const unsigned i = leaf_lower_bound(n, cnt, key);
+      *slot = i;
+      return i < cnt && KP::slot_eq(keys(n), leaf_cap_, i, key);
+    }
+  }
+  // The first free slot of the locked, not full, unsorted leaf n.
+  unsigned first_free(const N* n) const {
+    for (unsigned w = 0;; ++w) {
+      const uint64_t free = ~ld(bitmap(n)[w]);
+      if (free != 0) return w * 64 + static_cast<unsigned>(std::countr_zero(free));
+    }
+  }
+  // The pairs of leaf n in key order into k[], x[] (room for leaf_cap_);
+  // returns how many. Unsorted leaves sort in DRAM.
+  unsigned leaf_sorted(const N* n, Stored* k, Value* x) const {
+    unsigned c = 0;
+    if constexpr (kUnsorted) {
+      std::array<std::pair<Stored, Value>, kMaxLeafCap> tmp;
+      for_valid(n, [&](unsigned i) { tmp[c++] = {key_at(n, i), ld(vals(n)[i])}; });
+      std::sort(tmp.begin(), tmp.begin() + c,
+                [](const auto& a, const auto& b) { return KP::lt(a.first, b.first); });
+      for (unsigned j = 0; j < c; ++j) k[j] = tmp[j].first, x[j] = tmp[j].second;
+    } else {
+      c = count_of(n);
+      for (unsigned j = 0; j < c; ++j) k[j] = key_at(n, j), x[j] = ld(vals(n)[j]);
+    }
+    return c;
+  }
+  // Makes the locked (or unpublished) leaf n hold exactly the cnt pairs
+  // k[], x[] in slots 0..cnt-1 (unsorted: bits 0..cnt-1 set, the rest clear).
+  void leaf_assign(N* n, const Stored* k, const Value* x, unsigned cnt) const {
+    for (unsigned j = 0; j < cnt; ++j) set_key(n, j, k[j]), st(vals(n)[j], x[j]);
+    if constexpr (kUnsorted) {
+      for (unsigned w = 0; w < leaf_bits_; ++w) {
+        const unsigned lo = w * 64;
+        const uint64_t bits = cnt >= lo + 64 ? ~uint64_t{0}
+                              : cnt > lo     ? (uint64_t{1} << (cnt - lo)) - 1
+                                             : 0;
+        st(bitmap(n)[w], bits);
+      }
+    }
+    st(n->count, static_cast<uint16_t>(cnt));
+  }
   std::atomic<uint64_t>* kids(N* n) const { return n->slots() + W * inner_cap_; }
   const std::atomic<uint64_t>* kids(const N* n) const { return n->slots() + W * inner_cap_; }
   N* kid(const N* n, unsigned i) const {
@@ -687,6 +857,7 @@ class Btree final : public Index<typename KP::Key> {
 
   const uint32_t node_size_;
   const unsigned leaf_cap_;
+  const unsigned leaf_bits_;  // bitmap words of an unsorted leaf (0: sorted leaves)
   const unsigned inner_cap_;
   std::atomic<N*> root_{nullptr};
   std::atomic<uint64_t> root_lock_{0};  // version lock guarding root_ replacement
@@ -706,8 +877,8 @@ class Btree final : public Index<typename KP::Key> {
 // level and the parent always has room for the separator. The key to store
 // is made once (*fresh, *made; for string keys its record, allocated before
 // the leaf is locked) and kept across restarts.
-template <class KP>
-bool Btree<KP>::try_insert(SearchArg key, Value value, Stored* fresh, bool* made, Status* s) {
+template <class KP, class LP>
+bool Btree<KP, LP>::try_insert(SearchArg key, Value value, Stored* fresh, bool* made, Status* s) {
   uint64_t rv = 0;
   read_lock(root_lock_, &rv);
   N* n = root_.load(std::memory_order_acquire);
@@ -722,8 +893,8 @@ bool Btree<KP>::try_insert(SearchArg key, Value value, Stored* fresh, bool* made
     if (moved_right) direct = false;
     unsigned cnt = count_of(n);
     if (n->level == 0) {
-      unsigned i = leaf_lower_bound(n, cnt, key);
-      if (i < cnt && KP::slot_eq(keys(n), leaf_cap_, i, key)) {
+      unsigned i;
+      if (leaf_find(n, key, &i)) {
         if (!check(n->version, v)) return false;
         *s = Status::AlreadyExists();
         return true;
@@ -743,14 +914,22 @@ bool Btree<KP>::try_insert(SearchArg key, Value value, Stored* fresh, bool* made
         (void)made;
       }
       if (!upgrade(n->version, v)) return false;
-      // Shift the larger pairs right by one slot; concurrent readers see a
-      // torn node only under the lock, and their version check rejects it.
-      for (unsigned j = cnt; j > i; --j) {
-        move_key(n, j, n, j - 1);
-        st(vals(n)[j], ld(vals(n)[j - 1]));
+      if constexpr (kUnsorted) {
+        // The pair into the first free slot, then its bit (no shift).
+        i = first_free(n);
+        set_key(n, i, *fresh);
+        st(vals(n)[i], value);
+        st(bitmap(n)[i / 64], ld(bitmap(n)[i / 64]) | uint64_t{1} << (i % 64));
+      } else {
+        // Shift the larger pairs right by one slot; concurrent readers see a
+        // torn node only under the lock, and their version check rejects it.
+        for (unsigned j = cnt; j > i; --j) {
+          move_key(n, j, n, j - 1);
+          st(vals(n)[j], ld(vals(n)[j - 1]));
+        }
+        set_key(n, i, *fresh);
+        st(vals(n)[i], value);
       }
-      set_key(n, i, *fresh);
-      st(vals(n)[i], value);
       st(n->count, static_cast<uint16_t>(cnt + 1));
       unlock(n->version);
       size_.fetch_add(1, std::memory_order_relaxed);
@@ -775,8 +954,8 @@ bool Btree<KP>::try_insert(SearchArg key, Value value, Stored* fresh, bool* made
 // to it through child slot pos; parent == nullptr means n is the root (read
 // under root version rv). Locks parent (or the root lock), then n; gives up
 // silently if either changed (the caller restarts anyway).
-template <class KP>
-void Btree<KP>::split(N* parent, uint64_t pv, unsigned pos, N* n, uint64_t v, uint64_t rv) {
+template <class KP, class LP>
+void Btree<KP, LP>::split(N* parent, uint64_t pv, unsigned pos, N* n, uint64_t v, uint64_t rv) {
   if (parent == nullptr) {
     if (!upgrade(root_lock_, rv)) return;
     if (root_.load(std::memory_order_acquire) != n || !upgrade(n->version, v)) {
@@ -819,11 +998,21 @@ void Btree<KP>::split(N* parent, uint64_t pv, unsigned pos, N* n, uint64_t v, ui
 // Moves the upper half of the locked, full node n into a new right sibling
 // (B-link: the sibling inherits n's high fence and right link, n's high
 // fence becomes the separator). Returns the sibling and the separator.
-template <class KP>
-Node<KP>* Btree<KP>::split_node(N* n, Stored* sep) {
+template <class KP, class LP>
+Node<KP>* Btree<KP, LP>::split_node(N* n, Stored* sep) {
   N* sib = alloc_node(n->level);
   unsigned cnt = count_of(n);
-  if (n->level == 0) {
+  if (kUnsorted && n->level == 0) {
+    // Sort the pairs in DRAM; the lower half stays (rewritten in slots
+    // 0..half-1), the upper half goes to the sibling.
+    std::array<Stored, kMaxLeafCap> k;
+    std::array<Value, kMaxLeafCap> x;
+    cnt = leaf_sorted(n, k.data(), x.data());
+    const unsigned half = cnt / 2;
+    leaf_assign(sib, k.data() + half, x.data() + half, cnt - half);
+    *sep = k[half];
+    leaf_assign(n, k.data(), x.data(), half);
+  } else if (n->level == 0) {
     unsigned half = cnt / 2;
     for (unsigned j = half; j < cnt; ++j) {
       move_key(sib, j - half, n, j);
@@ -851,8 +1040,8 @@ Node<KP>* Btree<KP>::split_node(N* n, Stored* sep) {
 // Remove (one attempt; false = restart). Top-down: an underfull node on the
 // path is merged with or rebalanced against a sibling first, and a root with
 // a single child is replaced by that child; then the key leaves its leaf.
-template <class KP>
-bool Btree<KP>::try_remove(SearchArg key, Status* s) {
+template <class KP, class LP>
+bool Btree<KP, LP>::try_remove(SearchArg key, Status* s) {
   uint64_t rv = 0;
   read_lock(root_lock_, &rv);
   N* n = root_.load(std::memory_order_acquire);
@@ -876,17 +1065,21 @@ bool Btree<KP>::try_remove(SearchArg key, Status* s) {
       return false;
     }
     if (n->level == 0) {
-      unsigned i = leaf_lower_bound(n, cnt, key);
-      if (i >= cnt || !KP::slot_eq(keys(n), leaf_cap_, i, key)) {
+      unsigned i;
+      if (!leaf_find(n, key, &i)) {
         if (!check(n->version, v)) return false;
         *s = Status::NotFound();
         return true;
       }
       if (!upgrade(n->version, v)) return false;
       const Stored gone = key_at(n, i);
-      for (unsigned j = i + 1; j < cnt; ++j) {
-        move_key(n, j - 1, n, j);
-        st(vals(n)[j - 1], ld(vals(n)[j]));
+      if constexpr (kUnsorted) {
+        st(bitmap(n)[i / 64], ld(bitmap(n)[i / 64]) & ~(uint64_t{1} << (i % 64)));
+      } else {
+        for (unsigned j = i + 1; j < cnt; ++j) {
+          move_key(n, j - 1, n, j);
+          st(vals(n)[j - 1], ld(vals(n)[j]));
+        }
       }
       st(n->count, static_cast<uint16_t>(cnt - 1));
       unlock(n->version);
@@ -913,9 +1106,9 @@ bool Btree<KP>::try_remove(SearchArg key, Status* s) {
 // unchanged since read; gives up (caller restarts) otherwise. A merged-away
 // right node is marked obsolete and retired (never freed while the tree
 // lives), so readers holding a pointer to it restart.
-template <class KP>
-void Btree<KP>::merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, unsigned pos, N* n,
-                                   uint64_t v) {
+template <class KP, class LP>
+void Btree<KP, LP>::merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, unsigned pos, N* n,
+                                       uint64_t v) {
   const bool n_left = pos < pcnt;
   const unsigned sep_idx = n_left ? pos : pos - 1;
   N* sib = kid(parent, n_left ? pos + 1 : pos - 1);
@@ -950,7 +1143,15 @@ void Btree<KP>::merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, unsign
       leaf ? lc + rc < leaf_cap_ || (lc + rc == leaf_cap_ && !rebalance_helps)
            : lc + rc + 1 < inner_cap_ || (lc + rc + 1 == inner_cap_ && !rebalance_helps);
   if (merge) {
-    if (leaf) {
+    if (kUnsorted && leaf) {
+      // Right's pairs into left's free slots: both sorted in DRAM and
+      // rewritten (an SMO; the common path never sorts).
+      std::array<Stored, 2 * kMaxLeafCap> k;
+      std::array<Value, 2 * kMaxLeafCap> x;
+      unsigned c = leaf_sorted(left, k.data(), x.data());
+      c += leaf_sorted(right, k.data() + c, x.data() + c);
+      leaf_assign(left, k.data(), x.data(), c);
+    } else if (leaf) {
       for (unsigned j = 0; j < rc; ++j) {
         move_key(left, lc + j, right, j);
         st(vals(left)[lc + j], ld(vals(right)[j]));
@@ -980,7 +1181,14 @@ void Btree<KP>::merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, unsign
   std::array<Stored, 2 * kMaxLeafCap + 2> k{};
   std::array<uint64_t, 2 * kMaxLeafCap + 2> x{};
   Stored sep;
-  if (leaf) {
+  if (kUnsorted && leaf) {
+    // Both leaves' pairs in key order (left's are all below right's).
+    const unsigned c = leaf_sorted(left, k.data(), x.data());
+    leaf_sorted(right, k.data() + c, x.data() + c);
+    leaf_assign(left, k.data(), x.data(), half);
+    leaf_assign(right, k.data() + half, x.data() + half, total - half);
+    sep = k[half];
+  } else if (leaf) {
     for (unsigned j = 0; j < lc; ++j) k[j] = key_at(left, j), x[j] = ld(vals(left)[j]);
     for (unsigned j = 0; j < rc; ++j) k[lc + j] = key_at(right, j), x[lc + j] = ld(vals(right)[j]);
     const unsigned nl = half;
@@ -1016,8 +1224,8 @@ void Btree<KP>::merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, unsign
 }
 
 // Replaces an inner root with no separators (one child) by that child.
-template <class KP>
-void Btree<KP>::collapse_root(N* n, uint64_t v, uint64_t rv) {
+template <class KP, class LP>
+void Btree<KP, LP>::collapse_root(N* n, uint64_t v, uint64_t rv) {
   if (!upgrade(root_lock_, rv)) return;
   if (root_.load(std::memory_order_acquire) != n || !upgrade(n->version, v)) {
     unlock(root_lock_);
@@ -1030,18 +1238,18 @@ void Btree<KP>::collapse_root(N* n, uint64_t v, uint64_t rv) {
 
 // --- verify ------------------------------------------------------------------
 
-template <class KP>
-struct Btree<KP>::VerifyState {
+template <class KP, class LP>
+struct Btree<KP, LP>::VerifyState {
   std::vector<std::vector<const N*>> levels;  // per level, left to right
   uint64_t keys = 0;
 };
 
-template <class KP>
-Status Btree<KP>::verify_node(const N* n, const Stored& lo, bool bounded, const Stored& hi,
-                              unsigned level, VerifyState* vs) const {
+template <class KP, class LP>
+Status Btree<KP, LP>::verify_node(const N* n, const Stored& lo, bool bounded, const Stored& hi,
+                                  unsigned level, VerifyState* vs) const {
   auto bad = [&](const std::string& what) {
-    return Status::Corruption("btree: level " + std::to_string(level) + " node with low fence " +
-                              KP::show(lo) + ": " + what);
+    return Status::Corruption(std::string(LP::kName) + ": level " + std::to_string(level) +
+                              " node with low fence " + KP::show(lo) + ": " + what);
   };
   const uint64_t ver = ld(n->version);
   if (ver & kLocked) return bad("left locked");
@@ -1059,13 +1267,36 @@ Status Btree<KP>::verify_node(const N* n, const Stored& lo, bool bounded, const 
   if (!KP::consistent(low_of(n)) || (bounded && !KP::consistent(high_of(n)))) {
     return bad("a fence's prefix word does not match its key");
   }
+  // An unsorted leaf's valid pairs, sorted: its keys must then ascend
+  // strictly (no duplicate) like a sorted node's; its bitmap must name
+  // exactly count slots below the capacity.
+  std::array<Stored, kMaxLeafCap> sorted;
+  std::array<Value, kMaxLeafCap> unused;
+  if (kUnsorted && level == 0) {
+    unsigned set = 0;
+    for (unsigned w = 0; w < leaf_bits_; ++w) {
+      const uint64_t bits = ld(bitmap(n)[w]);
+      set += static_cast<unsigned>(std::popcount(bits));
+      const unsigned lo_slot = w * 64;
+      if (lo_slot + 64 > leaf_cap_ && (bits >> (leaf_cap_ - lo_slot)) != 0) {
+        return bad("bitmap has bits set past the leaf's " + std::to_string(leaf_cap_) + " slots");
+      }
+    }
+    if (set != cnt) {
+      return bad("bitmap names " + std::to_string(set) + " slots, count is " + std::to_string(cnt));
+    }
+    leaf_sorted(n, sorted.data(), unused.data());
+  }
   for (unsigned i = 0; i < cnt; ++i) {
-    const Stored k = key_at(n, i);
+    const Stored k = kUnsorted && level == 0 ? sorted[i] : key_at(n, i);
     if (!KP::consistent(k)) {
       return bad("prefix word of slot " + std::to_string(i) + " does not match its key");
     }
-    if (i > 0 && !KP::lt(key_at(n, i - 1), k))
-      return bad("keys not strictly ascending at slot " + std::to_string(i));
+    if (i > 0 && !KP::lt(kUnsorted && level == 0 ? sorted[i - 1] : key_at(n, i - 1), k)) {
+      return bad(kUnsorted && level == 0
+                     ? "key " + KP::show(k) + " held twice"
+                     : "keys not strictly ascending at slot " + std::to_string(i));
+    }
     if (KP::lt(k, lo) || (bounded && !KP::lt(k, hi))) {
       return bad("key " + KP::show(k) + " outside the range its parent's separators bound");
     }
@@ -1087,11 +1318,11 @@ Status Btree<KP>::verify_node(const N* n, const Stored& lo, bool bounded, const 
   return Status::Ok();
 }
 
-template <class KP>
-Status Btree<KP>::verify(VerifyReport* report) const {
+template <class KP, class LP>
+Status Btree<KP, LP>::verify(VerifyReport* report) const {
   const N* root = root_.load(std::memory_order_acquire);
   if (!KP::is_min(low_of(root)) || ld(root->sibling) != nullptr) {
-    return Status::Corruption("btree: root has a low fence or a right link");
+    return Status::Corruption(std::string(LP::kName) + ": root has a low fence or a right link");
   }
   VerifyState vs;
   vs.levels.resize(root->level + 1u);
@@ -1105,14 +1336,15 @@ Status Btree<KP>::verify(VerifyReport* report) const {
     for (size_t j = 0; j < nodes.size(); ++j) {
       const N* want = j + 1 < nodes.size() ? nodes[j + 1] : nullptr;
       if (ld(nodes[j]->sibling) != want) {
-        return Status::Corruption("btree: level " + std::to_string(lv) + " node " +
-                                  std::to_string(j) +
+        return Status::Corruption(std::string(LP::kName) + ": level " + std::to_string(lv) +
+                                  " node " + std::to_string(j) +
                                   ": right link does not point at the next "
                                   "node in key order");
       }
       if (want != nullptr && !KP::eq(high_of(nodes[j]), low_of(want))) {
-        return Status::Corruption("btree: level " + std::to_string(lv) + " node " +
-                                  std::to_string(j) + ": high fence != right sibling's low fence");
+        return Status::Corruption(std::string(LP::kName) + ": level " + std::to_string(lv) +
+                                  " node " + std::to_string(j) +
+                                  ": high fence != right sibling's low fence");
       }
     }
     if (lv > 0) inner += nodes.size();
@@ -1123,11 +1355,15 @@ Status Btree<KP>::verify(VerifyReport* report) const {
   Stored prev{};
   size_t steps = 0;
   for (const N* l = vs.levels[0].front(); l != nullptr; l = ld(l->sibling)) {
-    if (++steps > vs.levels[0].size()) return Status::Corruption("btree: leaf chain has a cycle");
-    for (unsigned i = 0; i < ld(l->count); ++i) {
-      const Stored k = key_at(l, i);
+    if (++steps > vs.levels[0].size())
+      return Status::Corruption(std::string(LP::kName) + ": leaf chain has a cycle");
+    std::array<Stored, kMaxLeafCap> ks;
+    std::array<Value, kMaxLeafCap> xs;
+    const unsigned c = leaf_sorted(l, ks.data(), xs.data());
+    for (unsigned i = 0; i < c; ++i) {
+      const Stored k = ks[i];
       if (!first && !KP::lt(prev, k)) {
-        return Status::Corruption("btree: leaf chain out of key order");
+        return Status::Corruption(std::string(LP::kName) + ": leaf chain out of key order");
       }
       first = false;
       prev = k;
@@ -1136,9 +1372,9 @@ Status Btree<KP>::verify(VerifyReport* report) const {
   }
   const uint64_t size = size_.load(std::memory_order_relaxed);
   if (chain_keys != vs.keys || vs.keys != size) {
-    return Status::Corruption("btree: key count mismatch: tree walk " + std::to_string(vs.keys) +
-                              ", leaf chain " + std::to_string(chain_keys) + ", counter " +
-                              std::to_string(size));
+    return Status::Corruption(std::string(LP::kName) + ": key count mismatch: tree walk " +
+                              std::to_string(vs.keys) + ", leaf chain " +
+                              std::to_string(chain_keys) + ", counter " + std::to_string(size));
   }
   *report = VerifyReport{};
   report->keys = vs.keys;
@@ -1148,8 +1384,8 @@ Status Btree<KP>::verify(VerifyReport* report) const {
   return Status::Ok();
 }
 
-template <class KP>
-Status Btree<KP>::damage(BtreeDamage d) {
+template <class KP, class LP>
+Status Btree<KP, LP>::damage(BtreeDamage d) {
   static_assert(!kString, "btree_damage_for_test takes integer-key trees");
   N* first = root_.load(std::memory_order_acquire);
   while (first->level > 0) first = kid(first, 0);
@@ -1159,6 +1395,10 @@ Status Btree<KP>::damage(BtreeDamage d) {
   }
   switch (d) {
     case BtreeDamage::kUnsortedLeaf: {
+      if constexpr (kUnsorted) {  // out of order is allowed: a duplicate key instead
+        st(keys(first)[1], ld(keys(first)[0]));
+        break;
+      }
       const uint64_t k0 = ld(keys(first)[0]);
       st(keys(first)[0], ld(keys(first)[1]));
       st(keys(first)[1], k0);
@@ -1176,6 +1416,13 @@ Status Btree<KP>::damage(BtreeDamage d) {
     case BtreeDamage::kCountMismatch:
       size_.fetch_add(1, std::memory_order_relaxed);
       break;
+    case BtreeDamage::kBitmapCount:
+      if constexpr (!kUnsorted) {
+        return Status::InvalidArgument("btree_damage_for_test: kBitmapCount needs unsorted leaves");
+      } else {
+        st(bitmap(first)[0], ld(bitmap(first)[0]) & ~uint64_t{1});
+      }
+      break;
   }
   return Status::Ok();
 }
@@ -1183,20 +1430,26 @@ Status Btree<KP>::damage(BtreeDamage d) {
 }  // namespace
 
 Status btree_damage_for_test(Index<uint64_t>* idx, BtreeDamage damage) {
-  auto* tree = dynamic_cast<Btree<IntKeys>*>(idx);
-  if (tree == nullptr) return Status::InvalidArgument("btree_damage_for_test: not a btree");
-  return tree->damage(damage);
+  if (auto* tree = dynamic_cast<Btree<IntKeys, SortedLeaves>*>(idx)) return tree->damage(damage);
+  if (auto* tree = dynamic_cast<Btree<IntKeys, UnsortedLeaves>*>(idx)) return tree->damage(damage);
+  return Status::InvalidArgument("btree_damage_for_test: not a btree or unsorted-leaf");
 }
 
 Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
   // make_index() has checked the node size (btree_valid_node_size).
-  *out = std::make_unique<Btree<IntKeys>>(options.node_size);
+  *out = std::make_unique<Btree<IntKeys, SortedLeaves>>(options.node_size);
+  return Status::Ok();
+}
+
+Status make_unsorted_leaf(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
+  // make_index() has checked the node size (btree_valid_node_size).
+  *out = std::make_unique<Btree<IntKeys, UnsortedLeaves>>(options.node_size);
   return Status::Ok();
 }
 
 Status make_btree_string(const IndexOptions& options,
                          std::unique_ptr<Index<std::string_view>>* out) {
-  *out = std::make_unique<Btree<StringKeys>>(options.node_size);
+  *out = std::make_unique<Btree<StringKeys, SortedLeaves>>(options.node_size);
   return Status::Ok();
 }
 

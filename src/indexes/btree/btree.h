@@ -14,6 +14,12 @@ inline constexpr char kBtreeDescription[] =
     "volatile B+-tree, sorted nodes, linear search, optimistic lock coupling with B-link "
     "right links and fence keys (Ni et al. 2020 §3.1; Cha et al. OLFIT, VLDB'01)";
 
+/// One-line description of "unsorted-leaf" for the registry and IndexInfo.
+inline constexpr char kUnsortedLeafDescription[] =
+    "volatile B+-tree, sorted inner nodes, unsorted leaves with a validity bitmap, linear "
+    "search, optimistic lock coupling (Ni et al. 2020 §3.2); btree's code with another leaf "
+    "layout";
+
 /// Smallest and largest node size "btree" accepts, bytes (IndexOptions::node_size).
 inline constexpr uint32_t kBtreeMinNodeSize = 128;
 inline constexpr uint32_t kBtreeMaxNodeSize = 4096;
@@ -31,6 +37,15 @@ inline bool btree_valid_node_size(uint32_t s) {
 /// Errors: InvalidArgument when node_size is outside [128, 4096] or not a
 /// multiple of 64.
 Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+
+/// Factory for "unsorted-leaf": btree (same inner nodes, concurrency and node
+/// sizes) with unsorted leaves, Ni et al. 2020 §3.2: a leaf's pairs sit in
+/// any slots, named by a validity bitmap (ceil(C / 64) words after the
+/// header), so an insert writes one pair and one bitmap word instead of
+/// shifting; a lookup scans the leaf's valid slots; a scan sorts each leaf's
+/// pairs in DRAM. A 512 B leaf holds 29 pairs (128 B: 5; 4 KiB: 251); inner
+/// nodes as btree's. uint64_t keys only. Errors as make_btree.
+Status make_unsorted_leaf(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
 
 /// Factory for "btree" with byte-string keys (0..kMaxKeyBytes bytes; a
 /// longer one is InvalidArgument in insert, update and remove). Each key
