@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -447,16 +448,33 @@ void concurrent_worker(ThreadCtx<K>* c, std::latch* start) {
       }
       continue;
     }
-    if (r < 70) {  // lookup, own key (exact) or any key (tag check)
-      const Owned k = r < 70 - 15 ? own_key() : any_key();
-      const std::optional<Value> got = idx.lookup(k);
+    // A looked-up key's result: exact for an own key, a value written for
+    // the key (its tag) for another thread's.
+    auto check_lookup = [&](const Owned& k, const std::optional<Value>& got, const char* how) {
       if (keys.owns(c->t, k)) {
         auto it = c->model.find(k);
         const std::optional<Value> want =
             it == c->model.end() ? std::nullopt : std::optional<Value>(it->second);
-        if (got != want) return fail(op, "lookup(" + show_key(k) + ") != own model");
+        if (got != want) return fail(op, how + ("(" + show_key(k) + ") != own model")), false;
       } else if (got && !value_fits<K>(k, *got)) {
-        return fail(op, "lookup(" + show_key(k) + ") returned a value never written for it");
+        return fail(op, how + ("(" + show_key(k) + ") returned a value never written for it")),
+               false;
+      }
+      return true;
+    };
+    if (r < 70 - 15) {  // lookup of an own key (exact)
+      const Owned k = own_key();
+      if (!check_lookup(k, idx.lookup(k), "lookup")) return;
+      continue;
+    }
+    if (r < 70) {  // multi_lookup of 1..16 keys, own and foreign, interleaved with writers
+      std::vector<Owned> owned(rng() % 16 + 1);
+      for (Owned& k : owned) k = rng() % 4 == 0 ? own_key() : any_key();
+      const std::vector<K> batch(owned.begin(), owned.end());
+      std::vector<std::optional<Value>> got(batch.size());
+      idx.multi_lookup(batch, got);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (!check_lookup(owned[i], got[i], "multi_lookup")) return;
       }
       continue;
     }
@@ -581,6 +599,42 @@ void concurrent_test(Index<K>& idx, unsigned threads, uint64_t seed, size_t ops_
   expect_equals_model(idx, all);
 }
 
+// multi_lookup() agrees with the model: every model key, each followed by
+// its successor key when that is absent (integer k + 1; string k + '\0',
+// which is too long to store when k has 255 bytes: a miss all the same),
+// in batches of 1, 2, 3, 5, 8, 13, 32, 33 and 64 keys in turn (an
+// interleaving index handles batches above its group size in groups).
+template <class K>
+void multi_lookup_equals_model(Index<K>& idx, const Model<K>& model) {
+  std::vector<OwnedKey<K>> owned;
+  std::vector<std::optional<Value>> want;
+  for (const auto& [k, v] : model) {
+    owned.push_back(k);
+    want.emplace_back(v);
+    OwnedKey<K> next;
+    if constexpr (kString<K>) {
+      next = k + std::string(1, '\0');
+    } else {
+      next = k + 1;
+    }
+    if (!model.contains(next)) {
+      owned.push_back(next);
+      want.emplace_back(std::nullopt);
+    }
+  }
+  const std::vector<K> keys(owned.begin(), owned.end());
+  std::vector<std::optional<Value>> got(keys.size(), std::optional<Value>(12345));
+  static constexpr size_t kBatches[] = {1, 2, 3, 5, 8, 13, 32, 33, 64};
+  for (size_t i = 0, b = 0; i < keys.size(); i += kBatches[b], b = (b + 1) % std::size(kBatches)) {
+    const size_t n = std::min(kBatches[b], keys.size() - i);
+    idx.multi_lookup(std::span<const K>(keys).subspan(i, n),
+                     std::span<std::optional<Value>>(got).subspan(i, n));
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    ASSERT_EQ(got[i], want[i]) << "multi_lookup: key " << show_key(owned[i]);
+  }
+}
+
 template <class K>
 void equals_model(Index<K>& idx, const Model<K>& model) {
   VerifyReport r;
@@ -590,6 +644,7 @@ void equals_model(Index<K>& idx, const Model<K>& model) {
   for (const auto& [k, v] : model) {
     ASSERT_EQ(idx.lookup(k), std::optional<Value>(v)) << "lookup(" << show_key(k) << ")";
   }
+  ASSERT_NO_FATAL_FAILURE(multi_lookup_equals_model(idx, model));
   if (!idx.info().caps.ordered) return;
   Pairs<K> got;
   idx.scan(K{}, std::numeric_limits<size_t>::max(), &got);
