@@ -134,12 +134,12 @@ TEST(BtreeTest, VerifyReportsCorruption) {
 }
 
 // unsorted-leaf's verify() checks what a sorted leaf's order checked: no key
-// twice, and a bitmap that names exactly `count` slots; and every btree
+// twice, and a bitmap that names no slot past the capacity; and every btree
 // check still applies.
 TEST(UnsortedLeafTest, VerifyReportsCorruption) {
   expect_damage_reported("unsorted-leaf", {
                                               {BtreeDamage::kUnsortedLeaf, "held twice"},
-                                              {BtreeDamage::kBitmapCount, "bitmap names"},
+                                              {BtreeDamage::kBitmapPastCapacity, "past the leaf's"},
                                               {BtreeDamage::kLeafChainCycle, "right link"},
                                               {BtreeDamage::kFenceMismatch, "low fence"},
                                               {BtreeDamage::kKeyOutOfRange, "outside the range"},
@@ -147,7 +147,7 @@ TEST(UnsortedLeafTest, VerifyReportsCorruption) {
                                           });
   auto sorted = open_btree(128);
   for (uint64_t k = 1; k <= 100; ++k) ASSERT_TRUE(sorted->insert(k * 10, k).ok());
-  EXPECT_EQ(btree_damage_for_test(sorted.get(), BtreeDamage::kBitmapCount).code(),
+  EXPECT_EQ(btree_damage_for_test(sorted.get(), BtreeDamage::kBitmapPastCapacity).code(),
             Code::kInvalidArgument);
 }
 

@@ -242,8 +242,8 @@ struct SortedLeaves {
 // validity bitmap is set (the bitmap words follow the header); an insert
 // takes the first free slot and sets its bit after writing the pair, a
 // remove clears the bit; a lookup scans the valid slots; a scan or an SMO
-// sorts the leaf's pairs in DRAM. count = the bitmap's population count,
-// kept in the header for the full and underfull tests.
+// sorts the leaf's pairs in DRAM. A leaf's count is its bitmap's population
+// count (count_of); the header's count field stays 0 in an unsorted leaf.
 struct UnsortedLeaves {
   static constexpr bool kUnsorted = true;
   static constexpr const char* kName = "unsorted-leaf";
@@ -259,7 +259,8 @@ struct UnsortedLeaves {
 //   ------------  ----  ----------------------------------------------------
 //        0           8  version lock: bit 0 obsolete, bit 1 locked, bits
 //                       2..63 version (+1 per write unlock)
-//        8           2  count: keys in the node (leaf: pairs; inner: separators)
+//        8           2  count: keys in the node (leaf: pairs; inner: separators;
+//                       an unsorted leaf: 0, its bitmap counts)
 //       10           2  level: 0 = leaf, parent = child + 1 (immutable)
 //       12           4  padding
 //       16         8*W  low fence key: every key in the node is >= low
@@ -293,13 +294,13 @@ template <class KP>
 struct Node {
   explicit Node(uint16_t lvl) : level(lvl) {}
 
-  std::atomic<uint64_t> version{0};
+  mutable std::atomic<uint64_t> version{0};  // mutable: readers of a const node lock it
   std::atomic<uint16_t> count{0};
   const uint16_t level;
   uint32_t pad = 0;
   std::atomic<uint64_t> low[KP::kWords]{};
   std::atomic<uint64_t> high[KP::kWords]{};
-  std::atomic<Node*> sibling{nullptr};
+  std::atomic<uint64_t> sibling{0};  // the right sibling's word (a pointer's bits)
 
   std::atomic<uint64_t>* slots() {
     return reinterpret_cast<std::atomic<uint64_t>*>(reinterpret_cast<char*>(this) + sizeof(Node));
@@ -392,7 +393,10 @@ class Btree final : public Index<typename KP::Key> {
         leaf_cap_(leaf_capacity(node_size)),
         leaf_bits_(kUnsorted ? (leaf_cap_ + 63) / 64 : 0),
         inner_cap_((node_size - kHeaderBytes - 8) / (8 * (W + 1))) {
-    root_.store(alloc_node(0), std::memory_order_release);
+    N* root;
+    (void)alloc_node(0, &root);  // DRAM: never fails
+    adopt(root);
+    root_.store(root, std::memory_order_release);
   }
 
   ~Btree() override {
@@ -401,7 +405,7 @@ class Btree final : public Index<typename KP::Key> {
       // fences only share them.
       const N* n = root_.load(std::memory_order_acquire);
       while (n->level > 0) n = kid(n, 0);
-      for (; n != nullptr; n = ld(n->sibling)) {
+      for (; n != nullptr; n = sib_of(n)) {
         for (unsigned i = 0; i < count_of(n); ++i) KP::free(key_at(n, i).rec);
       }
       for (const char* r : retired_) KP::free(r);
@@ -442,12 +446,12 @@ class Btree final : public Index<typename KP::Key> {
       unsigned i;
       bool found = leaf_find(leaf, sk, &i);
       if (!found) {
-        if (!check(leaf->version, v)) continue;
+        if (!check(ver(leaf), v)) continue;
         return Status::NotFound();
       }
-      if (!upgrade(leaf->version, v)) continue;
-      st(vals(leaf)[i], value);
-      unlock(leaf->version);
+      if (!upgrade(ver(leaf), v)) continue;
+      put(vals(leaf)[i], value);
+      unlock(ver(leaf));
       return Status::Ok();
     }
   }
@@ -474,7 +478,7 @@ class Btree final : public Index<typename KP::Key> {
       unsigned i;
       bool found = leaf_find(leaf, sk, &i);
       Value val = found ? ld(vals(leaf)[i]) : 0;
-      if (!check(leaf->version, v)) continue;
+      if (!check(ver(leaf), v)) continue;
       if (!found) return std::nullopt;
       return val;
     }
@@ -538,9 +542,9 @@ class Btree final : public Index<typename KP::Key> {
           }
         }
       }
-      N* next = ld(leaf->sibling);
+      N* next = sib_of(leaf);
       Stored hi = high_of(leaf);
-      if (!check(leaf->version, v)) {
+      if (!check(ver(leaf), v)) {
         cpu_relax(&spins);
         leaf = find_leaf(cursor, &v);
         continue;
@@ -588,7 +592,7 @@ class Btree final : public Index<typename KP::Key> {
           val = found ? ld(vals(leaf)[i - 1]) : 0;
         }
         uint64_t low = ld(leaf->low[0]);
-        if (!check(leaf->version, v)) {
+        if (!check(ver(leaf), v)) {
           cpu_relax(&spins);
           continue;
         }
@@ -705,25 +709,37 @@ class Btree final : public Index<typename KP::Key> {
   // Makes the locked (or unpublished) leaf n hold exactly the cnt pairs
   // k[], x[] in slots 0..cnt-1 (unsorted: bits 0..cnt-1 set, the rest clear).
   void leaf_assign(N* n, const Stored* k, const Value* x, unsigned cnt) const {
-    for (unsigned j = 0; j < cnt; ++j) set_key(n, j, k[j]), st(vals(n)[j], x[j]);
+    for (unsigned j = 0; j < cnt; ++j) set_key(n, j, k[j]), put(vals(n)[j], x[j]);
     if constexpr (kUnsorted) {
       for (unsigned w = 0; w < leaf_bits_; ++w) {
         const unsigned lo = w * 64;
         const uint64_t bits = cnt >= lo + 64 ? ~uint64_t{0}
                               : cnt > lo     ? (uint64_t{1} << (cnt - lo)) - 1
                                              : 0;
-        st(bitmap(n)[w], bits);
+        put(bitmap(n)[w], bits);
       }
+    } else {
+      put(n->count, static_cast<uint16_t>(cnt));
     }
-    st(n->count, static_cast<uint16_t>(cnt));
   }
   std::atomic<uint64_t>* kids(N* n) const { return n->slots() + W * inner_cap_; }
   const std::atomic<uint64_t>* kids(const N* n) const { return n->slots() + W * inner_cap_; }
-  N* kid(const N* n, unsigned i) const {
-    return reinterpret_cast<N*>(static_cast<uintptr_t>(ld(kids(n)[i])));
+  N* kid(const N* n, unsigned i) const { return to_node(ld(kids(n)[i])); }
+  void set_kid(N* n, unsigned i, N* c) const { put(kids(n)[i], to_word(c)); }
+  // --- storage: how a node is named, locked and written ------------------------
+  // A child or sibling word names a node: its address (DRAM).
+  static N* to_node(uint64_t w) { return reinterpret_cast<N*>(static_cast<uintptr_t>(w)); }
+  static uint64_t to_word(const N* n) {
+    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(n));
   }
-  void set_kid(N* n, unsigned i, N* c) const {
-    st(kids(n)[i], static_cast<uint64_t>(reinterpret_cast<uintptr_t>(c)));
+  N* sib_of(const N* n) const { return to_node(ld(n->sibling)); }
+  void set_sib(N* n, const N* s) const { put(n->sibling, to_word(s)); }
+  // The node's version lock word: in the node (DRAM).
+  static std::atomic<uint64_t>& ver(const N* n) { return n->version; }
+  // Every store into a node: a release store (readers validate afterwards).
+  template <class T>
+  static void put(std::atomic<T>& a, T v) {
+    a.store(v, std::memory_order_release);
   }
   unsigned cap(const N* n) const { return n->level == 0 ? leaf_cap_ : inner_cap_; }
   Stored key_at(const N* n, unsigned i) const { return KP::load(keys(n), cap(n), i); }
@@ -736,7 +752,20 @@ class Btree final : public Index<typename KP::Key> {
   void set_low(N* n, const Stored& k) const { KP::store(n->low, 1, 0, k); }
   void set_high(N* n, const Stored& k) const { KP::store(n->high, 1, 0, k); }
   // Count clamped to the capacity, so a torn optimistic read stays in bounds.
-  unsigned count_of(const N* n) const { return std::min<unsigned>(ld(n->count), cap(n)); }
+  // An unsorted leaf's is its bitmap's population count (its header count
+  // is not kept: one store less per insert and remove).
+  unsigned count_of(const N* n) const {
+    if constexpr (kUnsorted) {
+      if (n->level == 0) {
+        unsigned c = 0;
+        for (unsigned w = 0; w < leaf_bits_; ++w) {
+          c += static_cast<unsigned>(std::popcount(ld(bitmap(n)[w])));
+        }
+        return std::min(c, leaf_cap_);
+      }
+    }
+    return std::min<unsigned>(ld(n->count), cap(n));
+  }
   bool underfull(const N* n, unsigned cnt) const { return cnt * 4 < cap(n); }
 
   // A search key for scan and find_last_less_than, which take any key: one
@@ -767,34 +796,43 @@ class Btree final : public Index<typename KP::Key> {
   template <bool before = false>
   bool settle(SearchArg key, N** n, uint64_t* v, bool* moved_right) const {
     for (;;) {
-      if (!read_lock((*n)->version, v)) return false;
+      if (!read_lock(ver(*n), v)) return false;
       if constexpr (before) {
         if (!KP::slot_lt((*n)->low, 1, 0, key)) return false;
       } else {
         if (KP::lt_slot(key, (*n)->low, 1, 0)) return false;
       }
-      N* r = ld((*n)->sibling);
+      N* r = sib_of((*n));
       if constexpr (before) {
         if (r == nullptr || !KP::slot_lt((*n)->high, 1, 0, key)) return true;
       } else {
         if (r == nullptr || KP::lt_slot(key, (*n)->high, 1, 0)) return true;
       }
-      if (!check((*n)->version, *v)) return false;
+      if (!check(ver(*n), *v)) return false;
       *n = r;
       *moved_right = true;
     }
   }
 
-  N* alloc_node(uint16_t level) {
+  // A new, zeroed, unpublished node (DRAM: never fails). SMOs allocate
+  // before they lock anything, then adopt() what they publish and discard()
+  // what they do not.
+  Status alloc_node(uint16_t level, N** out) {
     void* p = ::operator new (node_size_, std::align_val_t{64});
     N* n = new (p) N(level);
     std::atomic<uint64_t>* s = n->slots();
     for (size_t i = 0; i < (node_size_ - kHeaderBytes) / 8; ++i)
       new (s + i) std::atomic<uint64_t>(0);
+    *out = n;
+    return Status::Ok();
+  }
+  // n is published: kept (in nodes_) until the tree is destroyed.
+  void adopt(N* n) {
     std::lock_guard lock(nodes_mu_);
     nodes_.push_back(n);
-    return n;
   }
+  // n was never published: freed now.
+  void discard(N* n) { ::operator delete (n, std::align_val_t{64}); }
 
   // The leaf whose fences hold `key`, and the version it was read at (not yet
   // re-checked: the caller reads the leaf, then checks the version). With
@@ -814,7 +852,7 @@ class Btree final : public Index<typename KP::Key> {
         }
         const unsigned cnt = count_of(n);
         N* c = kid(n, before ? leaf_lower_bound(n, cnt, key) : child_pos(n, cnt, key));
-        if (c == nullptr || !check(n->version, v)) break;
+        if (c == nullptr || !check(ver(n), v)) break;
         n = c;
       }
     }
@@ -835,7 +873,7 @@ class Btree final : public Index<typename KP::Key> {
       std::optional<std::pair<Owned, Value>> got;
       if (found) got.emplace(KP::owned(key_at(leaf, i - 1)), ld(vals(leaf)[i - 1]));
       Stored low = low_of(leaf);
-      if (!check(leaf->version, v)) {
+      if (!check(ver(leaf), v)) {
         cpu_relax(&spins);
         continue;
       }
@@ -849,9 +887,8 @@ class Btree final : public Index<typename KP::Key> {
   // `next` itself when it still covers key, else a search from the root.
   N* step_right(N* next, SearchArg key, uint64_t* v_out) const {
     uint64_t v;
-    if (read_lock(next->version, &v) && !KP::lt_slot(key, next->low, 1, 0) &&
-        (ld(next->sibling) == nullptr || KP::lt_slot(key, next->high, 1, 0)) &&
-        check(next->version, v)) {
+    if (read_lock(ver(next), &v) && !KP::lt_slot(key, next->low, 1, 0) &&
+        (sib_of(next) == nullptr || KP::lt_slot(key, next->high, 1, 0)) && check(ver(next), v)) {
       *v_out = v;
       return next;
     }
@@ -893,14 +930,14 @@ class Btree final : public Index<typename KP::Key> {
           unsigned slot;
           const bool found = leaf_find(node, sk[i], &slot);
           const Value val = found ? ld(vals(node)[slot]) : 0;
-          if (!check(node->version, v)) {
+          if (!check(ver(node), v)) {
             out[i] = lookup(keys[i]);
           } else {
             out[i] = found ? std::optional<Value>(val) : std::nullopt;
           }
         } else {
           N* c = kid(node, child_pos(node, count_of(node), sk[i]));
-          if (c == nullptr || !check(node->version, v)) {
+          if (c == nullptr || !check(ver(node), v)) {
             out[i] = lookup(keys[i]);
           } else {
             at[i] = c;
@@ -924,8 +961,8 @@ class Btree final : public Index<typename KP::Key> {
 
   bool try_insert(SearchArg key, Value value, Stored* fresh, bool* made, Status* s);
   bool try_remove(SearchArg key, Status* s);
-  void split(N* parent, uint64_t pv, unsigned pos, N* n, uint64_t v, uint64_t rv);
-  N* split_node(N* n, Stored* sep);
+  bool split(N* parent, uint64_t pv, unsigned pos, N* n, uint64_t v, uint64_t rv, Status* s);
+  void split_node(N* n, N* sib, Stored* sep);
   void merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, unsigned pos, N* n, uint64_t v);
   void collapse_root(N* n, uint64_t v, uint64_t rv);
 
@@ -973,14 +1010,11 @@ bool Btree<KP, LP>::try_insert(SearchArg key, Value value, Stored* fresh, bool* 
     if (n->level == 0) {
       unsigned i;
       if (leaf_find(n, key, &i)) {
-        if (!check(n->version, v)) return false;
+        if (!check(ver(n), v)) return false;
         *s = Status::AlreadyExists();
         return true;
       }
-      if (cnt == leaf_cap_) {
-        if (direct) split(parent, pv, pos, n, v, rv);
-        return false;
-      }
+      if (cnt == leaf_cap_) return direct && split(parent, pv, pos, n, v, rv, s);
       if constexpr (kString) {
         if (!*made) {
           *fresh = KP::make(key);
@@ -991,36 +1025,35 @@ bool Btree<KP, LP>::try_insert(SearchArg key, Value value, Stored* fresh, bool* 
         *fresh = key;
         (void)made;
       }
-      if (!upgrade(n->version, v)) return false;
+      if (!upgrade(ver(n), v)) return false;
       if constexpr (kUnsorted) {
         // The pair into the first free slot, then its bit (no shift).
         i = first_free(n);
         set_key(n, i, *fresh);
-        st(vals(n)[i], value);
-        st(bitmap(n)[i / 64], ld(bitmap(n)[i / 64]) | uint64_t{1} << (i % 64));
+        put(vals(n)[i], value);
+        put(bitmap(n)[i / 64], ld(bitmap(n)[i / 64]) | uint64_t{1} << (i % 64));
       } else {
         // Shift the larger pairs right by one slot; concurrent readers see a
         // torn node only under the lock, and their version check rejects it.
         for (unsigned j = cnt; j > i; --j) {
           move_key(n, j, n, j - 1);
-          st(vals(n)[j], ld(vals(n)[j - 1]));
+          put(vals(n)[j], ld(vals(n)[j - 1]));
         }
         set_key(n, i, *fresh);
-        st(vals(n)[i], value);
+        put(vals(n)[i], value);
+        put(n->count, static_cast<uint16_t>(cnt + 1));
       }
-      st(n->count, static_cast<uint16_t>(cnt + 1));
-      unlock(n->version);
+      unlock(ver(n));
       size_.fetch_add(1, std::memory_order_relaxed);
       *s = Status::Ok();
       return true;
     }
     if (cnt == inner_cap_) {
-      if (direct) split(parent, pv, pos, n, v, rv);
-      return false;
+      return direct && split(parent, pv, pos, n, v, rv, s);
     }
     pos = child_pos(n, cnt, key);
     N* c = kid(n, pos);
-    if (c == nullptr || !check(n->version, v)) return false;
+    if (c == nullptr || !check(ver(n), v)) return false;
     parent = n;
     pv = v;
     n = c;
@@ -1030,36 +1063,59 @@ bool Btree<KP, LP>::try_insert(SearchArg key, Value value, Stored* fresh, bool* 
 
 // Splits the full node n (read at version v) whose parent (read at pv) routes
 // to it through child slot pos; parent == nullptr means n is the root (read
-// under root version rv). Locks parent (or the root lock), then n; gives up
-// silently if either changed (the caller restarts anyway).
+// under root version rv). Allocates the new node(s) first, then locks parent
+// (or the root lock), then n; gives up silently if either changed. Returns
+// false (the insert restarts) unless the allocation failed: then true with
+// *s = the allocator's error (OutOfSpace), nothing changed.
 template <class KP, class LP>
-void Btree<KP, LP>::split(N* parent, uint64_t pv, unsigned pos, N* n, uint64_t v, uint64_t rv) {
+bool Btree<KP, LP>::split(N* parent, uint64_t pv, unsigned pos, N* n, uint64_t v, uint64_t rv,
+                          Status* s) {
+  N* sib;
+  if (Status a = alloc_node(n->level, &sib); !a.ok()) {
+    *s = a;
+    return true;
+  }
   if (parent == nullptr) {
-    if (!upgrade(root_lock_, rv)) return;
-    if (root_.load(std::memory_order_acquire) != n || !upgrade(n->version, v)) {
+    N* root;
+    if (Status a = alloc_node(static_cast<uint16_t>(n->level + 1), &root); !a.ok()) {
+      discard(sib);
+      *s = a;
+      return true;
+    }
+    if (!upgrade(root_lock_, rv)) {
+      discard(root), discard(sib);
+      return false;
+    }
+    if (root_.load(std::memory_order_acquire) != n || !upgrade(ver(n), v)) {
       unlock(root_lock_);
-      return;
+      discard(root), discard(sib);
+      return false;
     }
     Stored sep;
-    N* sib = split_node(n, &sep);
+    split_node(n, sib, &sep);
     // Root split: a new root with one separator above n and its new sibling.
-    N* root = alloc_node(static_cast<uint16_t>(n->level + 1));
     set_key(root, 0, sep);
     set_kid(root, 0, n);
     set_kid(root, 1, sib);
-    st(root->count, static_cast<uint16_t>(1));
+    put(root->count, static_cast<uint16_t>(1));
+    adopt(sib), adopt(root);
     root_.store(root, std::memory_order_release);
-    unlock(n->version);
+    unlock(ver(n));
     unlock(root_lock_);
-    return;
+    return false;
   }
-  if (!upgrade(parent->version, pv)) return;
-  if (!upgrade(n->version, v)) {
-    unlock(parent->version);
-    return;
+  if (!upgrade(ver(parent), pv)) {
+    discard(sib);
+    return false;
+  }
+  if (!upgrade(ver(n), v)) {
+    unlock(ver(parent));
+    discard(sib);
+    return false;
   }
   Stored sep;
-  N* sib = split_node(n, &sep);
+  split_node(n, sib, &sep);
+  adopt(sib);
   // The parent is not full: the insert split it on the way down otherwise.
   unsigned pcnt = count_of(parent);
   for (unsigned j = pcnt; j > pos; --j) {
@@ -1068,17 +1124,18 @@ void Btree<KP, LP>::split(N* parent, uint64_t pv, unsigned pos, N* n, uint64_t v
   }
   set_key(parent, pos, sep);
   set_kid(parent, pos + 1, sib);
-  st(parent->count, static_cast<uint16_t>(pcnt + 1));
-  unlock(n->version);
-  unlock(parent->version);
+  put(parent->count, static_cast<uint16_t>(pcnt + 1));
+  unlock(ver(n));
+  unlock(ver(parent));
+  return false;
 }
 
-// Moves the upper half of the locked, full node n into a new right sibling
-// (B-link: the sibling inherits n's high fence and right link, n's high
-// fence becomes the separator). Returns the sibling and the separator.
+// Moves the upper half of the locked, full node n into sib, a new node of
+// n's level, as n's right sibling (B-link: the sibling inherits n's high
+// fence and right link, n's high fence becomes the separator). Returns the
+// separator.
 template <class KP, class LP>
-Node<KP>* Btree<KP, LP>::split_node(N* n, Stored* sep) {
-  N* sib = alloc_node(n->level);
+void Btree<KP, LP>::split_node(N* n, N* sib, Stored* sep) {
   unsigned cnt = count_of(n);
   if (kUnsorted && n->level == 0) {
     // Sort the pairs in DRAM; the lower half stays (rewritten in slots
@@ -1094,25 +1151,24 @@ Node<KP>* Btree<KP, LP>::split_node(N* n, Stored* sep) {
     unsigned half = cnt / 2;
     for (unsigned j = half; j < cnt; ++j) {
       move_key(sib, j - half, n, j);
-      st(vals(sib)[j - half], ld(vals(n)[j]));
+      put(vals(sib)[j - half], ld(vals(n)[j]));
     }
-    st(sib->count, static_cast<uint16_t>(cnt - half));
+    put(sib->count, static_cast<uint16_t>(cnt - half));
     *sep = key_at(sib, 0);
-    st(n->count, static_cast<uint16_t>(half));
+    put(n->count, static_cast<uint16_t>(half));
   } else {
     unsigned mid = cnt / 2;  // keys[mid] moves up
     *sep = key_at(n, mid);
     for (unsigned j = mid + 1; j < cnt; ++j) move_key(sib, j - mid - 1, n, j);
     for (unsigned j = mid + 1; j <= cnt; ++j) set_kid(sib, j - mid - 1, kid(n, j));
-    st(sib->count, static_cast<uint16_t>(cnt - mid - 1));
-    st(n->count, static_cast<uint16_t>(mid));
+    put(sib->count, static_cast<uint16_t>(cnt - mid - 1));
+    put(n->count, static_cast<uint16_t>(mid));
   }
   set_low(sib, *sep);
   set_high(sib, high_of(n));
-  st(sib->sibling, ld(n->sibling));
-  st(n->sibling, sib);  // publishes the fully built sibling
+  set_sib(sib, sib_of(n));
+  set_sib(n, sib);  // publishes the fully built sibling
   set_high(n, *sep);
-  return sib;
 }
 
 // Remove (one attempt; false = restart). Top-down: an underfull node on the
@@ -1145,22 +1201,22 @@ bool Btree<KP, LP>::try_remove(SearchArg key, Status* s) {
     if (n->level == 0) {
       unsigned i;
       if (!leaf_find(n, key, &i)) {
-        if (!check(n->version, v)) return false;
+        if (!check(ver(n), v)) return false;
         *s = Status::NotFound();
         return true;
       }
-      if (!upgrade(n->version, v)) return false;
+      if (!upgrade(ver(n), v)) return false;
       const Stored gone = key_at(n, i);
       if constexpr (kUnsorted) {
-        st(bitmap(n)[i / 64], ld(bitmap(n)[i / 64]) & ~(uint64_t{1} << (i % 64)));
+        put(bitmap(n)[i / 64], ld(bitmap(n)[i / 64]) & ~(uint64_t{1} << (i % 64)));
       } else {
         for (unsigned j = i + 1; j < cnt; ++j) {
           move_key(n, j - 1, n, j);
-          st(vals(n)[j - 1], ld(vals(n)[j]));
+          put(vals(n)[j - 1], ld(vals(n)[j]));
         }
+        put(n->count, static_cast<uint16_t>(cnt - 1));
       }
-      st(n->count, static_cast<uint16_t>(cnt - 1));
-      unlock(n->version);
+      unlock(ver(n));
       retire(gone);
       size_.fetch_sub(1, std::memory_order_relaxed);
       *s = Status::Ok();
@@ -1168,7 +1224,7 @@ bool Btree<KP, LP>::try_remove(SearchArg key, Status* s) {
     }
     pos = child_pos(n, cnt, key);
     N* c = kid(n, pos);
-    if (c == nullptr || !check(n->version, v)) return false;
+    if (c == nullptr || !check(ver(n), v)) return false;
     parent = n;
     pv = v;
     pcnt = cnt;
@@ -1191,19 +1247,19 @@ void Btree<KP, LP>::merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, un
   const unsigned sep_idx = n_left ? pos : pos - 1;
   N* sib = kid(parent, n_left ? pos + 1 : pos - 1);
   uint64_t sv;
-  if (sib == nullptr || !read_lock(sib->version, &sv) || !check(parent->version, pv)) return;
+  if (sib == nullptr || !read_lock(ver(sib), &sv) || !check(ver(parent), pv)) return;
   N* left = n_left ? n : sib;
   N* right = n_left ? sib : n;
   const uint64_t lv = n_left ? v : sv;
   const uint64_t rv = n_left ? sv : v;
-  if (!upgrade(parent->version, pv)) return;
-  if (!upgrade(left->version, lv)) {
-    unlock(parent->version);
+  if (!upgrade(ver(parent), pv)) return;
+  if (!upgrade(ver(left), lv)) {
+    unlock(ver(parent));
     return;
   }
-  if (!upgrade(right->version, rv)) {
-    unlock(left->version);
-    unlock(parent->version);
+  if (!upgrade(ver(right), rv)) {
+    unlock(ver(left));
+    unlock(ver(parent));
     return;
   }
   const unsigned lc = count_of(left);
@@ -1232,27 +1288,27 @@ void Btree<KP, LP>::merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, un
     } else if (leaf) {
       for (unsigned j = 0; j < rc; ++j) {
         move_key(left, lc + j, right, j);
-        st(vals(left)[lc + j], ld(vals(right)[j]));
+        put(vals(left)[lc + j], ld(vals(right)[j]));
       }
-      st(left->count, static_cast<uint16_t>(lc + rc));
+      put(left->count, static_cast<uint16_t>(lc + rc));
     } else {
       // The separator comes down between the two key runs.
       move_key(left, lc, parent, sep_idx);
       for (unsigned j = 0; j < rc; ++j) move_key(left, lc + 1 + j, right, j);
       for (unsigned j = 0; j <= rc; ++j) set_kid(left, lc + 1 + j, kid(right, j));
-      st(left->count, static_cast<uint16_t>(lc + rc + 1));
+      put(left->count, static_cast<uint16_t>(lc + rc + 1));
     }
     set_high(left, high_of(right));
-    st(left->sibling, ld(right->sibling));
+    set_sib(left, sib_of(right));
     // Drop separator sep_idx and child sep_idx + 1 (= right) from the parent.
     for (unsigned j = sep_idx + 1; j < pcnt; ++j) {
       move_key(parent, j - 1, parent, j);
       set_kid(parent, j, kid(parent, j + 1));
     }
-    st(parent->count, static_cast<uint16_t>(pcnt - 1));
-    unlock(left->version);
-    unlock_obsolete(right->version);
-    unlock(parent->version);
+    put(parent->count, static_cast<uint16_t>(pcnt - 1));
+    unlock(ver(left));
+    unlock_obsolete(ver(right));
+    unlock(ver(parent));
     return;
   }
   // Rebalance through a scratch copy of both nodes' contents.
@@ -1270,11 +1326,11 @@ void Btree<KP, LP>::merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, un
     for (unsigned j = 0; j < lc; ++j) k[j] = key_at(left, j), x[j] = ld(vals(left)[j]);
     for (unsigned j = 0; j < rc; ++j) k[lc + j] = key_at(right, j), x[lc + j] = ld(vals(right)[j]);
     const unsigned nl = half;
-    for (unsigned j = 0; j < nl; ++j) set_key(left, j, k[j]), st(vals(left)[j], x[j]);
+    for (unsigned j = 0; j < nl; ++j) set_key(left, j, k[j]), put(vals(left)[j], x[j]);
     for (unsigned j = nl; j < total; ++j)
-      set_key(right, j - nl, k[j]), st(vals(right)[j - nl], x[j]);
-    st(left->count, static_cast<uint16_t>(nl));
-    st(right->count, static_cast<uint16_t>(total - nl));
+      set_key(right, j - nl, k[j]), put(vals(right)[j - nl], x[j]);
+    put(left->count, static_cast<uint16_t>(nl));
+    put(right->count, static_cast<uint16_t>(total - nl));
     sep = k[nl];
   } else {
     // Keys: left's, the separator, right's; children: left's then right's.
@@ -1289,28 +1345,28 @@ void Btree<KP, LP>::merge_or_rebalance(N* parent, uint64_t pv, unsigned pcnt, un
     for (unsigned j = 0; j <= mid; ++j) set_kid(left, j, c[j]);
     for (unsigned j = mid + 1; j < total; ++j) set_key(right, j - mid - 1, k[j]);
     for (unsigned j = mid + 1; j <= total; ++j) set_kid(right, j - mid - 1, c[j]);
-    st(left->count, static_cast<uint16_t>(mid));
-    st(right->count, static_cast<uint16_t>(total - mid - 1));
+    put(left->count, static_cast<uint16_t>(mid));
+    put(right->count, static_cast<uint16_t>(total - mid - 1));
     sep = k[mid];
   }
   set_key(parent, sep_idx, sep);
   set_high(left, sep);
   set_low(right, sep);
-  unlock(right->version);
-  unlock(left->version);
-  unlock(parent->version);
+  unlock(ver(right));
+  unlock(ver(left));
+  unlock(ver(parent));
 }
 
 // Replaces an inner root with no separators (one child) by that child.
 template <class KP, class LP>
 void Btree<KP, LP>::collapse_root(N* n, uint64_t v, uint64_t rv) {
   if (!upgrade(root_lock_, rv)) return;
-  if (root_.load(std::memory_order_acquire) != n || !upgrade(n->version, v)) {
+  if (root_.load(std::memory_order_acquire) != n || !upgrade(ver(n), v)) {
     unlock(root_lock_);
     return;
   }
   root_.store(kid(n, 0), std::memory_order_release);
-  unlock_obsolete(n->version);
+  unlock_obsolete(ver(n));
   unlock(root_lock_);
 }
 
@@ -1329,14 +1385,15 @@ Status Btree<KP, LP>::verify_node(const N* n, const Stored& lo, bool bounded, co
     return Status::Corruption(std::string(LP::kName) + ": level " + std::to_string(level) +
                               " node with low fence " + KP::show(lo) + ": " + what);
   };
-  const uint64_t ver = ld(n->version);
-  if (ver & kLocked) return bad("left locked");
-  if (ver & kObsolete) return bad("obsolete node still reachable");
+  const uint64_t word = ld(ver(n));
+  if (word & kLocked) return bad("left locked");
+  if (word & kObsolete) return bad("obsolete node still reachable");
   if (n->level != level) {
     return bad("level " + std::to_string(n->level) + ", expected " + std::to_string(level) +
                " (leaves not all at the same depth)");
   }
-  const unsigned cnt = ld(n->count);
+  // (An unsorted leaf's count is its bitmap's population count.)
+  const unsigned cnt = kUnsorted && level == 0 ? count_of(n) : ld(n->count);
   if (cnt > cap(n)) return bad("count " + std::to_string(cnt) + " above capacity");
   if (!KP::eq(low_of(n), lo)) return bad("low fence " + KP::show(low_of(n)) + " != separator");
   if (bounded && !KP::eq(high_of(n), hi)) {
@@ -1346,22 +1403,17 @@ Status Btree<KP, LP>::verify_node(const N* n, const Stored& lo, bool bounded, co
     return bad("a fence's prefix word does not match its key");
   }
   // An unsorted leaf's valid pairs, sorted: its keys must then ascend
-  // strictly (no duplicate) like a sorted node's; its bitmap must name
-  // exactly count slots below the capacity.
+  // strictly (no duplicate) like a sorted node's; its bitmap must name no
+  // slot past the capacity.
   std::array<Stored, kMaxLeafCap> sorted;
   std::array<Value, kMaxLeafCap> unused;
   if (kUnsorted && level == 0) {
-    unsigned set = 0;
     for (unsigned w = 0; w < leaf_bits_; ++w) {
       const uint64_t bits = ld(bitmap(n)[w]);
-      set += static_cast<unsigned>(std::popcount(bits));
       const unsigned lo_slot = w * 64;
       if (lo_slot + 64 > leaf_cap_ && (bits >> (leaf_cap_ - lo_slot)) != 0) {
         return bad("bitmap has bits set past the leaf's " + std::to_string(leaf_cap_) + " slots");
       }
-    }
-    if (set != cnt) {
-      return bad("bitmap names " + std::to_string(set) + " slots, count is " + std::to_string(cnt));
     }
     leaf_sorted(n, sorted.data(), unused.data());
   }
@@ -1399,7 +1451,7 @@ Status Btree<KP, LP>::verify_node(const N* n, const Stored& lo, bool bounded, co
 template <class KP, class LP>
 Status Btree<KP, LP>::verify(VerifyReport* report) const {
   const N* root = root_.load(std::memory_order_acquire);
-  if (!KP::is_min(low_of(root)) || ld(root->sibling) != nullptr) {
+  if (!KP::is_min(low_of(root)) || sib_of(root) != nullptr) {
     return Status::Corruption(std::string(LP::kName) + ": root has a low fence or a right link");
   }
   VerifyState vs;
@@ -1413,7 +1465,7 @@ Status Btree<KP, LP>::verify(VerifyReport* report) const {
     const auto& nodes = vs.levels[lv];
     for (size_t j = 0; j < nodes.size(); ++j) {
       const N* want = j + 1 < nodes.size() ? nodes[j + 1] : nullptr;
-      if (ld(nodes[j]->sibling) != want) {
+      if (sib_of(nodes[j]) != want) {
         return Status::Corruption(std::string(LP::kName) + ": level " + std::to_string(lv) +
                                   " node " + std::to_string(j) +
                                   ": right link does not point at the next "
@@ -1432,7 +1484,7 @@ Status Btree<KP, LP>::verify(VerifyReport* report) const {
   bool first = true;
   Stored prev{};
   size_t steps = 0;
-  for (const N* l = vs.levels[0].front(); l != nullptr; l = ld(l->sibling)) {
+  for (const N* l = vs.levels[0].front(); l != nullptr; l = sib_of(l)) {
     if (++steps > vs.levels[0].size())
       return Status::Corruption(std::string(LP::kName) + ": leaf chain has a cycle");
     std::array<Stored, kMaxLeafCap> ks;
@@ -1467,38 +1519,40 @@ Status Btree<KP, LP>::damage(BtreeDamage d) {
   static_assert(!kString, "btree_damage_for_test takes integer-key trees");
   N* first = root_.load(std::memory_order_acquire);
   while (first->level > 0) first = kid(first, 0);
-  N* second = ld(first->sibling);
-  if (second == nullptr || ld(first->count) < 2 || ld(second->count) < 2) {
+  N* second = sib_of(first);
+  if (second == nullptr || count_of(first) < 2 || count_of(second) < 2) {
     return Status::InvalidArgument("btree_damage_for_test: the tree needs two leaves of 2+ keys");
   }
   switch (d) {
     case BtreeDamage::kUnsortedLeaf: {
       if constexpr (kUnsorted) {  // out of order is allowed: a duplicate key instead
-        st(keys(first)[1], ld(keys(first)[0]));
+        put(keys(first)[1], ld(keys(first)[0]));
         break;
       }
       const uint64_t k0 = ld(keys(first)[0]);
-      st(keys(first)[0], ld(keys(first)[1]));
-      st(keys(first)[1], k0);
+      put(keys(first)[0], ld(keys(first)[1]));
+      put(keys(first)[1], k0);
       break;
     }
     case BtreeDamage::kLeafChainCycle:
-      st(second->sibling, first);
+      set_sib(second, first);
       break;
     case BtreeDamage::kFenceMismatch:
-      st(second->low[0], ld(second->low[0]) + 1);
+      put(second->low[0], ld(second->low[0]) + 1);
       break;
     case BtreeDamage::kKeyOutOfRange:
-      st(keys(first)[ld(first->count) - 1u], ~uint64_t{0});
+      put(keys(first)[count_of(first) - 1u], ~uint64_t{0});
       break;
     case BtreeDamage::kCountMismatch:
       size_.fetch_add(1, std::memory_order_relaxed);
       break;
-    case BtreeDamage::kBitmapCount:
+    case BtreeDamage::kBitmapPastCapacity:
       if constexpr (!kUnsorted) {
-        return Status::InvalidArgument("btree_damage_for_test: kBitmapCount needs unsorted leaves");
+        return Status::InvalidArgument(
+            "btree_damage_for_test: kBitmapPastCapacity needs unsorted leaves");
       } else {
-        st(bitmap(first)[0], ld(bitmap(first)[0]) & ~uint64_t{1});
+        const unsigned w = (leaf_cap_ - 1) / 64;  // the last word, which has bits past the capacity
+        put(bitmap(first)[w], ld(bitmap(first)[w]) | uint64_t{1} << 63);
       }
       break;
   }

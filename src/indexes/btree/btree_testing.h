@@ -13,20 +13,21 @@ namespace nvindex {
 /// can check that verify() reports each kind of corruption (never call
 /// outside tests).
 enum class BtreeDamage : uint8_t {
-  kUnsortedLeaf,    ///< swap the first two keys of the leftmost leaf (unsorted-leaf:
-                    ///< copy its slot 0 key over slot 1, a duplicate)
-  kLeafChainCycle,  ///< point the second leaf's right link back at the first
-  kFenceMismatch,   ///< raise the second leaf's low fence above its separator
-  kKeyOutOfRange,   ///< overwrite the leftmost leaf's last key with UINT64_MAX
-  kCountMismatch,   ///< add one to the live-key counter
-  kBitmapCount,     ///< unsorted-leaf only: clear bit 0 of the leftmost leaf's bitmap
+  kUnsortedLeaf,        ///< swap the first two keys of the leftmost leaf (unsorted-leaf:
+                        ///< copy its slot 0 key over slot 1, a duplicate)
+  kLeafChainCycle,      ///< point the second leaf's right link back at the first
+  kFenceMismatch,       ///< raise the second leaf's low fence above its separator
+  kKeyOutOfRange,       ///< overwrite the leftmost leaf's last key with UINT64_MAX
+  kCountMismatch,       ///< add one to the live-key counter
+  kBitmapPastCapacity,  ///< unsorted-leaf only: set the top bit of the leftmost leaf's last
+                        ///< bitmap word, a slot past its capacity
 };
 
 /// Applies `damage` to `idx`, which must be a quiescent "btree" or
 /// "unsorted-leaf" (integer keys) of height >= 2 whose first two leaves hold
 /// >= 2 keys each (unsorted-leaf: in slots 0.., as inserts without removes
 /// leave them). Errors: InvalidArgument when idx is neither, is too small,
-/// or (kBitmapCount) is a btree.
+/// or (kBitmapPastCapacity) is a btree.
 Status btree_damage_for_test(Index<uint64_t>* idx, BtreeDamage damage);
 
 }  // namespace nvindex
