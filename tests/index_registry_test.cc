@@ -185,8 +185,8 @@ TEST(Registry, RegisterIndexRefusesATakenNameOrAnEmptyEntry) {
   EXPECT_EQ(register_index(empty).code(), Code::kInvalidArgument);
   EXPECT_EQ(registered_indexes().size(), before);
   // The test doubles registered above are all test-only.
-  for (const char* n :
-       {"lying-test", "bug-publish-before-persist-test", "bug-split-two-naw-test"}) {
+  for (const char* n : {"lying-test", "batch-spy-test", "bug-publish-before-persist-test",
+                        "bug-split-two-naw-test"}) {
     EXPECT_NE(find_index_entry(n), nullptr) << n;
     EXPECT_TRUE(is_test_only_index(n));
   }

@@ -76,7 +76,7 @@ TEST_F(Cli, BenchHelpMentionsEveryOption) {
         "--list-indexes",   "lying-test",    "--bulk-load",        "--fill",
         "--insert-pattern", "--dense-gap",   "--recovery-threads", "dense-insert",
         "search",           "delete",        "--no-perf-counters", "--key-type",
-        "--key-size"}) {
+        "--key-size",       "--batch",       "multi_lookup",       "keys per second"}) {
     EXPECT_NE(r.out.find(o), std::string::npos) << o;
   }
   EXPECT_EQ(nvindex("verify --help").rc, 0);
@@ -143,6 +143,7 @@ TEST_F(Cli, EveryNumericOptionRefusesNegativeAndHugeValues) {
       {"bench -q --index btree", "--fill", true},
       {"bench -q --index btree", "--dense-gap", false},
       {"bench -q --index btree", "--recovery-threads", false},
+      {"bench -q --index btree", "--batch", true},
       {"bench -q --index btree", "--node-size", true},
       {"bench -q --index fastfair", "--pool-size", false},
       {"crashtest -q --index fastfair", "--ops", true},
@@ -391,6 +392,35 @@ TEST_F(Cli, JsonOutputHasTheSchema) {
   EXPECT_TRUE(j["results"][0]["run"]["latency_ns"]["p99_999"].is_number());
   fs::remove(out);
   fs::remove(also);
+}
+
+// --batch N: 1..4096, else a usage error naming the range before any work;
+// N > 1 is in the text header and every JSON report has options.batch.
+TEST_F(Cli, LookupBatchIsCheckedAndReported) {
+  for (const char* v : {"0", "5000"}) {
+    SCOPED_TRACE(v);
+    const Outcome r = nvindex(std::string("bench") + kSmall + "--index btree --batch " + v);
+    EXPECT_EQ(r.rc, 2) << r.err << r.out;
+    EXPECT_NE(r.err.find("--batch"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("1..4096"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("generating workload"), std::string::npos) << "refused before any work";
+  }
+  const std::string out = tmp_path("batch.json");
+  const Outcome b =
+      nvindex(std::string("bench") + kSmall + "--index btree --batch 8 --json-output " + out);
+  ASSERT_EQ(b.rc, 0) << b.err;
+  EXPECT_NE(b.out.find("# Lookup batch: 8 (multi_lookup)"), std::string::npos) << b.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["schema"], "nvindex.bench/1");
+  EXPECT_EQ(j["options"]["batch"], 8);
+  EXPECT_EQ(j["results"][0]["run"]["operations"], 2000) << "one operation per key";
+  EXPECT_EQ(j["results"][0]["verification"]["failures"], 0);
+  const Outcome one =
+      nvindex(std::string("bench") + kSmall + "--index btree --format json --output " + out);
+  ASSERT_EQ(one.rc, 0) << one.err;
+  EXPECT_EQ(one.out.find("Lookup batch"), std::string::npos) << "no line for batch 1";
+  EXPECT_EQ(nlohmann::json::parse(slurp(out))["options"]["batch"], 1);
+  fs::remove(out);
 }
 
 TEST_F(Cli, CpuCountersAreCountedOrExplainedAndCanBeTurnedOff) {

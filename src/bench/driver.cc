@@ -622,7 +622,8 @@ namespace {
 
 /// Checks what run_benchmark() can refuse before any work (the file comment
 /// of driver.h): the index is registered (*entry), takes the workload's key
-/// type, the workload has thread streams, the fill factor is in (0, 1].
+/// type, the workload has thread streams, the fill factor is in (0, 1], the
+/// lookup batch in 1..kMaxLookupBatch.
 /// InvalidArgument otherwise, naming the registered indexes for an unknown
 /// one and the string-key ones for an index without string keys.
 Status check_inputs(const BenchOptions& options, const Workload& workload,
@@ -648,6 +649,10 @@ Status check_inputs(const BenchOptions& options, const Workload& workload,
   if (!(options.fill_factor > 0.0 && options.fill_factor <= 1.0)) {
     return Status::InvalidArgument("fill factor must be in (0, 1], got " +
                                    std::to_string(options.fill_factor));
+  }
+  if (options.lookup_batch < 1 || options.lookup_batch > kMaxLookupBatch) {
+    return Status::InvalidArgument("lookup batch must be in 1.." + std::to_string(kMaxLookupBatch) +
+                                   ", got " + std::to_string(options.lookup_batch));
   }
   return Status::Ok();
 }
@@ -764,7 +769,11 @@ class BenchRun {
   void run() {
     PhaseRunner runner(threads_, options_.pin_threads, options_.pm, options_.perf_counters);
     auto body = [this](unsigned t, ThreadState& ts, std::optional<Clock::time_point> deadline) {
-      run_thread(t, ts, deadline);
+      if (options_.lookup_batch > 1) {
+        run_thread<true>(t, ts, deadline);
+      } else {
+        run_thread<false>(t, ts, deadline);
+      }
     };
     runner.run("run", out_->index, workload_.total_operations(), options_.duration_seconds,
                progress_, body, &out_->run, &out_->timeline, &out_->timeline_last_fraction);
@@ -960,10 +969,16 @@ class BenchRun {
   }
 
   /// One worker of the run phase: replays Workload::per_thread[t] until its
-  /// end or the deadline (checked every 256 operations), skipping scans on
-  /// an unordered index; each operation run and checked (run_op), its
-  /// latency sampled at BenchOptions::latency_sample, its type's counts and
-  /// PM cost (OpCostMeter) and the expected key-count change kept in ts.
+  /// end or the deadline (checked whenever the operation index reaches the
+  /// next multiple of 256), skipping scans on an unordered index; each
+  /// operation run and checked (run_op), its latency sampled at
+  /// BenchOptions::latency_sample, its type's counts and PM cost
+  /// (OpCostMeter) and the expected key-count change kept in ts.
+  /// kBatched (BenchOptions::lookup_batch > 1): each run of consecutive reads
+  /// goes to the index in batches (run_batch); the sampler then counts index
+  /// calls (a batch is one), not operations. !kBatched is the loop of one
+  /// index call per operation, sampled by operation index.
+  template <bool kBatched>
   void run_thread(unsigned t, ThreadState& ts, std::optional<Clock::time_point> deadline) {
     Index<K>& index = *index_;
     const bool ordered = caps_.ordered;
@@ -974,15 +989,29 @@ class BenchRun {
     ts.latencies.reserve(static_cast<size_t>(
         std::min<double>(ops.size(), ops.size() * options_.latency_sample * 1.2 + 16)));
     OpCostMeter meter(pm::thread_counters());
-    for (uint64_t i = 0; i < ops.size(); ++i) {
-      if (deadline && (i & 255) == 0 && Clock::now() >= *deadline) break;
+    [[maybe_unused]] BatchBuffers batch;
+    if constexpr (kBatched) batch.resize(options_.lookup_batch);
+    [[maybe_unused]] uint64_t calls = 0;  // index calls so far (kBatched: the sampler's clock)
+    uint64_t next_clock_check = 0;
+    for (uint64_t i = 0; i < ops.size();) {
+      if (deadline && i >= next_clock_check) {
+        if (Clock::now() >= *deadline) break;
+        next_clock_check = (i | 255) + 1;
+      }
       const Operation& op = ops[i];
+      if constexpr (kBatched) {
+        if (op.type == OpType::kRead) {
+          i += run_batch(index, ops, i, keys, batch, sampler.should_sample(calls++), ts, t, meter);
+          continue;
+        }
+      }
       if (op.type == OpType::kScan && !ordered) {
         ++ts.skipped;
+        ++i;
         continue;
       }
       std::optional<uint64_t> lat;
-      const bool timed = sampler.should_sample(i);
+      const bool timed = sampler.should_sample(kBatched ? calls++ : i);
       bool ok;
       if constexpr (kStringKeys) {
         ok = run_op<K>(index, op, keys->view(i), keys->hash(i), static_cast<uint32_t>(i + 1),
@@ -1003,7 +1032,69 @@ class BenchRun {
       if (lat) ts.latencies.push_back(*lat);
       ++ts.completed;
       ts.done.store(ts.completed, std::memory_order_relaxed);
+      ++i;
     }
+  }
+
+  /// One worker's multi_lookup arguments, BenchOptions::lookup_batch entries
+  /// each, allocated before the run loop.
+  struct BatchBuffers {
+    std::vector<K> keys;
+    std::vector<uint64_t> value_keys;  ///< value_key of each key
+    std::vector<std::optional<Value>> results;
+    void resize(size_t n) {
+      keys.resize(n);
+      value_keys.resize(n);
+      results.resize(n);
+    }
+  };
+
+  /// Issues the run of reads of `ops` starting at index `first` (a read), up
+  /// to BenchOptions::lookup_batch of them, as one Index::multi_lookup call,
+  /// then checks each key's result with check_read (the messages of a single
+  /// lookup, operation index first + j) and counts each key as one read
+  /// operation; the batch's PM cost goes to the read type. `timed`: the
+  /// call's time / n is recorded n times (per-key latency). Returns n, the
+  /// keys issued (>= 1).
+  size_t run_batch(Index<K>& index, const std::vector<Operation>& ops, uint64_t first,
+                   [[maybe_unused]] const StringKeyList* keys, BatchBuffers& batch, bool timed,
+                   ThreadState& ts, unsigned t, OpCostMeter& meter) {
+    const size_t most = std::min<uint64_t>(batch.keys.size(), ops.size() - first);
+    size_t n = 0;
+    for (; n < most && ops[first + n].type == OpType::kRead; ++n) {
+      if constexpr (kStringKeys) {
+        batch.keys[n] = keys->view(first + n);
+        batch.value_keys[n] = keys->hash(first + n);
+      } else {
+        batch.keys[n] = ops[first + n].key;
+        batch.value_keys[n] = ops[first + n].key;
+      }
+    }
+    Clock::time_point t0;
+    if (timed) t0 = Clock::now();
+    index.multi_lookup(std::span<const K>(batch.keys.data(), n),
+                       std::span<std::optional<Value>>(batch.results.data(), n));
+    uint64_t per_key_ns = 0;
+    if (timed) {
+      per_key_ns =
+          static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count()) /
+          n;
+    }
+    TypeCounts& c = ts.by_type[static_cast<int>(OpType::kRead)];
+    for (size_t j = 0; j < n; ++j) {
+      const Operation& op = ops[first + j];
+      const bool ok = check_read(batch.results[j], op.expect, ts, "run", t, first + j, op,
+                                 batch.keys[j], batch.value_keys[j]);
+      c.succeeded += ok ? 1 : 0;
+      if (timed) ts.latencies.push_back(per_key_ns);
+    }
+    c.completed += n;
+    ts.checked += n;
+    meter.charge(c);
+    ts.completed += n;
+    ts.done.store(ts.completed, std::memory_order_relaxed);
+    return n;
   }
 
   const BenchOptions& options_;

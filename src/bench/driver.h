@@ -21,7 +21,10 @@
 //     (Workload::per_thread[t]); threads start together on a barrier and the
 //     clock starts when the barrier opens, so generation is never timed. With
 //     a duration, each thread checks the clock every 256 operations and stops
-//     when the time is up (or when its stream ends, whichever comes first);
+//     when the time is up (or when its stream ends, whichever comes first).
+//     With BenchOptions::lookup_batch N > 1, runs of consecutive reads go to
+//     the index in batches of up to N keys, one Index::multi_lookup call each
+//     (see lookup_batch);
 //  4. checks the structure with Index::verify() and the final key count
 //     (loaded keys + inserts expected to succeed - removes expected to
 //     succeed, when no insert or remove had Expect::kAny: this catches an
@@ -77,6 +80,8 @@ namespace nvindex::bench {
 
 /// How many failure descriptions a run keeps for the report.
 inline constexpr size_t kMaxFailureExamples = 10;
+/// Largest BenchOptions::lookup_batch (keys per multi_lookup call).
+inline constexpr uint32_t kMaxLookupBatch = 4096;
 
 /// Driver settings that are not part of the workload (the workload's own
 /// settings are in WorkloadSpec).
@@ -99,8 +104,24 @@ struct BenchOptions {
   std::map<std::string, std::string> index_extra;
   /// Run phase time limit in seconds; 0 = run every operation.
   double duration_seconds = 0;
-  /// Fraction of run operations whose latency is measured (0.01 = 1%).
+  /// Fraction of run operations whose latency is measured (0.01 = 1%). With
+  /// lookup_batch > 1 it is the fraction of index calls timed, a batch being
+  /// one call (see lookup_batch).
   double latency_sample = 0.01;
+  /// Run phase: lookups issued in batches of up to this many keys through
+  /// Index::multi_lookup, in 1..kMaxLookupBatch (run_benchmark:
+  /// InvalidArgument otherwise). 1 = one lookup() per read operation and no
+  /// multi_lookup call. With N > 1, each worker groups each run of
+  /// consecutive reads of its stream into batches of up to N keys (any other
+  /// operation ends a batch early, so operations keep their order) and issues
+  /// each batch as one multi_lookup call; every key's result is checked as a
+  /// single lookup's is (same failure messages) and counts as one read
+  /// operation (throughput = keys per second). Latency: a batch is sampled
+  /// as one call at latency_sample; a sampled batch of n keys records its
+  /// time / n once per key, so percentiles are per key. PM cost: the whole
+  /// batch is charged to the read type (a batch with an SMO counts as one
+  /// smo_ops operation). The load phase is unchanged.
+  uint32_t lookup_batch = 1;
   /// Pin worker threads to CPUs (ignored when the OS refuses).
   bool pin_threads = true;
   /// Load with one Index::bulk_load() of the sorted load keys instead of
@@ -246,7 +267,7 @@ std::unique_ptr<ProgressSink> make_stderr_progress(double interval_s = 5.0);
 /// InvalidArgument (unknown index, string keys (workload.spec.key_type) on
 /// an index without caps.string_keys, threads > 1 on an index that is not
 /// thread-safe, workload with no thread streams, bad pool size, fill_factor
-/// outside (0, 1]), any error of
+/// outside (0, 1], lookup_batch outside 1..kMaxLookupBatch), any error of
 /// pm::Pool::create / make_index (pool, recovery), IOError (temporary pool
 /// directory). `progress` may be null.
 Status run_benchmark(const BenchOptions& options, const Workload& workload,

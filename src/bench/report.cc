@@ -203,6 +203,7 @@ json options_json(const BenchReport& r) {
          {"bulk_load", o.bulk_load},
          {"fill_factor", o.fill_factor},
          {"recovery_threads", o.recovery_threads},
+         {"batch", o.lookup_batch},
          {"insert_pattern", insert_pattern_name(w.insert_pattern)},
          {"dense_gap", w.dense_gap},
          {"perf_counters", o.perf_counters}};
@@ -398,6 +399,7 @@ std::string report_text(const BenchReport& r) {
                    w.operations, w.threads);
   if (o.duration_seconds > 0) s += fmt::format("\t# Duration: {} s\n", o.duration_seconds);
   s += fmt::format("\t# Sampling: {:g}%\n", o.latency_sample * 100);
+  if (o.lookup_batch > 1) s += fmt::format("\t# Lookup batch: {} (multi_lookup)\n", o.lookup_batch);
   s += fmt::format(
       "\t# Operations ratio:\n\t\tRead: {:g}\n\t\tInsert: {:g}\n\t\tUpdate: {:g}\n\t\tRemove: "
       "{:g}\n\t\tScan: {:g} (size {}{})\n\t\tRead-modify-write: {:g}\n",

@@ -44,6 +44,11 @@
 //   options: "key_type" ("integer" or "string"), "key_size" (bytes: 8 for
 //            integer keys, --key-size for string keys: the length of a
 //            generated key; a keys file's or trace's own keys keep theirs);
+//   options: "batch" (BenchOptions::lookup_batch, 1 = single lookups; N > 1:
+//            run-phase reads issued through multi_lookup in batches of up to
+//            N keys, each key one read operation, latency per key = batch
+//            time / batch size; the text header then says "Lookup batch: N
+//            (multi_lookup)");
 //   "load" and "run": "cpu": CPU, the worker threads' perf_event_open(2)
 //   counts over the phase (bench/perf.h), where
 //   CPU = { "instructions": EVENT, "cycles": EVENT, "task_clock_ns": EVENT,

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "nvindex/index.h"
+#include "testing/batch_spy/batch_spy.h"
 #include "testing/crash_bugs/crash_bugs.h"
 #include "testing/lying/lying.h"
 
@@ -25,6 +26,9 @@ constexpr IndexEntry kTestIndexes[] = {
      {},
      &make_lying_index,
      &make_lying_string_index},
+    {"batch-spy-test", kBatchSpyDescription,
+     Capabilities{.ordered = true, .thread_safe = true, .string_keys = true}, 0, "", nullptr,
+     kBatchSpyOptions, &make_batch_spy_index, &make_batch_spy_string_index},
     {"bug-publish-before-persist-test", kBugPublishBeforePersistDescription, kBugList, 128,
      "a power of two in 128..1024 B", &bug_list_valid_node_size, kBugOptions,
      &make_bug_publish_before_persist},

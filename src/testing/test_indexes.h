@@ -5,6 +5,8 @@
 // nvindex command line and the tests that use them call it.
 //   lying-test                        drops every 10th insert, returns wrong
 //                                     values (src/testing/lying/)
+//   batch-spy-test                    logs multi_lookup batch sizes; lie=values
+//                                     falsifies its results (src/testing/batch_spy/)
 //   bug-publish-before-persist-test   crash bugs on purpose, with the
 //   bug-split-two-naw-test            option bug=none as the control
 //                                     (src/testing/crash_bugs/)

@@ -153,6 +153,7 @@ struct BenchArgs {
   double fill = 1.0;
   std::string insert_pattern = "random";
   unsigned recovery_threads = 0;
+  uint32_t batch = 1;
   uint64_t key_size = bench::kDefaultStringKeySize;
 };
 
@@ -431,8 +432,9 @@ Status check_pool_options(const BenchArgs& a, const std::vector<IndexSpec>& spec
   return Status::Ok();
 }
 
-/// The driver options every index shares (run length, sampling, pool, PM
-/// mode and latency, media model, node size, load method), checked
+/// The driver options every index shares (run length, sampling, lookup
+/// batch, pool, PM mode and latency, media model, node size, load method),
+/// checked
 /// (check_pool_options), and each entry's index options resolved
 /// (resolve_index_options: --index-opt k=v goes to each selected index that
 /// takes k; a k none takes, or a value an index refuses, is a usage error,
@@ -449,6 +451,7 @@ Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
   opts->bulk_load = a.bulk_load;
   opts->fill_factor = a.fill;
   opts->recovery_threads = a.recovery_threads;
+  opts->lookup_batch = a.batch;
   if (Status st = bench::parse_byte_size(a.pool_size, &opts->pool_size); !st.ok()) {
     return Status::InvalidArgument("--pool-size: " + st.message());
   }
@@ -624,6 +627,13 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--latency-sample", a.latency_sample,
                   "Fraction of run operations whose latency is measured (0.01 = 1%)")
       ->check(ratio);
+  cmd->add_option("--batch", a.batch,
+                  "Run phase: lookups issued in batches of N through multi_lookup (a run of "
+                  "consecutive reads is cut into batches of up to N keys; any other operation "
+                  "ends a batch); throughput = keys per second; latency per key = batch time / N "
+                  "(--latency-sample then picks index calls, a batch being one). 1 = one "
+                  "lookup() per read")
+      ->check(count_in(1, bench::kMaxLookupBatch, "1.." + std::to_string(bench::kMaxLookupBatch)));
   cmd->add_option("--seed", a.spec.seed, "Seed of every random choice")->check(no_sign());
   cmd->add_option("--workload", a.workload,
                   "Preset: sets the ratios and distribution (an error with explicit ratios). "
