@@ -20,6 +20,16 @@ inline constexpr char kUnsortedLeafDescription[] =
     "search, optimistic lock coupling (Ni et al. 2020 §3.2); btree's code with another leaf "
     "layout";
 
+/// One-line descriptions of "btree-wal" and "persistent-unsorted".
+inline constexpr char kBtreeWalDescription[] =
+    "btree in PM made crash-consistent by an undo write-ahead log: every insert, remove and SMO "
+    "is one logged transaction, updates one NAW (Ni et al. 2020 §3.1, the double-write "
+    "baseline)";
+inline constexpr char kPersistentUnsortedDescription[] =
+    "unsorted-leaf in PM: a pair persisted into a free slot and published by one NAW of its "
+    "bitmap word, removes and updates one NAW; SMOs through btree-wal's undo log (Ni et al. "
+    "2020 §3.3)";
+
 /// Smallest and largest node size "btree" accepts, bytes (IndexOptions::node_size).
 inline constexpr uint32_t kBtreeMinNodeSize = 128;
 inline constexpr uint32_t kBtreeMaxNodeSize = 4096;
@@ -46,6 +56,30 @@ Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>*
 /// pairs in DRAM. A 512 B leaf holds 29 pairs (128 B: 5; 4 KiB: 251); inner
 /// nodes as btree's. uint64_t keys only. Errors as make_btree.
 Status make_unsorted_leaf(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+
+/// Factory for "btree-wal": btree's sorted nodes (same layout, concurrency
+/// and node sizes; version locks in a DRAM table) in the pool
+/// IndexOptions::pool (layout "btree-wal"), crash-consistent by an undo
+/// write-ahead log (src/indexes/common/undo_log.h): an insert or remove is
+/// one transaction (the old bytes of the shifted slots and the count word
+/// logged and persisted, the node changed in place and persisted, the
+/// record cleared: 4 fences), an SMO one transaction over every node it
+/// changes, an update one NAW of the value. A node of a size that is not a
+/// power of two takes the next power of two of pool (768 B -> 1 KiB). On a
+/// pool with a root: recovers (rolls back the transactions a crash cut
+/// short, then checks and walks the tree); the stored node size wins.
+/// uint64_t keys only. Errors: InvalidArgument (node size, no pool, a pool
+/// of another layout), Corruption (a damaged pool), OutOfSpace (the pool is
+/// full: the operation that needed a node changes nothing).
+Status make_btree_wal(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
+
+/// Factory for "persistent-unsorted": unsorted-leaf in the pool (layout
+/// "persistent-unsorted"): an insert writes the pair into a free slot,
+/// persists it and sets its bitmap bit with one NAW (2 fences); a remove
+/// clears the bit with one NAW; an update is one NAW of the value; SMOs are
+/// transactions of btree-wal's undo log. Node sizes, recovery and errors
+/// as make_btree_wal.
+Status make_persistent_unsorted(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
 
 /// Factory for "btree" with byte-string keys (0..kMaxKeyBytes bytes; a
 /// longer one is InvalidArgument in insert, update and remove). Each key
