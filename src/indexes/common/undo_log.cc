@@ -129,8 +129,9 @@ Status UndoLog::recover(bool clean_close, uint32_t* rolled_back) {
     };
     if (st != kValid) return bad("state word " + hex(st) + " is neither 0 nor 1");
     if (clean_close) {
-      return bad("a valid undo record in a pool that was closed cleanly (no transaction can "
-                 "have been open): damage");
+      return bad(
+          "a valid undo record in a pool that was closed cleanly (no transaction can "
+          "have been open): damage");
     }
     uint64_t payload;
     copy_slot(s, 8, &payload, 8, false);
@@ -264,6 +265,5 @@ void UndoLog::Txn::flush_dirty() {
   flush_lines();
   ndirty_ = 0;
 }
-
 
 }  // namespace nvindex

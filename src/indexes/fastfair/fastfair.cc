@@ -9,6 +9,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
@@ -607,6 +609,134 @@ std::optional<Value> FastFairT<K>::lookup(K k) {
       break;
   }
   return lookup_scalar(key);
+}
+
+// Interleaved multi-get (Ni et al. §6.1): the steps of descend_with() and
+// lookup_with() for up to kGroup lookups, round-robin, one node per step.
+// A lookup's state is the node it is at and what its parent said of that
+// node's right sibling; each step read-locks the node (prefetched, with its
+// lock word, by the step that chose it), moves right or down (prefetching
+// the next node) or searches the leaf, and validates, exactly as one
+// iteration of descend_with(): a pause between two of its statements, as a
+// preempted thread has, changes nothing in its argument. A failed
+// validation finishes that lookup as lookup() does (restart from the root).
+template <class K>
+template <class Search>
+void FastFairT<K>::multi_lookup_with(std::span<const K> keys, std::span<std::optional<Value>> out) {
+  if constexpr (kStringKeys) {
+    Index<K>::multi_lookup(keys, out);  // not interleaved (multi_lookup never calls this)
+  } else {
+    constexpr size_t kGroup = 32;
+    struct State {
+      uint64_t cur;       // the node this lookup reads next (prefetched)
+      uint64_t next_off;  // the node right of `cur` as its parent names it (0 = unknown)
+      uint64_t next_low;  // that node's low_key
+      Probe key;
+    };
+    std::array<State, kGroup> st;
+    for (size_t base = 0; base < keys.size(); base += kGroup) {
+      const size_t n = std::min(kGroup, keys.size() - base);
+      uint64_t pending = (uint64_t{1} << n) - 1;
+      const uint64_t root = root_offset();
+      for (size_t i = 0; i < n; ++i) st[i] = {root, 0, 0, probe(keys[base + i])};
+      while (pending != 0) {
+        for (uint64_t bits = pending; bits != 0; bits &= bits - 1) {
+          const unsigned i = static_cast<unsigned>(std::countr_zero(bits));
+          State& s = st[i];
+          std::optional<Value>& result = out[base + i];
+          const uint64_t done = uint64_t{1} << i;
+          uint64_t v = 0;
+          if (!read_lock(s.cur, &v)) {
+            result = lookup_with<Search>(s.key);
+            pending &= ~done;
+            continue;
+          }
+          Node* nd = node(s.cur);
+          const uint32_t lvl = nd->level();
+          const uint64_t sib = nd->sibling.load(kAcq);
+          bool right = false;
+          if (sib != 0) {
+            const uint64_t ub = sib == s.next_off ? s.next_low : node(sib)->low_key.load(kAcq);
+            right = word_le(ub, s.key);
+          }
+          Entry* e = nd->entries();
+          const uint32_t cnt = clamp_count(nd);
+          const int at = Search::last(reinterpret_cast<const simd::KeyEntry*>(e), cnt, s.key);
+          if (!right && lvl == 0) {
+            // The leaf: lookup_with()'s search, then one validation.
+            const Entry& x = e[at >= 0 ? at : 0];
+            const bool found = at >= 0 && word_eq(x.key.load(kAcq), s.key);
+            const Value val = x.value.load(kAcq);
+            if (!validate(s.cur, v)) {
+              result = lookup_with<Search>(s.key);
+            } else {
+              result = found ? std::optional<Value>(val) : std::nullopt;
+            }
+            pending &= ~done;
+            continue;
+          }
+          uint64_t next;
+          if (right) {
+            next = sib;
+            s.next_off = 0;
+          } else {
+            const uint64_t found = uint64_t{0} - (at >= 0 ? 1u : 0u);
+            const uint64_t child = e[at >= 0 ? at : 0].value.load(kAcq);
+            next = (child & found) | (nd->leftmost.load(kAcq) & ~found);
+            const uint32_t j = static_cast<uint32_t>(at + 1);
+            const uint64_t named = uint64_t{0} - (j < cnt ? 1u : 0u);
+            const uint32_t k = j < cnt ? j : 0;
+            s.next_off = e[k].value.load(kAcq) & named;
+            s.next_low = e[k].key.load(kAcq);
+          }
+          if (next == 0 || !validate(s.cur, v)) {
+            result = lookup_with<Search>(s.key);
+            pending &= ~done;
+            continue;
+          }
+          prefetch_node(next);
+          s.cur = next;
+        }
+      }
+    }
+  }
+}
+
+template <class K>
+__attribute__((target("avx512f,popcnt"), flatten)) void FastFairT<K>::multi_lookup_avx512(
+    std::span<const K> keys, std::span<std::optional<Value>> out) {
+  multi_lookup_with<simd::LastLeAvx512>(keys, out);
+}
+template <class K>
+__attribute__((target("avx2,popcnt"), flatten)) void FastFairT<K>::multi_lookup_avx2(
+    std::span<const K> keys, std::span<std::optional<Value>> out) {
+  multi_lookup_with<simd::LastLeAvx2>(keys, out);
+}
+template <class K>
+void FastFairT<K>::multi_lookup_scalar(std::span<const K> keys,
+                                       std::span<std::optional<Value>> out) {
+  multi_lookup_with<simd::LastLeScalar>(keys, out);
+}
+
+template <class K>
+void FastFairT<K>::multi_lookup(std::span<const K> keys, std::span<std::optional<Value>> out) {
+  if constexpr (kStringKeys) {
+    Index<K>::multi_lookup(keys, out);
+  } else {
+    if (keys.size() <= 1) {
+      if (keys.size() == 1) out[0] = lookup(keys[0]);
+      return;
+    }
+    switch (simd::search_level()) {
+      case simd::Level::kAvx512:
+        return multi_lookup_avx512(keys, out);
+      case simd::Level::kAvx2:
+        return multi_lookup_avx2(keys, out);
+      case simd::Level::kScalar:
+        break;
+    }
+    multi_lookup_scalar(keys, out);
+  }
 }
 
 template <class K>

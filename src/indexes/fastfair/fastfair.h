@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -214,6 +215,12 @@ class FastFairT final : public PersistentIndexOf<K> {
   Status update(K key, Value value) override;
   Status remove(K key) override;
   std::optional<Value> lookup(K key) override;
+  /// Interleaved multi-get (Ni et al. §6.1), integer keys: up to 32 of the
+  /// batch's descents advance round-robin one node per step, each step
+  /// prefetching the node (and its lock word) it moves to before the next
+  /// lookup's step; a lookup whose validation fails finishes as lookup().
+  /// String keys: the default loop of lookup().
+  void multi_lookup(std::span<const K> keys, std::span<std::optional<Value>> out) override;
   size_t scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) override;
   std::optional<std::pair<OwnedKey<K>, Value>> find_last_less_than(K key) override;
   IndexInfo info() const override;
@@ -302,6 +309,14 @@ class FastFairT final : public PersistentIndexOf<K> {
       ProbeArg key);
   __attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> lookup_avx2(ProbeArg key);
   std::optional<Value> lookup_scalar(ProbeArg key);
+  /// multi_lookup's groups (integer keys) with one SIMD level's search.
+  template <class Search>
+  void multi_lookup_with(std::span<const K> keys, std::span<std::optional<Value>> out);
+  __attribute__((target("avx512f,popcnt"), flatten)) void multi_lookup_avx512(
+      std::span<const K> keys, std::span<std::optional<Value>> out);
+  __attribute__((target("avx2,popcnt"), flatten)) void multi_lookup_avx2(
+      std::span<const K> keys, std::span<std::optional<Value>> out);
+  void multi_lookup_scalar(std::span<const K> keys, std::span<std::optional<Value>> out);
   Descend lock_covering(ProbeArg key, uint32_t level, uint64_t* off);
   void init_node(uint64_t off, uint32_t level, uint64_t low_key, uint64_t leftmost,
                  uint64_t sibling);
