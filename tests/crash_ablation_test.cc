@@ -53,7 +53,7 @@ TEST_P(Ablation, EverySiteIsCaughtOrHasAWrittenReason) {
   // operations before their split sites are reached.
   o.ops = GetParam().ablation_ops != 0 ? GetParam().ablation_ops : 40 * o.node_size / 128;
   o.scenarios = 1;
-  o.images.budget = GetParam().budget;
+  o.images.budget = GetParam().ablation_budget ? GetParam().ablation_budget : GetParam().budget;
   o.nested_max = 4;  // the baseline still re-recovers a few images
   AblationReport ar;
   Status s = run_ablation(o, &ar);

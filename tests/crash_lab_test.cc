@@ -115,7 +115,11 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
     o.scenarios = run.scenarios;
     o.seed = seed;
     o.sim.profile = run.profile;
-    o.images.budget = GetParam().budget;
+    // Under a sanitizer, at most 4 images per crash point: the point there
+    // is memory errors on the recovery paths, and the images of a crash
+    // point differ only in which pending lines they keep (btree-wal's 16
+    // made its ASan run 85 s of the suite's 390 s).
+    o.images.budget = scale() < 1.0 ? std::min<uint32_t>(GetParam().budget, 4) : GetParam().budget;
     seed += 100;
     Report r;
     Status s = run_crash_test(o, &r);

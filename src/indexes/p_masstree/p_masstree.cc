@@ -813,6 +813,11 @@ Status PMasstree<K>::mark_tree(pm::Allocator& a, uint64_t tree_off, unsigned d, 
           if (kl != 8) return corrupt("integer entry with keylen != 8", o);
         } else {
           if (kl > kLong) return corrupt("bad keylen", o);
+          // A key of kl < 8 bytes here has a slice zero-padded past them (a
+          // lookup builds its slice so, and would miss a key a scan returns).
+          if (kl < 8 && (ks & (~uint64_t{0} >> (8 * kl))) != 0) {
+            return corrupt("slice has nonzero bytes past its key length", o);
+          }
           if (kl == kLong) {
             const uint64_t b = n->vals[sl].load(kRlx);
             if (b == 0 || b % 64 != 0 || !this->pool_->contains(b, 64)) {
@@ -942,6 +947,11 @@ Status PMasstree<K>::verify_tree(const TreeRoot* t, unsigned d, std::string* pre
           if (kl != 8) return corrupt("integer entry with keylen != 8", o);
         } else {
           if (kl > kLong) return corrupt("bad keylen", o);
+          // A key of kl < 8 bytes here has a slice zero-padded past them (a
+          // lookup builds its slice so, and would miss a key a scan returns).
+          if (kl < 8 && (ks & (~uint64_t{0} >> (8 * kl))) != 0) {
+            return corrupt("slice has nonzero bytes past its key length", o);
+          }
           if (kl == kLong) {
             if (val == 0 || val % 64 != 0 || !this->pool_->contains(val, 64)) {
               return corrupt("bad suffix or layer offset", o);
