@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ namespace nvindex::crash {
 struct CrashCase {
   std::string index;
   KeyType key_type = KeyType::kInteger;
+  /// IndexOptions::extra: empty (the defaults), or one non-default value of
+  /// one declared option (IndexEntry::options), e.g. {"inner", "dram"}.
+  std::map<std::string, std::string> index_opts;
   /// Images per crash point before sampling (ImageOptions::budget).
   uint32_t budget = 256;
   /// Multiplies crash_lab_test's scenario counts (its top-up to the bar of
@@ -34,9 +38,11 @@ struct CrashCase {
   std::string ablation_long_only;
 
   /// A GoogleTest parameter name: the index name with '-' as '_', plus
-  /// "_string" for string keys ("p_masstree_string").
+  /// "_<option>_<value>" for an option ("wbtree_inner_dram") and "_string"
+  /// for string keys ("p_masstree_string").
   std::string label() const {
     std::string n = index;
+    for (const auto& [k, v] : index_opts) n += "_" + k + "_" + v;
     std::replace(n.begin(), n.end(), '-', '_');
     return key_type == KeyType::kString ? n + "_string" : n;
   }
@@ -46,7 +52,12 @@ struct CrashCase {
 inline void PrintTo(const CrashCase& c, std::ostream* os) { *os << c.label(); }
 
 /// Every persistent non-test index with integer keys, then those with
-/// string keys again with string keys, in registration order.
+/// string keys again with string keys, in registration order; each integer
+/// case is followed by one case per non-default value of each option the
+/// index declares (wbtree inner=dram), with the same budget and share, and
+/// the ablation self-test in `make test-long` only (the variant runs its
+/// default configuration's persist sites; where it lives, not how it
+/// persists, is what changes).
 ///
 /// Budget: the lab's default (256 images per crash point) except for
 /// p-bwtree, which writes each delta record and base node whole (one 8-byte
@@ -111,6 +122,16 @@ inline std::vector<CrashCase> persistent_crash_cases() {
         c.ablation_ops = 20;
       }
       cases.push_back(c);
+      if (t != KeyType::kInteger) continue;
+      for (const OptionSpec& opt : e.options) {
+        for (size_t v = 1; v < opt.values.size(); ++v) {  // values[0] is the default
+          CrashCase variant = c;
+          variant.index_opts = {{std::string(opt.name), std::string(opt.values[v])}};
+          variant.ablation_long_only =
+              "a variant's persist sites are its default configuration's (" + c.label() + ")";
+          cases.push_back(variant);
+        }
+      }
     }
   }
   return cases;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -239,6 +240,111 @@ TEST(BtreeStringKeys, KeyRecordsAreCountedAndRetiredNotFreed) {
   for (int i = 0; i < 2000; ++i) {
     ASSERT_EQ(idx.lookup(key(i)), i % 7 == 0 ? std::optional<Value>(i) : std::nullopt) << i;
   }
+}
+
+// persistent-unsorted:inner=dram (selective persistence, Ni et al. §5):
+// leaves in the pool, inner nodes in DRAM, rebuilt from the leaf chain at
+// every open; the stored placement wins over the option; a damaged
+// placement word is refused.
+struct PmRun {
+  IndexInfo info;
+  VerifyReport report;
+};
+
+// Inserts 6000 keys in a scattered order and removes every third (leaf
+// merges) in a new persistent-unsorted of 256 B nodes with `inner`; checks
+// the model and returns info() and verify()'s report.
+PmRun fill_persistent_unsorted(testing::FileIndex* fi, const std::string& inner,
+                               std::map<uint64_t, Value>* model) {
+  PmRun out;
+  IndexOptions o;
+  o.node_size = 256;
+  o.extra = {{"inner", inner}};
+  Status s = fi->create(o);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return out;
+  for (uint64_t i = 0; i < 6000; ++i) {
+    const uint64_t k = i * 7919 % 6007;
+    EXPECT_TRUE(fi->index->insert(k, k + 1).ok());
+    (*model)[k] = k + 1;
+  }
+  for (uint64_t k = 0; k < 6007; k += 3) {
+    if (model->erase(k) != 0) {
+      EXPECT_TRUE(fi->index->remove(k).ok());
+    }
+  }
+  testing::expect_equals_model(*fi->index, *model);
+  out.info = fi->index->info();
+  EXPECT_TRUE(fi->index->verify(&out.report).ok());
+  return out;
+}
+
+TEST(PersistentUnsortedDram, InnerNodesLiveInDramAndAreRebuiltAtEveryOpen) {
+  testing::FileIndex pm_tree("persistent-unsorted", "pm");
+  testing::FileIndex dram_tree("persistent-unsorted", "dram");
+  std::map<uint64_t, Value> model, dram_model;
+  const PmRun p = fill_persistent_unsorted(&pm_tree, "pm", &model);
+  const PmRun d = fill_persistent_unsorted(&dram_tree, "dram", &dram_model);
+  EXPECT_EQ(p.info.caps.placement, Placement::kPmOnly);
+  EXPECT_EQ(d.info.caps.placement, Placement::kSelective);
+  EXPECT_NE(d.info.description.find("inner nodes in DRAM"), std::string::npos);
+  ASSERT_GE(d.report.height, 3u);
+  ASSERT_GT(d.report.inner_nodes, 1u);
+  // The same operations: the same leaves (the same code splits and merges
+  // them), the inner nodes moved from the pool to DRAM.
+  EXPECT_EQ(d.report.leaves, p.report.leaves);
+  EXPECT_EQ(d.report.inner_nodes, p.report.inner_nodes);
+  EXPECT_EQ(p.info.pm_bytes - d.info.pm_bytes, p.report.inner_nodes * 256u);
+  EXPECT_GE(d.info.dram_bytes, p.info.dram_bytes + d.report.inner_nodes * 256u);
+
+  // Reopened (a clean close) with the other option: the stored placement
+  // wins, the inner nodes are rebuilt three quarters full (fewer than the
+  // inserts left), every key is there and the tree takes more.
+  ASSERT_TRUE(dram_tree.reopen(IndexOptions{.extra = {{"inner", "pm"}}}).ok());
+  const IndexInfo ri = dram_tree.index->info();
+  EXPECT_EQ(ri.caps.placement, Placement::kSelective);
+  EXPECT_TRUE(ri.recovered);
+  EXPECT_GT(ri.recovery_seconds, 0.0);
+  VerifyReport r;
+  ASSERT_TRUE(dram_tree.index->verify(&r).ok());
+  EXPECT_EQ(r.leaves, d.report.leaves);
+  EXPECT_GT(r.inner_nodes, 0u);
+  EXPECT_EQ(ri.pm_bytes, d.info.pm_bytes);
+  testing::expect_equals_model(*dram_tree.index, dram_model);
+  for (uint64_t k = 0; k < 6007; k += 3) {
+    ASSERT_TRUE(dram_tree.index->insert(k, 7).ok());
+    dram_model[k] = 7;
+  }
+  ASSERT_TRUE(dram_tree.index->verify(&r).ok());
+  testing::expect_equals_model(*dram_tree.index, dram_model);
+
+  // And after a crash (no close record): the same.
+  dram_tree.crash();
+  ASSERT_TRUE(dram_tree.reopen().ok());
+  testing::expect_equals_model(*dram_tree.index, dram_model);
+  // An inner=pm pool stays inner=pm whatever the option says.
+  ASSERT_TRUE(pm_tree.reopen(IndexOptions{.extra = {{"inner", "dram"}}}).ok());
+  EXPECT_EQ(pm_tree.index->info().caps.placement, Placement::kPmOnly);
+  testing::expect_equals_model(*pm_tree.index, model);
+}
+
+TEST(PersistentUnsortedDram, ADamagedPlacementWordIsCorruption) {
+  testing::FileIndex fi("persistent-unsorted", "word");
+  IndexOptions o;
+  o.node_size = 256;
+  o.extra = {{"inner", "dram"}};
+  ASSERT_TRUE(fi.create(o).ok());
+  for (uint64_t k = 0; k < 500; ++k) ASSERT_TRUE(fi.index->insert(k, k).ok());
+  fi.close();
+  ASSERT_TRUE(fi.open_pool().ok());
+  // The placement word: bytes 32..39 of the root object (btree_impl.h).
+  auto* word = fi.pool->ptr<uint64_t>(fi.pool->root() + 32);
+  ASSERT_EQ(*word, 1u);
+  *word = 2;
+  fi.pool.reset();
+  const Status s = fi.reopen();
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("inner placement word is 2"), std::string::npos) << s.ToString();
 }
 
 }  // namespace

@@ -299,6 +299,7 @@ Status open_index(const TortureOptions& o, const std::string& path, std::unique_
   io.pool = pool->get();
   io.node_size = o.node_size;
   io.threads = o.threads;
+  io.extra = o.index_opts;
   return make_keyed_index(o.index, o.key_type, io, idx);
 }
 
@@ -350,6 +351,7 @@ Status create_pool(const TortureOptions& o) {
   io.pool = pool.get();
   io.node_size = o.node_size;
   io.threads = o.threads;
+  io.extra = o.index_opts;
   s = make_keyed_index(o.index, o.key_type, io, &idx);
   if (s.ok() && o.threads > 1 && !idx->info().caps.thread_safe) {
     s = Status::InvalidArgument("torture: " + o.index + " is not thread-safe; use threads 1");

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nvindex/index.h"
 #include "nvindex/pm/persist.h"
@@ -22,6 +23,7 @@ namespace {
 struct TortureArgs {
   crash::TortureOptions o;
   uint64_t pool_mib = 16;
+  std::vector<std::string> index_opts;  // --index-opt name=value
 };
 
 int run_torture_command(TortureArgs& a) {
@@ -31,6 +33,10 @@ int run_torture_command(TortureArgs& a) {
   a.o.pool_bytes = a.pool_mib << 20;
   if (Status s = check_node_size_for(a.o.index, a.o.node_size); !s.ok()) {
     std::fprintf(stderr, "nvindex torture: --node-size: %s\n", s.message().c_str());
+    return 2;
+  }
+  if (Status s = parse_index_opts_for(a.o.index, a.index_opts, &a.o.index_opts); !s.ok()) {
+    std::fprintf(stderr, "nvindex torture: %s\n", s.message().c_str());
     return 2;
   }
   crash::TortureReport r;
@@ -91,6 +97,8 @@ void add_torture_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--kills", o.kills, "Stop after this many kills")
       ->check(count_in(1, 1 << 30, "1..1,073,741,824"));
   cmd->add_option("--seed", o.seed, "Seed of the op streams and kill delays")->check(no_sign());
+  cmd->add_option("--index-opt", args->index_opts,
+                  "Index-specific knob name=value (repeatable; e.g. inner=dram)");
   cmd->add_option("--node-size", o.node_size, "Node size in bytes (small: more splits and merges)")
       ->check(count_in(64, 65536, "64..65536"));
   cmd->add_option("--threads", o.threads,

@@ -73,12 +73,26 @@ Status make_unsorted_leaf(const IndexOptions& options, std::unique_ptr<Index<uin
 /// full: the operation that needed a node changes nothing).
 Status make_btree_wal(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
 
+/// The values of persistent-unsorted's one option, "inner" (the default first).
+inline constexpr std::string_view kPersistentUnsortedInnerValues[] = {"pm", "dram"};
+/// persistent-unsorted's options (registry entry).
+inline constexpr OptionSpec kPersistentUnsortedOptions[] = {
+    {"inner", kPersistentUnsortedInnerValues,
+     "where inner nodes live: pm (every node in the pool) or dram (selective persistence, Ni et "
+     "al. 2020 §5: inner nodes rebuilt from the leaf chain at every open, placement selective)"}};
+
 /// Factory for "persistent-unsorted": unsorted-leaf in the pool (layout
 /// "persistent-unsorted"): an insert writes the pair into a free slot,
 /// persists it and sets its bitmap bit with one NAW (2 fences); a remove
 /// clears the bit with one NAW; an update is one NAW of the value; SMOs are
-/// transactions of btree-wal's undo log. Node sizes, recovery and errors
-/// as make_btree_wal.
+/// transactions of btree-wal's undo log. options.extra["inner"]: "pm"
+/// (default: every node in the pool) or "dram" (selective persistence: only
+/// the leaves, their chain and the log are in the pool; the inner nodes are
+/// DRAM nodes of the same layout, never logged or flushed, rebuilt bottom-up
+/// from the leaf chain at every open, three quarters full; info().placement
+/// kSelective and recovery_seconds the open's time). A recovered tree keeps
+/// the placement it was created with, whatever the option says. Node sizes,
+/// recovery and errors as make_btree_wal.
 Status make_persistent_unsorted(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
 
 /// Factory for "btree" with byte-string keys (0..kMaxKeyBytes bytes; a

@@ -290,12 +290,23 @@ struct UnsortedLeaves {
 // insert, remove and SMO in the UndoLog; persistent-unsorted writes a pair
 // into a free slot, persists it and publishes it with one NAW of its bitmap
 // word, and logs only SMOs (Ni et al. §3.3). Updates of a value are one NAW
-// in both.
+// in both. PmLeaves (selective persistence, Ni et al. §5; the option
+// persistent-unsorted:inner=dram): leaves as in PmNodes, inner nodes as in
+// DramNodes (child words and inner siblings are addresses, the version lock
+// is the inner node's first word, stores are plain); the inner nodes are
+// never logged or flushed and are rebuilt from the leaf chain at every open
+// (recover()).
 struct DramNodes {
   static constexpr bool kPm = false;
+  static constexpr bool kInnerDram = false;
 };
 struct PmNodes {
   static constexpr bool kPm = true;
+  static constexpr bool kInnerDram = false;
+};
+struct PmLeaves {
+  static constexpr bool kPm = true;
+  static constexpr bool kInnerDram = true;
 };
 
 /// The root object of btree-wal and persistent-unsorted: one allocator block
@@ -304,10 +315,15 @@ struct PmNodes {
 ///   ------ ----  -----------------------------------------------------------
 ///        0    8  magic (SortedLeaves/UnsortedLeaves::kPmMagic), written once
 ///        8    8  node_size, bytes (a multiple of 64 in 128..4096), written once
-///       16    8  root node offset (changed inside logged transactions)
+///       16    8  inner=pm: root node offset (changed inside logged
+///                transactions); inner=dram: the leftmost leaf's offset (the
+///                first leaf, never merged away: a merge removes the right
+///                node), written once
 ///       24    4  log slots, written once
 ///       28    4  log blocks per slot, written once
-///       32   32  reserved, zero
+///       32    8  inner placement: 0 = inner nodes in PM, 1 = in DRAM
+///                (PmLeaves), written once
+///       40   24  reserved, zero
 ///       64  8*n  the log's block offsets, n = slots x blocks (UndoLog), written once
 struct BtreeRoot {
   uint64_t magic;
@@ -315,7 +331,8 @@ struct BtreeRoot {
   std::atomic<uint64_t> root_node;
   uint32_t log_slots;
   uint32_t log_blocks;
-  uint64_t reserved[4];
+  uint64_t inner_dram;
+  uint64_t reserved[3];
   std::atomic<uint64_t> log_table[1];  // log_slots * log_blocks entries
 };
 static_assert(offsetof(BtreeRoot, magic) == 0);
@@ -323,7 +340,8 @@ static_assert(offsetof(BtreeRoot, node_size) == 8);
 static_assert(offsetof(BtreeRoot, root_node) == 16);
 static_assert(offsetof(BtreeRoot, log_slots) == 24);
 static_assert(offsetof(BtreeRoot, log_blocks) == 28);
-static_assert(offsetof(BtreeRoot, reserved) == 32);
+static_assert(offsetof(BtreeRoot, inner_dram) == 32);
+static_assert(offsetof(BtreeRoot, reserved) == 40);
 static_assert(offsetof(BtreeRoot, log_table) == 64);
 /// Bytes of the root object's block.
 inline constexpr uint32_t kBtreeRootBytes = 2048;
@@ -424,6 +442,8 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
                                               Index<typename KP::Key>> {
   using K = typename KP::Key;
   static constexpr bool kPm = SP::kPm;
+  // Selective persistence (PmLeaves): leaves in PM, inner nodes in DRAM.
+  static constexpr bool kInnerDram = SP::kInnerDram;
   using Owned = typename KP::Owned;
   using Search = typename KP::Search;
   // How the tree passes a search key: by value when it is one word (integer
@@ -473,7 +493,8 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
         leaf_bits_(kUnsorted ? (leaf_cap_ + 63) / 64 : 0),
         inner_cap_((node_size - kHeaderBytes - 8) / (8 * (W + 1))),
         block_(std::bit_ceil(node_size)),
-        base_(pool->base()) {}
+        base_(pool->base()),
+        pool_bytes_(pool->size()) {}
 
   Status create();
   Status recover();
@@ -487,6 +508,8 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
         for (uint64_t off : retired_nodes_) this->pool_->allocator().free(off);
       }
       this->record_close_keys();
+      // PmLeaves: the DRAM inner nodes (retired ones included).
+      for (N* n : nodes_) ::operator delete (n, std::align_val_t{64});
       return;
     }
     if constexpr (kString) {
@@ -700,9 +723,17 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
       caps.ordered = true;
       caps.persistent = true;
       caps.thread_safe = true;
-      caps.placement = Placement::kPmOnly;
-      return this->persistent_info(kName, LP::kPmDescription, caps, node_size_,
-                                   locks_ != nullptr ? locks_->dram_bytes() : 0);
+      caps.placement = kInnerDram ? Placement::kSelective : Placement::kPmOnly;
+      uint64_t dram = locks_ != nullptr ? locks_->dram_bytes() : 0;
+      if constexpr (kInnerDram) {
+        std::lock_guard lock(nodes_mu_);
+        dram += static_cast<uint64_t>(nodes_.size()) * node_size_;
+      }
+      return this->persistent_info(
+          kName,
+          std::string(LP::kPmDescription) +
+              (kInnerDram ? "; inner nodes in DRAM" : "; inner nodes in PM"),
+          caps, node_size_, dram);
     }
     IndexInfo i;
     i.name = LP::kName;
@@ -826,11 +857,28 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   }
   std::atomic<uint64_t>* kids(N* n) const { return n->slots() + W * inner_cap_; }
   const std::atomic<uint64_t>* kids(const N* n) const { return n->slots() + W * inner_cap_; }
-  N* kid(const N* n, unsigned i) const { return to_node(ld(kids(n)[i])); }
-  void set_kid(N* n, unsigned i, N* c) const { put(kids(n)[i], to_word(c)); }
+  // A child word: the child's word (to_word); with inner nodes in DRAM
+  // (PmLeaves) its address, leaf or inner node alike.
+  N* kid(const N* n, unsigned i) const {
+    if constexpr (kInnerDram) {
+      return reinterpret_cast<N*>(static_cast<uintptr_t>(ld(kids(n)[i])));
+    } else {
+      return to_node(ld(kids(n)[i]));
+    }
+  }
+  void set_kid(N* n, unsigned i, N* c) const {
+    if constexpr (kInnerDram) {
+      put(kids(n)[i], static_cast<uint64_t>(reinterpret_cast<uintptr_t>(c)));
+    } else {
+      put(kids(n)[i], to_word(c));
+    }
+  }
   // --- storage: how a node is named, locked and written ------------------------
-  // A child or sibling word names a node: its address (DRAM), its pool
-  // offset (PM; 0 = none).
+  // Whether n lives in DRAM: every node of a volatile tree, the inner nodes
+  // of a PmLeaves tree.
+  static bool in_dram(const N* n) { return !kPm || (kInnerDram && n->level > 0); }
+  // A node's own word (a leaf's right link, the root object's root word, a
+  // LockTable key): its address (DRAM), its pool offset (PM; 0 = none).
   N* to_node(uint64_t w) const {
     if constexpr (kPm) {
       return w == 0 ? nullptr : reinterpret_cast<N*>(base_ + w);
@@ -845,21 +893,40 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
       return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(n));
     }
   }
-  N* sib_of(const N* n) const { return to_node(ld(n->sibling)); }
-  void set_sib(N* n, const N* s) const { put(n->sibling, to_word(s)); }
+  // A right link: the sibling's word, an address between DRAM inner nodes.
+  N* sib_of(const N* n) const {
+    if (kInnerDram && n->level > 0) {
+      return reinterpret_cast<N*>(static_cast<uintptr_t>(ld(n->sibling)));
+    }
+    return to_node(ld(n->sibling));
+  }
+  void set_sib(N* n, const N* s) const {
+    if (kInnerDram && n->level > 0) {
+      put(n->sibling, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(s)));
+    } else {
+      put(n->sibling, to_word(s));
+    }
+  }
   // The node's version lock word: in the node (DRAM), in the LockTable (PM).
   std::atomic<uint64_t>& ver(const N* n) const {
     if constexpr (kPm) {
+      if (kInnerDram && n->level > 0) return n->version;
       return locks_->word(to_word(n));
     } else {
       return n->version;
     }
   }
   // Every store into a node: a release store (readers validate afterwards);
-  // in PM through pm::store, which the crash simulator follows.
+  // in PM through pm::store, which the crash simulator follows. PmLeaves:
+  // a store outside the pool (an inner node's) is a plain release store.
   template <class T>
-  static void put(std::atomic<T>& a, T v) {
+  void put(std::atomic<T>& a, T v) const {
     if constexpr (kPm) {
+      if (kInnerDram &&
+          static_cast<uint64_t>(reinterpret_cast<const char*>(&a) - base_) >= pool_bytes_) {
+        a.store(v, std::memory_order_release);
+        return;
+      }
       pm::store(&a, v);
     } else {
       a.store(v, std::memory_order_release);
@@ -906,8 +973,10 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   void dirty_node(Txn& tx, const N* n) const {
     node_ranges(n, [&](const void* p, size_t len) { tx.dirty(p, len); });
   }
+  // A DRAM inner node (PmLeaves) has none: it is neither logged nor flushed.
   template <class F>
   void node_ranges(const N* n, F&& f) const {
+    if (in_dram(n)) return;
     if (kUnsorted && n->level == 0) {
       f(n, node_size_);
       return;
@@ -1017,22 +1086,24 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   // what they do not.
   Status alloc_node(uint16_t level, N** out) {
     if constexpr (kPm) {
-      // A pool block, zeroed and given its level with PM stores; flushed by
-      // the transaction that publishes it (dirty_node), before its commit.
-      uint64_t off;
-      if (Status s = this->pool_->allocator().allocate(node_size_, &off); !s.ok()) {
-        if (s.code() == Code::kOutOfSpace) {
-          return Status::OutOfSpace(std::string(kName) + ": the pool is full (a node of " +
-                                    std::to_string(node_size_) + " B); nothing changed");
+      if (!(kInnerDram && level > 0)) {  // else a DRAM inner node (PmLeaves)
+        // A pool block, zeroed and given its level with PM stores; flushed by
+        // the transaction that publishes it (dirty_node), before its commit.
+        uint64_t off;
+        if (Status s = this->pool_->allocator().allocate(node_size_, &off); !s.ok()) {
+          if (s.code() == Code::kOutOfSpace) {
+            return Status::OutOfSpace(std::string(kName) + ": the pool is full (a node of " +
+                                      std::to_string(node_size_) + " B); nothing changed");
+          }
+          return s;
         }
-        return s;
+        char* p = base_ + off;
+        pm::fill(p, 0, node_size_);
+        N* n = reinterpret_cast<N*>(p);
+        pm::store(const_cast<uint16_t*>(&n->level), level);
+        *out = n;
+        return Status::Ok();
       }
-      char* p = base_ + off;
-      pm::fill(p, 0, node_size_);
-      N* n = reinterpret_cast<N*>(p);
-      pm::store(const_cast<uint16_t*>(&n->level), level);
-      *out = n;
-      return Status::Ok();
     }
     void* p = ::operator new (node_size_, std::align_val_t{64});
     N* n = new (p) N(level);
@@ -1045,7 +1116,7 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   // n is published: kept (in nodes_) until the tree is destroyed (PM: the
   // structure owns it).
   void adopt(N* n) {
-    if constexpr (!kPm) {
+    if (in_dram(n)) {
       std::lock_guard lock(nodes_mu_);
       nodes_.push_back(n);
     }
@@ -1053,18 +1124,22 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   // n was never published: freed now.
   void discard(N* n) {
     if constexpr (kPm) {
-      this->pool_->allocator().free(to_word(n));
-    } else {
-      ::operator delete (n, std::align_val_t{64});
+      if (!in_dram(n)) {
+        this->pool_->allocator().free(to_word(n));
+        return;
+      }
     }
+    ::operator delete (n, std::align_val_t{64});
   }
   // n was unlinked by a committed SMO (merge, root collapse) and marked
   // obsolete: an optimistic reader may still read it, so it is kept until
   // the tree is destroyed (DRAM: it is in nodes_ already).
   void retire_node(N* n) {
     if constexpr (kPm) {
-      std::lock_guard lock(retired_nodes_mu_);
-      retired_nodes_.push_back(to_word(n));
+      if (!in_dram(n)) {
+        std::lock_guard lock(retired_nodes_mu_);
+        retired_nodes_.push_back(to_word(n));
+      }
     }
   }
 
@@ -1213,6 +1288,17 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   static uint32_t log_blocks(uint32_t node_size) {
     return UndoLog::blocks_for(3 * uint64_t{node_size}, 12);
   }
+  // PmLeaves recovery: builds DRAM inner levels bottom-up over the leaves
+  // `chain` (offsets in chain order, checked), and returns the root (the
+  // leaf itself when there is one leaf). Each level is cut into the fewest
+  // nodes of at most rebuild_children() children, sizes differing by
+  // at most one (so none is underfull); separators are the children's low
+  // fences, fences and right links as a split would leave them.
+  N* build_inner(const std::vector<uint64_t>& chain);
+  // Children per rebuilt inner node: three quarters of the most it holds, so
+  // the first inserts after a recovery do not split every inner node they
+  // pass (inserts split full nodes on the way down); at least 2.
+  unsigned rebuild_children() const { return std::max(2u, (3 * (inner_cap_ + 1) + 3) / 4); }
   // Recovery's walk: checks the node at `off` and its subtree (every word
   // it follows names a node block of this tree, never twice; levels, counts
   // and bitmaps in range) and lists the nodes per level in key order.
@@ -1235,6 +1321,7 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   // is destroyed; a crash leaves them to recovery's reachability pass).
   uint32_t block_ = 0;
   char* base_ = nullptr;
+  uint64_t pool_bytes_ = 0;  // the pool's size (PmLeaves: what put() stores with pm::store)
   BtreeRoot* root_obj_ = nullptr;
   std::unique_ptr<LockTable> locks_;
   std::unique_ptr<UndoLog> log_;
@@ -1381,7 +1468,7 @@ bool Btree<KP, LP, SP>::split(N* parent, uint64_t pv, unsigned pos, N* n, uint64
     // changes, and persisted before the commit).
     auto tx = begin_txn();
     save_node(tx, n);
-    if constexpr (kPm) tx.save(&root_obj_->root_node, 8);
+    if constexpr (kPm && !kInnerDram) tx.save(&root_obj_->root_node, 8);
     tx.seal();
     Stored sep;
     split_node(n, sib, &sep);
@@ -1390,7 +1477,7 @@ bool Btree<KP, LP, SP>::split(N* parent, uint64_t pv, unsigned pos, N* n, uint64
     set_kid(root, 0, n);
     set_kid(root, 1, sib);
     put(root->count, static_cast<uint16_t>(1));
-    if constexpr (kPm) {
+    if constexpr (kPm && !kInnerDram) {
       put(root_obj_->root_node, to_word(root));
       tx.dirty(&root_obj_->root_node, 8);
     }
@@ -1695,8 +1782,11 @@ void Btree<KP, LP, SP>::collapse_root(N* n, uint64_t v, uint64_t rv) {
     return;
   }
   // PM: the root word by one NAW (a crash leaves the old root, a valid
-  // tree one level taller with the same keys, or the child).
-  if constexpr (kPm) put_durable(root_obj_->root_node, ld(kids(n)[0]), LP::kSiteCollapse);
+  // tree one level taller with the same keys, or the child). PmLeaves: the
+  // root word names the first leaf, which no collapse changes.
+  if constexpr (kPm && !kInnerDram) {
+    put_durable(root_obj_->root_node, ld(kids(n)[0]), LP::kSiteCollapse);
+  }
   root_.store(kid(n, 0), std::memory_order_release);
   unlock_obsolete(ver(n));
   unlock(root_lock_);
@@ -1922,6 +2012,7 @@ Status Btree<KP, LP, SP>::create() {
     pm::store(&root_obj_->node_size, uint64_t{node_size_});
     pm::store(&root_obj_->log_slots, kBtreeLogSlots);
     pm::store(&root_obj_->log_blocks, blocks);
+    pm::store(&root_obj_->inner_dram, uint64_t{kInnerDram ? 1u : 0u});
     put(root_obj_->root_node, to_word(leaf));
     pm::persist(root_obj_, kBtreeRootBytes, {LP::kSiteCreate});
     this->pool_->set_root(ro);
@@ -1974,16 +2065,51 @@ Status Btree<KP, LP, SP>::walk(uint64_t off, int level, std::vector<std::vector<
   return Status::Ok();
 }
 
+template <class KP, class LP, class SP>
+typename Btree<KP, LP, SP>::N* Btree<KP, LP, SP>::build_inner(const std::vector<uint64_t>& chain) {
+  std::vector<N*> level;
+  level.reserve(chain.size());
+  for (uint64_t off : chain) level.push_back(to_node(off));
+  const size_t per = rebuild_children();
+  for (uint16_t lvl = 1; level.size() > 1; ++lvl) {
+    const size_t m = (level.size() + per - 1) / per;  // nodes on this level
+    std::vector<N*> up;
+    up.reserve(m);
+    size_t at = 0;
+    for (size_t j = 0; j < m; ++j) {
+      const size_t take = level.size() / m + (j < level.size() % m ? 1 : 0);  // >= 2
+      N* p;
+      (void)alloc_node(lvl, &p);  // a DRAM inner node: never fails
+      for (size_t c = 0; c < take; ++c) {
+        set_kid(p, static_cast<unsigned>(c), level[at + c]);
+        if (c > 0) set_key(p, static_cast<unsigned>(c - 1), low_of(level[at + c]));
+      }
+      put(p->count, static_cast<uint16_t>(take - 1));
+      set_low(p, low_of(level[at]));
+      if (!up.empty()) {
+        set_high(up.back(), low_of(level[at]));
+        set_sib(up.back(), p);
+      }
+      adopt(p);
+      up.push_back(p);
+      at += take;
+    }
+    level.swap(up);
+  }
+  return level.front();
+}
+
 // Recovery (after a crash or a clean close): (1) the root object and its
 // geometry; (2) the undo log rolls back every transaction a crash cut short
 // (only without a close record: on a cleanly closed pool a valid record is
 // damage), so every SMO and every btree-wal leaf change is all or nothing
 // and the tree is exactly a state between transactions; (3) the walk checks
-// every node word before anything follows it; (4) the reachability pass
+// every node word before anything follows it (PmLeaves: the leaf chain from
+// the first leaf, the only durable structure); (4) the reachability pass
 // (log blocks and nodes; keys = the leaves' counts) against the close
-// record; (5) the DRAM state (root pointer, key count, fresh version locks);
-// (6) verify(), the full structural check, as a safety net against damage
-// the walk cannot see (key order, fences).
+// record; (5) the DRAM state (root pointer, key count, fresh version locks;
+// PmLeaves: the inner nodes, built over the leaf chain); (6) verify(), the full structural check,
+// as a safety net against damage the walk cannot see (key order, fences).
 template <class KP, class LP, class SP>
 Status Btree<KP, LP, SP>::recover() {
   if constexpr (kPm) {
@@ -1995,6 +2121,11 @@ Status Btree<KP, LP, SP>::recover() {
     if (ns > kBtreeMaxNodeSize || !btree_valid_node_size(static_cast<uint32_t>(ns))) {
       return Status::Corruption(std::string(kName) + ": root object has invalid node size " +
                                 std::to_string(ns));
+    }
+    if (root_obj_->inner_dram != (kInnerDram ? 1u : 0u)) {
+      return Status::Corruption(std::string(kName) + ": root object's inner placement word is " +
+                                std::to_string(root_obj_->inner_dram) + ", expected " +
+                                (kInnerDram ? "1 (inner nodes in DRAM)" : "0 (inner nodes in PM)"));
     }
     set_geometry(static_cast<uint32_t>(ns));
     if (root_obj_->log_slots != kBtreeLogSlots || root_obj_->log_blocks != log_blocks(node_size_)) {
@@ -2018,7 +2149,27 @@ Status Btree<KP, LP, SP>::recover() {
     std::unordered_set<uint64_t> seen;
     uint64_t keys = 0;
     const uint64_t root_off = root_obj_->root_node.load(std::memory_order_acquire);
-    if (Status s = walk(root_off, -1, &levels, &seen, &keys); !s.ok()) return s;
+    if constexpr (kInnerDram) {
+      // The leaf chain from the first leaf: each right link checked (a node
+      // block of this tree, a leaf, never reached twice) before it is
+      // followed, and the low fences strictly ascending from the smallest
+      // key, so the inner nodes built over them route every key.
+      levels.resize(1);
+      for (uint64_t off = root_off; off != 0; off = ld(to_node(off)->sibling)) {
+        if (Status s = walk(off, 0, &levels, &seen, &keys); !s.ok()) return s;
+        const auto& chain = levels[0];
+        const N* n = to_node(off);
+        if (chain.size() == 1 ? !KP::is_min(low_of(n))
+                              : !KP::lt(low_of(to_node(chain[chain.size() - 2])), low_of(n))) {
+          return Status::Corruption(std::string(kName) + ": leaf " + hex(off) + ": low fence " +
+                                    KP::show(low_of(n)) +
+                                    (chain.size() == 1 ? " in the first leaf (not the smallest key)"
+                                                       : " not above its left neighbour's"));
+        }
+      }
+    } else {
+      if (Status s = walk(root_off, -1, &levels, &seen, &keys); !s.ok()) return s;
+    }
     for (size_t lv = 0; lv < levels.size(); ++lv) {
       const auto& chain = levels[lv];
       for (size_t j = 0; j < chain.size(); ++j) {
@@ -2042,7 +2193,11 @@ Status Btree<KP, LP, SP>::recover() {
       return Status::Ok();
     });
     if (!s.ok()) return s;
-    root_.store(to_node(root_off), std::memory_order_release);
+    if constexpr (kInnerDram) {
+      root_.store(build_inner(levels[0]), std::memory_order_release);
+    } else {
+      root_.store(to_node(root_off), std::memory_order_release);
+    }
     size_.store(keys, std::memory_order_relaxed);
     VerifyReport r;
     if (Status v = verify(&r); !v.ok()) return v;
@@ -2057,6 +2212,19 @@ Status Btree<KP, LP, SP>::recover() {
 template <class KP, class LP, class SP>
 std::vector<std::pair<std::string, std::string>> Btree<KP, LP, SP>::ablation_notes() const {
   if constexpr (!kPm) return {};
+  if constexpr (kInnerDram) {
+    return {
+        {std::string(kName) + ".wal.commit/fence",
+         "not observable with inner nodes in DRAM: only leaf SMOs are logged, and after one "
+         "the operation restarts and ends with a fence of its own (the slot's persist or the "
+         "bitmap NAW) before any other logged transaction can start in its slot, so a crash "
+         "can lose the cleared mark only while rolling back is harmless (a complete split or "
+         "merge undone: the same keys). The fence is needed once two logged transactions follow "
+         "each other in one slot with no fence between (the next record's stores must not "
+         "reach PM before the cleared mark), which inner=pm does (an inner split, then a leaf "
+         "split) and catches"},
+    };
+  }
   return {
       {LP::kSiteCollapse,
        "not observable in a crash test: a lost collapse leaves the old root (no separator, one "

@@ -1,5 +1,6 @@
 // btree-wal and persistent-unsorted: the PM instances of the B+-tree
-// template (btree_impl.h, storage PmNodes) and their factories.
+// template (btree_impl.h, storage PmNodes; persistent-unsorted:inner=dram
+// PmLeaves) and their factories.
 #include "indexes/btree/btree.h"
 #include "indexes/btree/btree_impl.h"
 
@@ -7,6 +8,7 @@ namespace nvindex {
 
 using btree_detail::Btree;
 using btree_detail::IntKeys;
+using btree_detail::PmLeaves;
 using btree_detail::PmNodes;
 using btree_detail::SortedLeaves;
 using btree_detail::UnsortedLeaves;
@@ -15,9 +17,9 @@ namespace {
 
 // The shared factory: a new tree on an empty pool, else a recovery (the
 // stored node size wins). make_index() has checked the node size.
-template <class LP>
+template <class LP, class SP = PmNodes>
 Status open_pm_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  using Tree = Btree<IntKeys, LP, PmNodes>;
+  using Tree = Btree<IntKeys, LP, SP>;
   return open_persistent_index<Tree>(
       options, pool_layout(LP::kPmName, KeyType::kInteger), [](Tree& t) { return t.create(); },
       [](Tree& t) { return t.recover(); }, out, options.node_size);
@@ -31,6 +33,19 @@ Status make_btree_wal(const IndexOptions& options, std::unique_ptr<Index<uint64_
 
 Status make_persistent_unsorted(const IndexOptions& options,
                                 std::unique_ptr<Index<uint64_t>>* out) {
+  // make_index() has checked the value of "inner". A pool with a root keeps
+  // the placement it was created with: its root object's placement word
+  // picks the instance (read only when the root object lies in the pool;
+  // the instance's recover() checks the object whole, the word included).
+  bool inner_dram = false;
+  if (const auto it = options.extra.find("inner"); it != options.extra.end()) {
+    inner_dram = it->second == "dram";
+  }
+  if (pm::Pool* pool = options.pool; pool != nullptr && pool->root() != 0) {
+    inner_dram = pool->contains(pool->root(), btree_detail::kBtreeRootBytes) &&
+                 pool->ptr<btree_detail::BtreeRoot>(pool->root())->inner_dram == 1;
+  }
+  if (inner_dram) return open_pm_btree<UnsortedLeaves, PmLeaves>(options, out);
   return open_pm_btree<UnsortedLeaves>(options, out);
 }
 

@@ -221,6 +221,9 @@ void UndoLog::Txn::seal() {
   // valid mark: a crash before the mark's NAW leaves no valid record (the
   // node is untouched so far); after it, a complete record.
   const uint64_t payload = pos_ - kUndoLogHeaderBytes;
+  // Nothing saved (an SMO of persistent-unsorted:inner=dram over DRAM inner
+  // nodes only): there is nothing to roll back, so no record.
+  if (payload == 0) return;
   pm::store(reinterpret_cast<uint64_t*>(log_->at(slot_, 8)), payload);
   log_->flush_slot(slot_, 0, pos_, log_->site_record_.c_str());
   pm::fence({log_->site_record_.c_str()});
@@ -231,6 +234,7 @@ void UndoLog::Txn::seal() {
 
 void UndoLog::Txn::dirty(const void* addr, size_t len) {
   if (len == 0) return;
+  dirtied_ = true;
   if (ndirty_ == dirty_.size()) flush_dirty();  // committed by commit()'s fence
   dirty_[ndirty_++] = {addr, len};
 }
@@ -240,6 +244,7 @@ void UndoLog::Txn::commit() {
   // clear's NAW rolls the transaction back (the record is valid and holds
   // the old bytes); after it, the transaction is durable. Ranges that share
   // a line (a small node's count word and first keys) flush it once.
+  if (!dirtied_ && !sealed_) return;  // nothing written, nothing logged
   flush_dirty();
   pm::fence({log_->site_apply_.c_str()});
   if (sealed_) pm::naw(log_->state(slot_), 0, {log_->site_commit_.c_str()});

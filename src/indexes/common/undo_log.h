@@ -125,13 +125,15 @@ class UndoLog {
     void save(const void* addr, size_t len);
     /// Persists the record (payload and header; one fence), then marks it
     /// valid with one NAW. Named flush and fence sites: "<index>.wal.record",
-    /// "<index>.wal.valid".
+    /// "<index>.wal.valid". Nothing saved: writes nothing (no record is
+    /// needed when nothing can be rolled back).
     void seal();
     /// Records [addr, addr + len) as written, to be flushed by commit().
     void dirty(const void* addr, size_t len);
     /// Flushes every dirty range, one fence, then clears the record's mark
     /// with one NAW: the transaction is durable. Sites "<index>.wal.apply",
-    /// "<index>.wal.commit".
+    /// "<index>.wal.commit". Nothing dirtied and no record sealed: writes
+    /// nothing, no fence.
     void commit();
 
    private:
@@ -143,6 +145,7 @@ class UndoLog {
     uint32_t slot_;
     uint64_t pos_ = kUndoLogHeaderBytes;  ///< next payload byte of the slot
     bool sealed_ = false;
+    bool dirtied_ = false;  ///< dirty() was called
     uint32_t ndirty_ = 0;
     std::array<std::pair<const void*, size_t>, 24> dirty_{};
   };
