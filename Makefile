@@ -5,6 +5,9 @@
 #                keys (scripts/bench; BENCH_ARGS)
 #   make bench-lbtree  the LB+-tree paper's sec. 4.2 workloads over lbtree,
 #                fptree and wbtree (scripts/bench-lbtree; BENCH_LBTREE_ARGS)
+#   make bench-ni  Ni et al. 2020's B+-tree design space: the six variants,
+#                selective persistence, interleaving, group flushing
+#                (scripts/bench-ni; BENCH_NI_ARGS)
 #   make test    every test: the doc-link check, a release build, then the installed library
 #                (scripts/test-install: cmake --install, then examples/embed built
 #                against it with find_package), then an ASan+UBSan build, then
@@ -15,13 +18,14 @@
 JOBS ?= $(shell nproc)
 BENCH_ARGS ?=
 BENCH_LBTREE_ARGS ?=
+BENCH_NI_ARGS ?=
 # Pool-file fuzzing in make test (tests/fuzz/run-fuzz.sh): a fixed number of
 # inputs from a fixed seed, so a commit's result does not depend on luck or
 # machine speed; FUZZ_SECONDS bounds the time. Longer: see README.
 FUZZ_RUNS ?= 150000
 FUZZ_SECONDS ?= 120
 
-.PHONY: test-long all deps build bench bench-lbtree test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
+.PHONY: test-long all deps build bench bench-lbtree bench-ni test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
 
 all: build
 
@@ -37,6 +41,9 @@ bench: build
 
 bench-lbtree: build
 	@scripts/bench-lbtree $(BENCH_LBTREE_ARGS)
+
+bench-ni: build
+	@scripts/bench-ni $(BENCH_NI_ARGS)
 
 test: deps format-check doc-links test-release test-install test-asan test-tsan test-fuzz
 

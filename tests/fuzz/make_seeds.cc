@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -38,7 +39,8 @@ std::string seed_key(uint64_t k, std::string) {
 }
 
 template <class K>
-bool make_pool(const std::string& path, const std::string& name, uint32_t node_size, int keys,
+bool make_pool(const std::string& path, const std::string& name,
+               const std::map<std::string, std::string>& extra, uint32_t node_size, int keys,
                bool shrink, uint64_t seed) {
   using Key = nvindex::OwnedKey<K>;
   std::unique_ptr<nvindex::pm::Pool> pool;
@@ -52,6 +54,7 @@ bool make_pool(const std::string& path, const std::string& name, uint32_t node_s
   nvindex::IndexOptions o;
   o.pool = pool.get();
   o.node_size = node_size;
+  o.extra = extra;
   std::unique_ptr<nvindex::Index<K>> idx;
   if (!nvindex::make_index<K>(name, o, &idx).ok()) return false;
   std::mt19937_64 rng(seed);
@@ -83,32 +86,45 @@ int main(int argc, char** argv) {
       const std::string name(e.name);
       if (!e.caps.persistent || nvindex::is_test_only_index(name)) continue;
       if (strings && !e.caps.string_keys) continue;
-      const std::string label = strings ? name + "-string" : name;
-      for (uint32_t ns : {128u, 256u}) {
-        for (int keys : {0, 8, 40, 150}) {
-          for (bool shrink : {false, true}) {
-            if (shrink && keys < 40) continue;
-            const bool made =
-                strings ? make_pool<std::string_view>(tmp, name, ns, keys, shrink, 1000 + keys)
-                        : make_pool<uint64_t>(tmp, name, ns, keys, shrink, 1000 + keys);
-            if (!made) continue;  // size refused
-            std::vector<uint8_t> image;
-            std::string why;
-            if (!nvindex::fuzz::image_from_file(tmp, &image, &why)) {
-              std::fprintf(stderr, "make_seeds: %s node %u keys %d: skipped: %s\n", label.c_str(),
-                           ns, keys, why.c_str());
-              continue;
-            }
-            for (bool crashed : {false, true}) {
-              std::vector<uint8_t> img = image;
-              if (crashed) img[1 + 72] = 0;  // clean-shutdown word (offset 72) = 0
-              const std::string file = dir + "/seed-" + label + "-n" + std::to_string(ns) + "-k" +
-                                       std::to_string(keys) + (shrink ? "-shrunk" : "") +
-                                       (crashed ? "-crashed" : "-clean");
-              std::ofstream(file, std::ios::binary)
-                  .write(reinterpret_cast<const char*>(img.data()),
-                         static_cast<std::streamsize>(img.size()));
-              ++written;
+      // The defaults, then (integer keys, 128 B nodes) each non-default
+      // value of each declared option: the pool records it (inner=dram).
+      std::vector<std::map<std::string, std::string>> variants = {{}};
+      for (const nvindex::OptionSpec& opt : e.options) {
+        for (size_t v = 1; v < opt.values.size() && !strings; ++v) {
+          variants.push_back({{std::string(opt.name), std::string(opt.values[v])}});
+        }
+      }
+      for (const auto& extra : variants) {
+        std::string label = strings ? name + "-string" : name;
+        for (const auto& [k, v] : extra) label += "-" + k + "-" + v;
+        for (uint32_t ns : {128u, 256u}) {
+          if (!extra.empty() && ns != 128) continue;
+          for (int keys : {0, 8, 40, 150}) {
+            for (bool shrink : {false, true}) {
+              if (shrink && keys < 40) continue;
+              const bool made =
+                  strings
+                      ? make_pool<std::string_view>(tmp, name, extra, ns, keys, shrink, 1000 + keys)
+                      : make_pool<uint64_t>(tmp, name, extra, ns, keys, shrink, 1000 + keys);
+              if (!made) continue;  // size refused
+              std::vector<uint8_t> image;
+              std::string why;
+              if (!nvindex::fuzz::image_from_file(tmp, &image, &why)) {
+                std::fprintf(stderr, "make_seeds: %s node %u keys %d: skipped: %s\n", label.c_str(),
+                             ns, keys, why.c_str());
+                continue;
+              }
+              for (bool crashed : {false, true}) {
+                std::vector<uint8_t> img = image;
+                if (crashed) img[1 + 72] = 0;  // clean-shutdown word (offset 72) = 0
+                const std::string file = dir + "/seed-" + label + "-n" + std::to_string(ns) + "-k" +
+                                         std::to_string(keys) + (shrink ? "-shrunk" : "") +
+                                         (crashed ? "-crashed" : "-clean");
+                std::ofstream(file, std::ios::binary)
+                    .write(reinterpret_cast<const char*>(img.data()),
+                           static_cast<std::streamsize>(img.size()));
+                ++written;
+              }
             }
           }
         }
