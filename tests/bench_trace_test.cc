@@ -394,25 +394,37 @@ TEST(StringTrace, WorkloadIdsAreByteOrderRanksAndExpectationsMatchAStringReplay)
 
 // The shared samples (workloads A, C, E) replayed by the driver on every
 // registered index that takes the key type (test doubles excluded) at 1 and
-// 2 threads: zero verification failures (bench_driver_test shows the same
-// checks catch lying-test).
+// 2 threads, and with integer keys on each non-default value of each option
+// an index declares (inner=dram): zero verification failures
+// (bench_driver_test shows the same checks catch lying-test).
 void replay_shared_samples(KeyType kt) {
-  std::vector<std::string> names;
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> cases;
   for (const IndexEntry& e : registered_indexes()) {
     if ((kt == KeyType::kInteger || e.caps.string_keys) && !is_test_only_index(e.name)) {
-      names.emplace_back(e.name);
+      cases.emplace_back(std::string(e.name), std::map<std::string, std::string>{});
+      if (kt != KeyType::kInteger) continue;
+      for (const OptionSpec& opt : e.options) {
+        for (size_t v = 1; v < opt.values.size(); ++v) {  // values[0] is the default
+          cases.emplace_back(std::string(e.name),
+                             std::map<std::string, std::string>{
+                                 {std::string(opt.name), std::string(opt.values[v])}});
+        }
+      }
     }
   }
-  ASSERT_GE(names.size(), 4u);  // absl-btree, btree, fastfair, p-masstree at least
-  for (const std::string& name : names) {
+  ASSERT_GE(cases.size(), 4u);  // absl-btree, btree, fastfair, p-masstree at least
+  for (const auto& [name, extra] : cases) {
+    std::string label = name;
+    for (const auto& [k, v] : extra) label += ":" + k + "=" + v;
     for (const char* w : {"workloada", "workloadc", "workloade"}) {
       for (unsigned threads : {1u, 2u}) {
-        SCOPED_TRACE(name + " " + w + " threads " + std::to_string(threads));
+        SCOPED_TRACE(label + " " + w + " threads " + std::to_string(threads));
         Workload wl;
         Status s = make_shared_trace(kt, w, threads, &wl);
         ASSERT_TRUE(s.ok()) << s.ToString();
         BenchOptions o;
         o.pm.mode = pm::Mode::kEmulated;
+        o.index_extra = extra;
         IndexResult r;
         s = run_benchmark(o, wl, name, &r, nullptr);
         ASSERT_TRUE(s.ok()) << s.ToString();
