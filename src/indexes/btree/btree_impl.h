@@ -923,7 +923,7 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   void put(std::atomic<T>& a, T v) const {
     if constexpr (kPm) {
       if (kInnerDram &&
-          static_cast<uint64_t>(reinterpret_cast<const char*>(&a) - base_) >= pool_bytes_) {
+          reinterpret_cast<uintptr_t>(&a) - reinterpret_cast<uintptr_t>(base_) >= pool_bytes_) {
         a.store(v, std::memory_order_release);
         return;
       }
