@@ -2,7 +2,8 @@
 // btree-wal and persistent-unsorted, on its own: a transaction cut short
 // (sealed, changed, never committed) is rolled back by recovery, once; a
 // committed one is kept; a damaged record, or a valid record in a cleanly
-// closed pool, is Corruption before anything is written. The crash lab
+// closed pool, is Corruption before anything is written; a transaction that
+// saves nothing writes no record. The crash lab
 // covers the log through the two indexes at every crash point.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "indexes/common/undo_log.h"
+#include "nvindex/pm/counters.h"
 #include "nvindex/pm/pool.h"
 
 namespace nvindex {
@@ -87,6 +89,38 @@ TEST_F(UndoLogTest, ACommittedTransactionIsKept) {
   ASSERT_TRUE(log->recover(false, &rolled).ok());
   EXPECT_EQ(rolled, 0u);
   for (int i = 0; i < 256; ++i) ASSERT_EQ(data()[i], i < 128 ? 'b' : 'a') << i;
+}
+
+// A transaction that saves nothing writes no record: with nothing dirtied it
+// writes and fences nothing at all (an SMO of persistent-unsorted:inner=dram
+// over DRAM inner nodes only); with ranges dirtied, commit() persists them
+// (one fence) and writes no state word.
+TEST_F(UndoLogTest, ATransactionThatSavesNothingWritesNoRecord) {
+  pm::CounterSnapshot before = pm::snapshot();
+  {
+    auto tx = log_->begin();
+    tx.seal();
+    tx.commit();
+  }
+  pm::CounterSnapshot d = pm::snapshot() - before;
+  EXPECT_EQ(d.flushes, 0u);
+  EXPECT_EQ(d.fences, 0u);
+  EXPECT_EQ(d.naws, 0u);
+  before = pm::snapshot();
+  {
+    auto tx = log_->begin();
+    std::memset(data(), 'c', 64);
+    tx.dirty(data(), 64);
+    tx.commit();
+  }
+  d = pm::snapshot() - before;
+  EXPECT_EQ(d.flushes, 1u);
+  EXPECT_EQ(d.fences, 1u);
+  EXPECT_EQ(d.naws, 0u) << "no record, so no valid mark to clear";
+  auto log = reopen();
+  uint32_t rolled = 7;
+  ASSERT_TRUE(log->recover(false, &rolled).ok());
+  EXPECT_EQ(rolled, 0u);
 }
 
 TEST_F(UndoLogTest, AValidRecordInACleanlyClosedPoolIsCorruption) {
