@@ -84,11 +84,12 @@ test-tsan:
 test-fuzz:
 	@FUZZ_RUNS=$(FUZZ_RUNS) tests/fuzz/run-fuzz.sh $(FUZZ_SECONDS)
 
+# Tracked files and new ones not yet added (--others), .gitignore'd ones left out.
 format:
-	@clang-format -i $$(git ls-files '*.h' '*.cc')
+	@clang-format -i $$(git ls-files --cached --others --exclude-standard '*.h' '*.cc')
 
 format-check:
-	@clang-format --dry-run -Werror $$(git ls-files '*.h' '*.cc')
+	@clang-format --dry-run -Werror $$(git ls-files --cached --others --exclude-standard '*.h' '*.cc')
 
 clean:
 	rm -rf build
