@@ -38,7 +38,9 @@ void media_configure(uint32_t cache_kib);
 /// time). Only with the cache model on. Thread-safe (the model's spinlock).
 uint64_t media_store(uintptr_t addr, size_t n);
 
-/// Feeds one flushed 64 B line (its address) to the model. Cache model on:
+/// Feeds n flushed 64 B lines (from address `line`, ascending) to the model
+/// under one acquisition of its lock (none when no line is dirty). Per line,
+/// cache model on:
 /// a line held dirty is written back into the XPLine buffer and kept clean
 /// (clwb keeps the line cached); a line held clean, or not held, writes
 /// nothing (a real clwb of a clean line sends nothing to memory). Cache
@@ -46,9 +48,9 @@ uint64_t media_store(uintptr_t addr, size_t n);
 /// XPLine is buffered combines (no media write); otherwise the XPLine enters
 /// the buffer, evicting the oldest entry when full (FIFO), and the eviction
 /// counts one 256 B media write in the calling thread's media_writes.
-/// Returns the media writes it counted (0 or 1), which the caller charges as
+/// Returns the media writes it counted, which the caller charges as
 /// modelled media time (media_write_latency_ns). Thread-safe (a spinlock,
 /// taken only when the media model is on).
-uint64_t media_feed_line(uintptr_t line);
+uint64_t media_feed_lines(uintptr_t line, uint64_t n);
 
 }  // namespace nvindex::pm::detail

@@ -48,10 +48,10 @@ void spin_ns(uint64_t ns) {
 
 }  // namespace
 
-void after_flush_line(uintptr_t line) {
-  if (g.flush_latency_ns != 0) spin_ns(g.flush_latency_ns);
+void before_flush(uintptr_t line, uint64_t n) {
+  if (g.flush_latency_ns != 0) spin_ns(n * g.flush_latency_ns);
   if (g.media_model) {
-    const uint64_t writes = media_feed_line(line);
+    const uint64_t writes = media_feed_lines(line, n);
     if (writes != 0 && g.media_write_latency_ns != 0) spin_ns(writes * g.media_write_latency_ns);
   }
 }

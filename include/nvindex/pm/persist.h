@@ -153,8 +153,13 @@ extern Globals g;
 [[gnu::cold]] void sim_flush(const void* addr, size_t len, Site site);
 /// fence(site) in kCrashSim: crash point, commit (unless ablated), counts.
 [[gnu::cold]] void sim_fence(Site site);
-/// Latency injection and media model for one flushed line (cold path).
-void after_flush_line(uintptr_t line);
+/// Latency injection and media model for the n lines from `line` that a
+/// flush() is about to flush (cold path). Called before the flush
+/// instructions: the media model's spinlock is a locked instruction, which
+/// would wait for every earlier clwb to complete (an ordering real code
+/// without a fence does not pay); before them it waits only for clwbs of
+/// earlier calls, which have usually completed.
+void before_flush(uintptr_t line, uint64_t n);
 /// A store helper's hook when g.store_hook is set: [dst, dst+n) was just
 /// written. kCrashSim: sim_store(); otherwise the cache model dirties the
 /// lines (and charges modelled media time for the media writes that
@@ -184,6 +189,9 @@ inline void flush(const void* addr, size_t len, Site site = Site()) {
   }
   uintptr_t line = reinterpret_cast<uintptr_t>(addr) & ~(kLineSize - 1);
   const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
+  if (__builtin_expect(detail::g.slow_path, 0)) {
+    detail::before_flush(line, (end - line + kLineSize - 1) / kLineSize);
+  }
   uint64_t n = 0;
   for (; line < end; line += kLineSize, ++n) {
     char* p = reinterpret_cast<char*>(line);
@@ -198,7 +206,6 @@ inline void flush(const void* addr, size_t len, Site site = Site()) {
         asm volatile("clflush %0" : "+m"(*p));
         break;
     }
-    if (__builtin_expect(detail::g.slow_path, 0)) detail::after_flush_line(line);
   }
   ThreadCounters& c = thread_counters();
   bump(c.flushes, n);
