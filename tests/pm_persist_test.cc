@@ -410,7 +410,7 @@ TEST_F(Persist, CacheModelEvictsTheLeastRecentlyUsedDirtyLine) {
 // eviction window, while the same lines flushed together combine.
 TEST_F(Persist, CacheModelWriteBackOrderDecidesCombining) {
   cache_model(1);
-  Aligned buf(256 * 200);
+  Aligned buf(256 * 208);  // a multiple of 4096 (aligned_alloc)
   auto touch = [&](int xpline, int line) {
     store(reinterpret_cast<uint64_t*>(buf.p + 256 * xpline + 64 * line), uint64_t{1});
   };
