@@ -284,8 +284,10 @@ TEST(Driver, ParseByteSize) {
 TEST(Driver, MediaWriteAmplification) {
   pm::CounterSnapshot c;
   EXPECT_EQ(media_write_amplification(c), 0.0);
-  c.lines_flushed = 8;  // 512 B of line writes
+  c.lines_flushed = 8;  // flushes alone: not what reached the DIMM
   c.media_writes = 4;   // 1024 B of media writes
+  EXPECT_EQ(media_write_amplification(c), 0.0) << "no line written back";
+  c.lines_written_back = 8;  // 512 B reached the DIMM (the media model's denominator)
   EXPECT_DOUBLE_EQ(media_write_amplification(c), 2.0);
 }
 

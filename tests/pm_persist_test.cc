@@ -1,8 +1,8 @@
 // Persist primitives and counters: mode and latency parsing, the flush
 // instruction choice, exact counts of flushes/lines/fences/NAWs/nt bytes,
 // nt_copy correctness at every alignment, snapshot sums over live and exited
-// threads, dram mode counting nothing, the XPLine media model, and latency
-// injection (lower bounds only).
+// threads, dram mode counting nothing, the media model (XPLine buffer and
+// modelled cache), and latency injection (lower bounds only).
 #include <cpuid.h>
 #include <gtest/gtest.h>
 
@@ -98,9 +98,11 @@ TEST_F(Persist, ConfigureAndCurrentConfig) {
   EXPECT_EQ(got.flush_latency_ns, 5u);
   EXPECT_EQ(got.fence_latency_ns, 6u);
   EXPECT_TRUE(got.media_model);
+  EXPECT_EQ(got.cache_kib, kDefaultCacheKiB);
   EXPECT_TRUE(detail::g.slow_path);
   configure(PersistConfig{});
   EXPECT_FALSE(detail::g.slow_path);
+  EXPECT_EQ(current_config().cache_kib, 0u) << "no cache model without the media model";
 }
 
 TEST_F(Persist, FlushInstructionMatchesCpuid) {
@@ -246,9 +248,11 @@ uint64_t media_writes_of(Fn fn) {
   return (snapshot() - before).media_writes;
 }
 
+// The XPLine buffer alone (no cache model: every flushed line reaches it).
 TEST_F(Persist, MediaModelCombinesWithinAnXPLine) {
   PersistConfig c;
   c.media_model = true;
+  c.cache_kib = 0;
   configure(c);
   Aligned buf(64 * 1024);
   // Four lines of one XPLine, flushed one by one: one 256 B media write.
@@ -296,6 +300,7 @@ TEST_F(Persist, FenceLatencyIsInjected) {
 TEST_F(Persist, MediaLatencyIsPerMediaWrite) {
   PersistConfig c;
   c.media_write_latency_ns = 100'000;
+  c.cache_kib = 0;  // the buffer alone: every flushed line reaches it
   configure(c);
   EXPECT_TRUE(current_config().media_model) << "media latency must turn the media model on";
   media_drain();
@@ -319,6 +324,166 @@ TEST_F(Persist, MediaLatencyIsPerMediaWrite) {
             }),
             4u);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::nanoseconds(400'000));
+  media_drain();
+}
+
+/// Lines written back and media writes caused by `fn`, including what the
+/// drain at the end writes back.
+struct WriteBacks {
+  uint64_t lines = 0;
+  uint64_t media = 0;
+};
+template <class Fn>
+WriteBacks write_backs_of(Fn fn) {
+  media_drain();
+  const CounterSnapshot before = snapshot();
+  fn();
+  media_drain();
+  const CounterSnapshot d = snapshot() - before;
+  return {d.lines_written_back, d.media_writes};
+}
+
+/// The cache model on, `kib` KiB (1 KiB = 16 lines: one set of 11 ways).
+void cache_model(uint32_t kib, uint32_t media_ns = 0) {
+  PersistConfig c;
+  c.media_model = true;
+  c.cache_kib = kib;
+  c.media_write_latency_ns = media_ns;
+  configure(c);
+}
+
+// A clwb of a clean line writes nothing to the media: a flush reaches the
+// XPLine buffer only for a line stored to (through the pm:: helpers) since
+// its last write-back.
+TEST_F(Persist, CacheModelFlushOfACleanLineWritesNothing) {
+  cache_model(kDefaultCacheKiB);
+  Aligned buf(4096);
+  EXPECT_EQ(write_backs_of([&] { persist(buf.p, 4096); }).lines, 0u) << "never stored to";
+  const WriteBacks w = write_backs_of([&] {
+    store(reinterpret_cast<uint64_t*>(buf.p + 64), uint64_t{1});
+    persist(buf.p, 256);  // 4 lines flushed, 1 dirty
+    persist(buf.p, 256);  // all clean now
+  });
+  EXPECT_EQ(w.lines, 1u);
+  EXPECT_EQ(w.media, 1u);
+  // copy, fill and move dirty every line they cover.
+  EXPECT_EQ(write_backs_of([&] {
+              fill(buf.p + 32, 1, 64);  // lines 0 and 1 (bytes 32..95)
+              persist(buf.p, 4096);
+            }).lines,
+            2u);
+  EXPECT_EQ(write_backs_of([&] {
+              move(buf.p + 1024, buf.p, 512);  // lines 16..23
+              persist(buf.p, 4096);
+            }).lines,
+            8u);
+}
+
+// A dirty line that is never flushed still reaches the media: when the
+// cache evicts it (least recently stored first), or at media_drain.
+TEST_F(Persist, CacheModelEvictsTheLeastRecentlyUsedDirtyLine) {
+  cache_model(1);  // one set of 11 ways
+  Aligned buf(64 * 64);
+  auto line = [&](int i) { return reinterpret_cast<uint64_t*>(buf.p + 64 * i); };
+  media_drain();
+  const CounterSnapshot before = snapshot();
+  for (int i = 0; i < 11; ++i) store(line(i), uint64_t{1});
+  EXPECT_EQ((snapshot() - before).lines_written_back, 0u) << "11 lines fit in 11 ways";
+  store(line(0), uint64_t{2});   // line 0 becomes the most recently used
+  store(line(11), uint64_t{1});  // evicts line 1, the least recently used
+  EXPECT_EQ((snapshot() - before).lines_written_back, 1u);
+  flush(line(1), 8);  // line 1 is no longer held: nothing to write
+  EXPECT_EQ((snapshot() - before).lines_written_back, 1u);
+  flush(line(0), 8);  // line 0 is still held dirty
+  EXPECT_EQ((snapshot() - before).lines_written_back, 2u);
+  // The drain writes back the 10 lines still dirty (2..11) and empties the
+  // buffer: lines 0..11 are XPLines 0, 1 and 2, three media writes.
+  media_drain();
+  const CounterSnapshot d = snapshot() - before;
+  EXPECT_EQ(d.lines_written_back, 12u);
+  EXPECT_EQ(d.media_writes, 3u);
+  EXPECT_EQ(write_backs_of([] {}).lines, 0u) << "the drain leaves the cache clean";
+}
+
+// Why flushing in address order pays (Ni et al. 2020 §6.2): lines of one
+// XPLine evicted far apart in time reach the buffer separately, once per
+// eviction window, while the same lines flushed together combine.
+TEST_F(Persist, CacheModelWriteBackOrderDecidesCombining) {
+  cache_model(1);
+  Aligned buf(256 * 208);  // a multiple of 4096 (aligned_alloc)
+  auto touch = [&](int xpline, int line) {
+    store(reinterpret_cast<uint64_t*>(buf.p + 256 * xpline + 64 * line), uint64_t{1});
+  };
+  // Line 0 of XPLines 0..99, then line 1 of each, and so on: each line is
+  // evicted 11 stores later, when the buffer (64 XPLines) has long lost its
+  // XPLine: one media write per line.
+  const WriteBacks scattered = write_backs_of([&] {
+    for (int l = 0; l < 4; ++l) {
+      for (int x = 0; x < 100; ++x) touch(x, l);
+    }
+  });
+  EXPECT_EQ(scattered.lines, 400u);
+  EXPECT_EQ(scattered.media, 400u);
+  // The same stores, each XPLine's four lines flushed as soon as written.
+  const WriteBacks grouped = write_backs_of([&] {
+    for (int l = 0; l < 4; ++l) {
+      for (int x = 0; x < 100; ++x) {
+        touch(x, l);
+        flush(buf.p + 256 * x + 64 * l, 64);
+      }
+    }
+  });
+  EXPECT_EQ(grouped.lines, 400u);
+  EXPECT_EQ(grouped.media, 400u) << "flushed one by one across 100 XPLines: no combining either";
+  const WriteBacks together = write_backs_of([&] {
+    for (int x = 0; x < 100; ++x) {
+      for (int l = 0; l < 4; ++l) touch(x, l);
+      flush(buf.p + 256 * x, 256);
+    }
+  });
+  EXPECT_EQ(together.lines, 400u);
+  EXPECT_EQ(together.media, 100u) << "four lines of an XPLine written back together: one write";
+}
+
+// In dram mode stores are not followed (nothing counts there), and with
+// cache_kib 0 neither: every flushed line is written back as before.
+TEST_F(Persist, CacheModelOffFollowsNoStores) {
+  PersistConfig c;
+  c.mode = Mode::kDram;
+  c.media_model = true;
+  configure(c);
+  EXPECT_FALSE(detail::g.store_hook);
+  cache_model(0);
+  EXPECT_FALSE(detail::g.store_hook);
+  Aligned buf(4096);
+  EXPECT_EQ(write_backs_of([&] { persist(buf.p, 512); }).lines, 8u);
+  cache_model(kDefaultCacheKiB);
+  EXPECT_TRUE(detail::g.store_hook);
+}
+
+// nt_copy's flushed head and tail are cached stores the model follows.
+TEST_F(Persist, CacheModelSeesNtCopyEdges) {
+  cache_model(kDefaultCacheKiB);
+  Aligned buf(4096);
+  std::vector<char> src(200, 'x');
+  // buf+8: an 8 B head (line 0), 192 B streamed, no tail.
+  EXPECT_EQ(write_backs_of([&] { nt_copy(buf.p + 8, src.data(), 200); }).lines, 1u);
+}
+
+// A store whose eviction causes a media write charges its modelled time.
+TEST_F(Persist, CacheModelChargesMediaTimeToTheEvictingStore) {
+  cache_model(1, 100'000);
+  media_drain();
+  Aligned buf(256 * 80);
+  const auto t0 = std::chrono::steady_clock::now();
+  const CounterSnapshot before = snapshot();
+  // 77 lines in distinct XPLines: 66 evicted from the cache, the last 2 of
+  // which find the buffer's 64 entries full.
+  for (int x = 0; x < 77; ++x) store(reinterpret_cast<uint64_t*>(buf.p + 256 * x), uint64_t{1});
+  const CounterSnapshot d = snapshot() - before;
+  EXPECT_EQ(d.lines_written_back, 66u);
+  EXPECT_EQ(d.media_writes, 2u);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::nanoseconds(200'000));
   media_drain();
 }
 

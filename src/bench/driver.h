@@ -239,8 +239,10 @@ struct IndexResult {
 };
 
 /// Media write amplification of a phase: media_writes * 256 B over
-/// lines_flushed * 64 B (1.0 = every 256 B XPLine written once per four line
-/// writes). 0 when nothing was flushed.
+/// lines_written_back * 64 B, the bytes the media wrote over the bytes that
+/// reached the DIMM (1.0 = every 256 B XPLine written once per four line
+/// write-backs; 4.0 = one media write per line). 0 when no line was
+/// written back.
 double media_write_amplification(const pm::CounterSnapshot& pm);
 
 /// Receives progress reports while a benchmark runs (called from the monitor

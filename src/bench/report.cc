@@ -38,6 +38,7 @@ json pm_json(const pm::CounterSnapshot& c, uint64_t ops) {
               {"fences", c.fences},
               {"naws", c.naws},
               {"media_writes", c.media_writes},
+              {"lines_written_back", c.lines_written_back},
               {"smos", c.smos},
               {"nt_bytes", c.nt_bytes},
               {"log_bytes", c.log_bytes},
@@ -50,6 +51,7 @@ json pm_json(const pm::CounterSnapshot& c, uint64_t ops) {
                 {"fences", per_op(c.fences, ops)},
                 {"naws", per_op(c.naws, ops)},
                 {"media_writes", per_op(c.media_writes, ops)},
+                {"lines_written_back", per_op(c.lines_written_back, ops)},
                 {"log_bytes", per_op(c.log_bytes, ops)}}}};
 }
 
@@ -122,8 +124,11 @@ void pm_text(std::string* s, std::string_view phase, const pm::CounterSnapshot& 
       phase, c.flushes, per_op(c.flushes, ops), c.lines_flushed, per_op(c.lines_flushed, ops),
       c.fences, per_op(c.fences, ops), c.naws, per_op(c.naws, ops));
   if (media) {
-    *s += fmt::format(", media writes {} ({:.2f}/op, write amplification {:.2f})", c.media_writes,
-                      per_op(c.media_writes, ops), media_write_amplification(c));
+    *s += fmt::format(
+        ", lines written back {} ({:.2f}/op), media writes {} ({:.2f}/op, write amplification "
+        "{:.2f})",
+        c.lines_written_back, per_op(c.lines_written_back, ops), c.media_writes,
+        per_op(c.media_writes, ops), media_write_amplification(c));
   }
   *s += "\n";
 }
@@ -197,6 +202,7 @@ json options_json(const BenchReport& r) {
          {"media_model", o.pm.media_model},
          {"media_write_latency_ns", o.pm.media_write_latency_ns},
          {"media_time_modelled", o.pm.media_write_latency_ns > 0},
+         {"media_cache_kib", o.pm.media_model ? o.pm.cache_kib : 0},
          {"node_size", o.node_size},
          {"pin_threads", o.pin_threads},
          {"index_options", o.index_extra},
@@ -428,7 +434,10 @@ std::string report_text(const BenchReport& r) {
       "\t# PM: mode {}, flush latency {} ns, fence latency {} ns, media model {}{}, node size {} "
       "B\n",
       pm::mode_name(o.pm.mode), o.pm.flush_latency_ns, o.pm.fence_latency_ns,
-      o.pm.media_model ? "on" : "off",
+      o.pm.media_model
+          ? (o.pm.cache_kib > 0 ? fmt::format("on (modelled cache {} KiB)", o.pm.cache_kib)
+                                : std::string("on (no cache model)"))
+          : std::string("off"),
       o.pm.media_write_latency_ns > 0
           ? fmt::format(" (modelled media time: {} ns per 256 B media write)",
                         o.pm.media_write_latency_ns)

@@ -34,6 +34,10 @@
 //            "fill_factor" (number when applied, else null), "description" },
 //            "recovery_threads", "rebuild_seconds" (persistent only);
 //   PM: "smos" (structure modification operations: splits, merges);
+//   PM: "lines_written_back" (and per_op): 64 B lines that reached the media
+//       model's XPLine buffer, the denominator of media_write_amplification;
+//   options: "media_cache_kib" (the media model's modelled CPU cache, KiB;
+//            0 = off; 0 too when the media model is off);
 //   OPPM = { "flushes", "lines_flushed", "fences", "per_op": {...},
 //            "smos", "with_smo": SPLIT, "without_smo": SPLIT },
 //   SPLIT = { "operations", "flushes", "lines_flushed", "fences",

@@ -52,6 +52,7 @@ CounterSnapshot snapshot() {
     s.allocs += c->allocs.load(std::memory_order_relaxed);
     s.frees += c->frees.load(std::memory_order_relaxed);
     s.media_writes += c->media_writes.load(std::memory_order_relaxed);
+    s.lines_written_back += c->lines_written_back.load(std::memory_order_relaxed);
     s.smos += c->smos.load(std::memory_order_relaxed);
   }
   return s;
@@ -68,6 +69,7 @@ CounterSnapshot CounterSnapshot::operator-(const CounterSnapshot& o) const {
   d.allocs = allocs - o.allocs;
   d.frees = frees - o.frees;
   d.media_writes = media_writes - o.media_writes;
+  d.lines_written_back = lines_written_back - o.lines_written_back;
   d.smos = smos - o.smos;
   return d;
 }
@@ -82,6 +84,7 @@ CounterSnapshot& CounterSnapshot::operator+=(const CounterSnapshot& o) {
   allocs += o.allocs;
   frees += o.frees;
   media_writes += o.media_writes;
+  lines_written_back += o.lines_written_back;
   smos += o.smos;
   return *this;
 }

@@ -375,6 +375,7 @@ Status Simulator::attach(Pool* pool, const Options& options, std::unique_ptr<Sim
   s.image = s.durable;
   s.previous_mode = detail::g.mode;
   detail::g.mode = Mode::kCrashSim;
+  detail::update_store_hook();
   detail::g.sim = &s;
   *out = std::move(sim);
   return Status::Ok();
@@ -384,6 +385,7 @@ Simulator::~Simulator() {
   if (impl_ != nullptr && detail::g.sim == impl_.get()) {
     detail::g.sim = nullptr;
     detail::g.mode = impl_->previous_mode;
+    detail::update_store_hook();
   }
 }
 

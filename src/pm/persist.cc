@@ -48,12 +48,25 @@ void spin_ns(uint64_t ns) {
 
 }  // namespace
 
-void after_flush_line(uintptr_t line) {
-  if (g.flush_latency_ns != 0) spin_ns(g.flush_latency_ns);
+void before_flush(uintptr_t line, uint64_t n) {
+  if (g.flush_latency_ns != 0) spin_ns(n * g.flush_latency_ns);
   if (g.media_model) {
-    const uint64_t writes = media_feed_line(line);
+    const uint64_t writes = media_feed_lines(line, n);
     if (writes != 0 && g.media_write_latency_ns != 0) spin_ns(writes * g.media_write_latency_ns);
   }
+}
+
+void on_store(const void* dst, size_t n, std::source_location loc, bool descending) {
+  if (g.mode == Mode::kCrashSim) {
+    sim_store(dst, n, loc, descending);
+    return;
+  }
+  const uint64_t writes = media_store(reinterpret_cast<uintptr_t>(dst), n);
+  if (writes != 0 && g.media_write_latency_ns != 0) spin_ns(writes * g.media_write_latency_ns);
+}
+
+void update_store_hook() {
+  g.store_hook = g.mode == Mode::kCrashSim || (g.cache_model && g.mode != Mode::kDram);
 }
 
 void after_fence() {
@@ -113,8 +126,12 @@ void configure(const PersistConfig& config) {
   detail::g.fence_latency_ns = config.fence_latency_ns;
   detail::g.media_write_latency_ns = config.media_write_latency_ns;
   detail::g.media_model = config.media_model || config.media_write_latency_ns > 0;
+  detail::g.cache_kib = detail::g.media_model ? config.cache_kib : 0;
+  detail::g.cache_model = detail::g.cache_kib > 0;
   detail::g.slow_path =
       config.flush_latency_ns > 0 || config.fence_latency_ns > 0 || detail::g.media_model;
+  detail::media_configure(detail::g.cache_kib);
+  detail::update_store_hook();
 }
 
 PersistConfig current_config() {
@@ -124,6 +141,7 @@ PersistConfig current_config() {
   c.fence_latency_ns = detail::g.fence_latency_ns;
   c.media_model = detail::g.media_model;
   c.media_write_latency_ns = detail::g.media_write_latency_ns;
+  c.cache_kib = detail::g.cache_kib;
   return c;
 }
 
@@ -205,8 +223,11 @@ void nt_copy(void* dst, const void* src, size_t n, std::source_location loc) {
     bump(c.nt_bytes, streamed);
     return;
   }
+  // The head and tail are cached stores: the cache model sees them before
+  // their flush.
   if (head != 0) {
     std::memcpy(d, s, head);
+    if (detail::g.store_hook) detail::on_store(d, head, loc, false);
     flush(d, head);
   }
   size_t i = head;
@@ -224,6 +245,7 @@ void nt_copy(void* dst, const void* src, size_t n, std::source_location loc) {
   }
   if (i < n) {
     std::memcpy(d + i, s + i, n - i);
+    if (detail::g.store_hook) detail::on_store(d + i, n - i, loc, false);
     flush(d + i, n - i);
   }
   bump(thread_counters().nt_bytes, nt);

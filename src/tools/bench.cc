@@ -140,6 +140,7 @@ struct BenchArgs {
   std::string pm_mode = "emulated";
   std::string pm_latency;
   bool media_model = false;
+  uint32_t media_cache_kib = pm::kDefaultCacheKiB;
   uint32_t node_size = 512;
   std::vector<std::string> index_opts;
   std::string format = "text";
@@ -467,6 +468,7 @@ Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
   // media=N in --pm-latency-ns needs the media model: it charges time per
   // media write the model counts.
   opts->pm.media_model = a.media_model || opts->pm.media_write_latency_ns > 0;
+  opts->pm.cache_kib = a.media_cache_kib;
   std::map<std::string, std::string> global_opts;
   if (Status st = parse_index_opts(a.index_opts, &global_opts); !st.ok()) return st;
   if (Status st = resolve_index_options(global_opts, a.node_size, specs); !st.ok()) return st;
@@ -689,6 +691,11 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "the media model on; reports call that time \"modelled\")");
   cmd->add_flag("--media-model", a.media_model,
                 "Count 256 B XPLine media writes and write amplification");
+  cmd->add_option("--media-cache-kib", a.media_cache_kib,
+                  "Media model: the modelled CPU write-back cache, KiB (11-way LRU; stored lines "
+                  "reach the media when flushed dirty or evicted; 0 = no cache model: every "
+                  "flushed line reaches it)")
+      ->check(CLI::Range(0u, 1u << 22));
   cmd->add_option("--node-size", a.node_size,
                   "Node size in bytes for indexes that take one (each index's sizes: "
                   "--list-indexes)")

@@ -25,6 +25,12 @@ struct CounterSnapshot {
   uint64_t allocs = 0;         ///< PM blocks allocated
   uint64_t frees = 0;          ///< PM blocks freed
   uint64_t media_writes = 0;   ///< 256 B XPLine writes (media model; 0 when off)
+  /// 64 B lines written back into the media model's XPLine buffer (dirty
+  /// lines flushed or evicted from the modelled cache, or written back by
+  /// media_drain; with the cache model off, every flushed line): the bytes
+  /// that reach the DIMM, the denominator of media write amplification.
+  /// 0 when the media model is off.
+  uint64_t lines_written_back = 0;
   /// Structure modification operations (SMOs) an index made: node splits,
   /// merges, root growth or collapse, each counted once by the index with
   /// count_smo(). Counted in every mode (volatile indexes too), so the
@@ -49,6 +55,7 @@ struct alignas(64) ThreadCounters {
   std::atomic<uint64_t> allocs{0};
   std::atomic<uint64_t> frees{0};
   std::atomic<uint64_t> media_writes{0};
+  std::atomic<uint64_t> lines_written_back{0};
   std::atomic<uint64_t> smos{0};
 };
 

@@ -60,6 +60,14 @@ Status parse_mode(std::string_view name, Mode* out);
 enum class FlushInstruction : uint8_t { kClwb, kClflushopt, kClflush };
 std::string_view flush_instruction_name(FlushInstruction f);
 
+/// Default capacity of the media model's modelled CPU cache, KiB: 1.375 MiB,
+/// one core's share of the last-level cache of the Xeon Scalable CPUs
+/// (Skylake-SP, Cascade Lake) that Optane DC PMM pairs with (Intel 64 and
+/// IA-32 Architectures Optimization Reference Manual, "Skylake Server
+/// Microarchitecture"), 11-way
+/// (src/pm/media.h).
+inline constexpr uint32_t kDefaultCacheKiB = 1408;
+
 /// Process-wide persistence settings.
 struct PersistConfig {
   Mode mode = Mode::kEmulated;
@@ -71,6 +79,15 @@ struct PersistConfig {
   /// write-combining buffer; media_drain's end-of-phase writes are counted
   /// but not charged). Nonzero turns the media model on (configure()).
   uint32_t media_write_latency_ns = 0;
+  /// Capacity of the media model's modelled CPU write-back cache, KiB
+  /// (media.h: kCacheWays-way set-associative, LRU; every pm::store, copy,
+  /// move, fill and cas dirties its lines there, and a line reaches the
+  /// XPLine buffer only when it is written back: flushed while dirty, or
+  /// evicted dirty). Default kDefaultCacheKiB, one core's share of a
+  /// Cascade Lake LLC. 0 turns the cache model off: every flushed line goes
+  /// to the XPLine buffer, stores are not followed (the model before the
+  /// cache existed). Used only with media_model.
+  uint32_t cache_kib = kDefaultCacheKiB;
 };
 
 /// Installs `config` for the whole process. Call before creating indexes; not
@@ -110,8 +127,13 @@ struct Globals {
   uint32_t flush_latency_ns = 0;
   uint32_t fence_latency_ns = 0;
   uint32_t media_write_latency_ns = 0;
+  uint32_t cache_kib = 0;  ///< PersistConfig::cache_kib (0 with the media model off)
   bool media_model = false;
-  bool slow_path = false;   ///< latency or media model on
+  bool cache_model = false;  ///< media_model with cache_kib > 0 (media.h)
+  bool slow_path = false;    ///< latency or media model on
+  /// Stores call on_store(): Mode::kCrashSim, or the cache model outside
+  /// Mode::kDram. One byte tested after every store, as the mode was.
+  bool store_hook = false;
   SimState* sim = nullptr;  ///< the attached crash simulator (kCrashSim only)
 };
 extern Globals g;
@@ -131,8 +153,21 @@ extern Globals g;
 [[gnu::cold]] void sim_flush(const void* addr, size_t len, Site site);
 /// fence(site) in kCrashSim: crash point, commit (unless ablated), counts.
 [[gnu::cold]] void sim_fence(Site site);
-/// Latency injection and media model for one flushed line (cold path).
-void after_flush_line(uintptr_t line);
+/// Latency injection and media model for the n lines from `line` that a
+/// flush() is about to flush (cold path). Called before the flush
+/// instructions: the media model's spinlock is a locked instruction, which
+/// would wait for every earlier clwb to complete (an ordering real code
+/// without a fence does not pay); before them it waits only for clwbs of
+/// earlier calls, which have usually completed.
+void before_flush(uintptr_t line, uint64_t n);
+/// A store helper's hook when g.store_hook is set: [dst, dst+n) was just
+/// written. kCrashSim: sim_store(); otherwise the cache model dirties the
+/// lines (and charges modelled media time for the media writes that
+/// evictions caused).
+[[gnu::cold]] void on_store(const void* dst, size_t n, std::source_location loc, bool descending);
+/// Recomputes g.store_hook from g.mode and g.cache_model (configure() and the
+/// crash simulator, which switch the mode, call it).
+void update_store_hook();
 /// Latency injection after a fence (cold path).
 void after_fence();
 }  // namespace detail
@@ -154,6 +189,9 @@ inline void flush(const void* addr, size_t len, Site site = Site()) {
   }
   uintptr_t line = reinterpret_cast<uintptr_t>(addr) & ~(kLineSize - 1);
   const uintptr_t end = reinterpret_cast<uintptr_t>(addr) + len;
+  if (__builtin_expect(detail::g.slow_path, 0)) {
+    detail::before_flush(line, (end - line + kLineSize - 1) / kLineSize);
+  }
   uint64_t n = 0;
   for (; line < end; line += kLineSize, ++n) {
     char* p = reinterpret_cast<char*>(line);
@@ -168,7 +206,6 @@ inline void flush(const void* addr, size_t len, Site site = Site()) {
         asm volatile("clflush %0" : "+m"(*p));
         break;
     }
-    if (__builtin_expect(detail::g.slow_path, 0)) detail::after_flush_line(line);
   }
   ThreadCounters& c = thread_counters();
   bump(c.flushes, n);
@@ -203,8 +240,8 @@ inline void persist(const void* addr, size_t len, Site site = Site()) {
 /// `site` names its flush and fence.
 inline void naw(std::atomic<uint64_t>* word, uint64_t value, Site site = Site()) {
   word->store(value, std::memory_order_release);
-  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
-    detail::sim_store(word, sizeof(*word), site.loc, false);
+  if (__builtin_expect(detail::g.store_hook, 0)) {
+    detail::on_store(word, sizeof(*word), site.loc, false);
   }
   persist(word, sizeof(*word), site);
   if (detail::g.mode != Mode::kDram) bump(thread_counters().naws);
@@ -218,8 +255,8 @@ template <class T>
 inline void store(T* dst, T value, std::source_location loc = std::source_location::current()) {
   static_assert(sizeof(T) <= 8, "pm::store is for words; use pm::copy");
   *dst = value;
-  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
-    detail::sim_store(dst, sizeof(T), loc, false);
+  if (__builtin_expect(detail::g.store_hook, 0)) {
+    detail::on_store(dst, sizeof(T), loc, false);
   }
 }
 
@@ -228,8 +265,8 @@ inline void store(T* dst, T value, std::source_location loc = std::source_locati
 inline void store(std::atomic<uint64_t>* dst, uint64_t value,
                   std::source_location loc = std::source_location::current()) {
   dst->store(value, std::memory_order_release);
-  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
-    detail::sim_store(dst, sizeof(*dst), loc, false);
+  if (__builtin_expect(detail::g.store_hook, 0)) {
+    detail::on_store(dst, sizeof(*dst), loc, false);
   }
 }
 
@@ -241,8 +278,8 @@ inline void store(std::atomic<T>* dst, T value,
                   std::source_location loc = std::source_location::current()) {
   static_assert(sizeof(T) <= 8, "pm::store is for words; use pm::copy");
   dst->store(value, std::memory_order_release);
-  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
-    detail::sim_store(dst, sizeof(T), loc, false);
+  if (__builtin_expect(detail::g.store_hook, 0)) {
+    detail::on_store(dst, sizeof(T), loc, false);
   }
 }
 /// PM compare-and-swap helper (e.g. a persistent lock bit or byte): one
@@ -257,8 +294,8 @@ inline bool cas(std::atomic<T>* dst, T* expected, T desired,
                                   std::memory_order_relaxed)) {
     return false;
   }
-  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
-    detail::sim_store(dst, sizeof(T), loc, false);
+  if (__builtin_expect(detail::g.store_hook, 0)) {
+    detail::on_store(dst, sizeof(T), loc, false);
   }
   return true;
 }
@@ -267,8 +304,8 @@ inline bool cas(std::atomic<T>* dst, T* expected, T desired,
 inline void copy(void* dst, const void* src, size_t n,
                  std::source_location loc = std::source_location::current()) {
   std::memcpy(dst, src, n);
-  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
-    detail::sim_store(dst, n, loc, false);
+  if (__builtin_expect(detail::g.store_hook, 0)) {
+    detail::on_store(dst, n, loc, false);
   }
 }
 
@@ -279,8 +316,8 @@ inline void copy(void* dst, const void* src, size_t n,
 inline void move(void* dst, const void* src, size_t n,
                  std::source_location loc = std::source_location::current()) {
   std::memmove(dst, src, n);
-  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
-    detail::sim_store(dst, n, loc, dst > src);
+  if (__builtin_expect(detail::g.store_hook, 0)) {
+    detail::on_store(dst, n, loc, dst > src);
   }
 }
 
@@ -288,8 +325,8 @@ inline void move(void* dst, const void* src, size_t n,
 inline void fill(void* dst, int byte, size_t n,
                  std::source_location loc = std::source_location::current()) {
   std::memset(dst, byte, n);
-  if (__builtin_expect(detail::g.mode == Mode::kCrashSim, 0)) {
-    detail::sim_store(dst, n, loc, false);
+  if (__builtin_expect(detail::g.store_hook, 0)) {
+    detail::on_store(dst, n, loc, false);
   }
 }
 
@@ -308,17 +345,33 @@ void nt_copy(void* dst, const void* src, size_t n,
 /// this for every record they append).
 inline void count_log_bytes(uint64_t n) { bump(thread_counters().log_bytes, n); }
 
-/// Media model (DESIGN.md §3): flushed lines enter a FIFO write-combining
-/// buffer of 64 XPLines (16 KiB, like Optane's XPBuffer, Yang et al. FAST'20
-/// §3.2); a line whose XPLine is buffered combines for free, an XPLine that
-/// leaves the buffer counts one 256 B media write (media_writes) in the thread
-/// that evicted it. Media write amplification = media_writes * 256 /
-/// (lines_flushed * 64), computed by the harness. Lines written with nt_copy's
-/// non-temporal stores are not fed to the model.
+/// Media model (DESIGN.md §3, docs/pm.md "Media model"), two stages:
 ///
-/// media_drain() drains the write-combining buffer (each entry
-/// still held becomes one 256 B media write) so that the media_writes counter
-/// is complete. Call at the end of a measured phase. No-op when the model is off.
+/// 1. A modelled CPU write-back cache (PersistConfig::cache_kib; 0 = off):
+///    every pm::store, copy, move, fill, cas and naw dirties its 64 B lines in
+///    a set-associative LRU cache; a dirty line leaves it (is written back)
+///    when a flush reaches it, or when a store's line evicts it. A flush of a
+///    line the cache holds clean, or does not hold, writes nothing (as a real
+///    clwb of a clean line). With the cache off, every flushed line is
+///    written back.
+/// 2. Written-back lines enter a FIFO write-combining buffer of 64 XPLines
+///    (16 KiB, like Optane's XPBuffer, Yang et al. FAST'20 §3.2); a line whose
+///    XPLine is buffered combines for free, an XPLine that leaves the buffer
+///    counts one 256 B media write (media_writes) in the thread that evicted it.
+///
+/// Every written-back line counts one lines_written_back. Media write
+/// amplification = media_writes * 256 / (lines_written_back * 64), computed
+/// by the harness. Lines written with nt_copy's non-temporal stores are not
+/// fed to the model (its flushed head and tail lines are).
+///
+/// media_drain() ends a phase: it writes back every line the cache holds
+/// dirty (set by set, each set's least recently used first) into the
+/// buffer, then drains the buffer (each entry still held becomes one 256 B
+/// media write), so that media_writes and lines_written_back are complete
+/// and the next phase starts with a clean cache and an empty buffer. These
+/// writes are counted (in the calling thread) but never charged as media
+/// time. Call at the start and the end of a measured phase. No-op when the
+/// model is off.
 void media_drain();
 
 }  // namespace nvindex::pm

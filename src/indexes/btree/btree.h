@@ -30,6 +30,27 @@ inline constexpr char kPersistentUnsortedDescription[] =
     "bitmap word, removes and updates one NAW; SMOs through btree-wal's undo log (Ni et al. "
     "2020 §3.3)";
 
+/// The values of btree's option "flush" (the default first).
+inline constexpr std::string_view kBtreeFlushValues[] = {"off", "none", "group"};
+/// btree's options (registry entry).
+inline constexpr OptionSpec kBtreeOptions[] = {
+    {"flush", kBtreeFlushValues,
+     "off (the DRAM tree), none (the same tree with its nodes modelled as PM: node stores "
+     "followed by the PM counters and the media model, no flush) or group (as none, plus Ni et "
+     "al. 2020 §6.2 group flushing: each update's modified lines flushed in address order); "
+     "none and group make no crash-consistency claim; integer keys"}};
+
+/// IndexInfo descriptions of btree:flush=none and btree:flush=group.
+inline constexpr char kBtreeFlushNoneInfo[] =
+    "volatile B+-tree with its nodes modelled as PM (flush=none): every node store goes through "
+    "the PM layer, nothing is flushed, so modified lines reach the media when the modelled "
+    "cache evicts them; not persistent, no crash-consistency claim (Ni et al. 2020 §6.2 "
+    "baseline)";
+inline constexpr char kBtreeGroupFlushInfo[] =
+    "volatile B+-tree with its nodes modelled as PM and group flushing (flush=group): after each "
+    "node update and node initialisation, one clwb per modified line in address order, no "
+    "fence; not persistent, no crash-consistency claim (Ni et al. 2020 §6.2)";
+
 /// Smallest and largest node size "btree" accepts, bytes (IndexOptions::node_size).
 inline constexpr uint32_t kBtreeMinNodeSize = 128;
 inline constexpr uint32_t kBtreeMaxNodeSize = 4096;
@@ -42,8 +63,16 @@ inline bool btree_valid_node_size(uint32_t s) {
 /// B+-tree over uint64_t keys and 8-byte values (every value, 0 included, is
 /// valid). Uses IndexOptions::node_size (bytes per node: 128..4096, a multiple
 /// of 64; default 512); a 512 B leaf holds 29 pairs, a 512 B inner node 29
-/// separators and 30 children (see the layout table in btree.cc). Ignores the
-/// pool, fill factor and extra options.
+/// separators and 30 children (see the layout table in btree_impl.h).
+/// Ignores the pool and the fill factor. options.extra["flush"] (group
+/// flushing, Ni et al. 2020 §6.2; docs/indexes/btree.md): "off" (default:
+/// the DRAM tree), "none" (the same tree whose node stores go through the PM
+/// layer, so that the PM counters and the media model's modelled cache see
+/// them; nodes on the heap, as PM is emulated on DRAM; nothing flushed) or
+/// "group" (as none, plus one flush per modified line, in address order,
+/// after each node update and node initialisation; no fence). none and group
+/// are not persistent and claim no crash consistency (IndexInfo says so);
+/// make_index() refuses any other value (kBtreeOptions).
 /// Errors: InvalidArgument when node_size is outside [128, 4096] or not a
 /// multiple of 64.
 Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
@@ -103,7 +132,8 @@ Status make_persistent_unsorted(const IndexOptions& options, std::unique_ptr<Ind
 /// A 512 B leaf holds 19 pairs, a 512 B inner node 18 separators (see
 /// btree.cc). Removed keys' records are kept until the tree is destroyed
 /// (optimistic readers may hold them); info().dram_bytes counts them. Node
-/// sizes and errors as make_btree.
+/// sizes and errors as make_btree; flush=none|group is InvalidArgument
+/// (integer keys only).
 Status make_btree_string(const IndexOptions& options,
                          std::unique_ptr<Index<std::string_view>>* out);
 

@@ -308,6 +308,67 @@ struct PmLeaves {
   static constexpr bool kPm = true;
   static constexpr bool kInnerDram = true;
 };
+// ModelledPmNodes (btree:flush=none|group, Ni et al. §6.2): DramNodes' heap
+// nodes, addresses and in-node version locks, but every store into a node
+// goes through the pm:: helpers, and flush=group flushes what an operation
+// changed (GroupFlushTxn), so that the PM counters and the media model (its
+// modelled CPU cache, src/pm/media.h) follow the tree as if its nodes were in
+// PM. Nothing is logged, fenced or recovered: no crash-consistency claim.
+// The version lock words are not followed (the shared vlock code stores
+// them, as DRAM state: btree-wal keeps them in a DRAM LockTable); every
+// insert, remove and SMO also stores the count word beside the lock in line
+// 0, so only update() leaves its lock's line unmodelled. Integer keys,
+// sorted leaves.
+struct ModelledPmNodes {
+  static constexpr bool kPm = false;
+  static constexpr bool kInnerDram = false;
+  static constexpr bool kModelled = true;
+};
+
+// btree:flush=group's transaction (Ni et al. §6.2, "group flushing"): it
+// collects the byte ranges an insert, remove or SMO changed (the dirty()
+// calls that tell the persistent trees' logs what to persist at commit: a
+// leaf shift's count word and pairs, an SMO's nodes, a new node whole) and
+// at commit() flushes every line they cover once, in ascending address
+// order, so that a node's modified lines leave the cache together and in
+// order and combine in the XPLine buffer instead of being evicted one by one
+// at random times. No fence: the tree claims no durability, and a fence
+// orders the flushes only against later stores, not among themselves, and
+// combining needs none (the buffer combines lines in any order within its
+// window). Disabled (flush=none): does nothing.
+class GroupFlushTxn {
+ public:
+  explicit GroupFlushTxn(bool on) : on_(on) {}
+  void save(const void*, size_t) {}
+  void seal() {}
+  void dirty(const void* p, size_t len) {
+    if (!on_ || len == 0) return;
+    if (n_ == kMaxRanges) commit();  // more ranges than any operation makes: flush these first
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    ranges_[n_++] = {a, a + len};
+  }
+  void commit() {
+    std::sort(ranges_.begin(), ranges_.begin() + n_);
+    for (unsigned i = 0; i < n_;) {
+      const uintptr_t lo = ranges_[i].first & ~(pm::kLineSize - 1);
+      uintptr_t hi = ranges_[i].second;
+      // Ranges that share a line with this group join it: each line once.
+      for (++i; i < n_ && (ranges_[i].first & ~(pm::kLineSize - 1)) < hi; ++i) {
+        hi = std::max(hi, ranges_[i].second);
+      }
+      pm::flush(reinterpret_cast<const void*>(lo), hi - lo, {"btree.group_flush"});
+    }
+    n_ = 0;
+  }
+
+ private:
+  // An operation dirties at most 9 ranges (a rebalance: three nodes' header,
+  // keys and values or children).
+  static constexpr unsigned kMaxRanges = 12;
+  bool on_;
+  unsigned n_ = 0;
+  std::array<std::pair<uintptr_t, uintptr_t>, kMaxRanges> ranges_{};
+};
 
 /// The root object of btree-wal and persistent-unsorted: one allocator block
 /// of kBtreeRootBytes; Pool::root() -> it.
@@ -456,6 +517,10 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   static constexpr bool kUnsorted = LP::kUnsorted;
   static_assert(!(kUnsorted && kString), "unsorted leaves take integer keys");
   static_assert(!(kPm && kString), "the trees in PM take integer keys");
+  // btree:flush=none|group (ModelledPmNodes): node stores through the pm::
+  // helpers, group flushing when group_flush_.
+  static constexpr bool kModelled = requires { requires SP::kModelled; };
+  static_assert(!(kModelled && (kString || kUnsorted)), "flush=none|group: btree, integer keys");
   static constexpr const char* kName = kPm ? LP::kPmName : LP::kName;
   static constexpr size_t kHeaderBytes = sizeof(N);
   static constexpr size_t kMaxLeafCap = (kBtreeMaxNodeSize - kHeaderBytes) / (8 * (W + 1));
@@ -471,9 +536,11 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   }
 
  public:
-  // A volatile tree with an empty root leaf.
-  explicit Btree(uint32_t node_size) requires(!kPm)
-      : node_size_(node_size),
+  // A volatile tree with an empty root leaf. group_flush: flush=group
+  // (ModelledPmNodes only).
+  explicit Btree(uint32_t node_size, bool group_flush = false) requires(!kPm)
+      : group_flush_(group_flush),
+        node_size_(node_size),
         leaf_cap_(leaf_capacity(node_size)),
         leaf_bits_(kUnsorted ? (leaf_cap_ + 63) / 64 : 0),
         inner_cap_((node_size - kHeaderBytes - 8) / (8 * (W + 1))) {
@@ -738,9 +805,11 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
     IndexInfo i;
     i.name = LP::kName;
     i.description = LP::kDescription;
+    if constexpr (kModelled)
+      i.description = group_flush_ ? kBtreeGroupFlushInfo : kBtreeFlushNoneInfo;
     i.caps.ordered = true;
     i.caps.thread_safe = true;
-    i.caps.string_keys = !kUnsorted;
+    i.caps.string_keys = !kUnsorted && !kModelled;
     i.caps.placement = Placement::kDram;
     i.node_size = node_size_;
     std::lock_guard lock(nodes_mu_);
@@ -917,8 +986,9 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
     }
   }
   // Every store into a node: a release store (readers validate afterwards);
-  // in PM through pm::store, which the crash simulator follows. PmLeaves:
-  // a store outside the pool (an inner node's) is a plain release store.
+  // in PM through pm::store, which the crash simulator follows (and the
+  // media model: ModelledPmNodes too). PmLeaves: a store outside the pool
+  // (an inner node's) is a plain release store.
   template <class T>
   void put(std::atomic<T>& a, T v) const {
     if constexpr (kPm) {
@@ -928,24 +998,33 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
         return;
       }
       pm::store(&a, v);
+    } else if constexpr (kModelled) {
+      pm::store(&a, v);
     } else {
       a.store(v, std::memory_order_release);
     }
   }
   // One 8-byte word made durable in place (NAW): a value update, a bitmap
-  // word, the root word. Volatile trees: a store.
-  static void put_durable(std::atomic<uint64_t>& a, uint64_t v, const char* site) {
+  // word, the root word. Volatile trees: a store (flush=group: and its
+  // line's flush, the update's group).
+  void put_durable(std::atomic<uint64_t>& a, uint64_t v, const char* site) const {
     if constexpr (kPm) {
       pm::naw(&a, v, {site});
+    } else if constexpr (kModelled) {
+      put(a, v);
+      if (group_flush_) pm::flush(&a, sizeof(a), {"btree.group_flush"});
     } else {
       (void)site;
       a.store(v, std::memory_order_release);
     }
   }
-  // A logged transaction (PM: one UndoLog slot; volatile: nothing).
+  // A logged transaction (PM: one UndoLog slot; flush=none|group: group
+  // flushing, on or off; volatile: nothing).
   auto begin_txn() {
     if constexpr (kPm) {
       return log_->begin();
+    } else if constexpr (kModelled) {
+      return GroupFlushTxn(group_flush_);
     } else {
       return NoTxn{};
     }
@@ -973,10 +1052,21 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   void dirty_node(Txn& tx, const N* n) const {
     node_ranges(n, [&](const void* p, size_t len) { tx.dirty(p, len); });
   }
-  // A DRAM inner node (PmLeaves) has none: it is neither logged nor flushed.
+  // A node the SMO allocated: its used bytes; flush=group the whole node,
+  // every line of which its initialisation wrote (alloc_node).
+  template <class Txn>
+  void dirty_new_node(Txn& tx, const N* n) const {
+    if constexpr (kModelled) {
+      tx.dirty(n, node_size_);
+    } else {
+      dirty_node(tx, n);
+    }
+  }
+  // A DRAM inner node (PmLeaves) has none: it is neither logged nor flushed
+  // (ModelledPmNodes: every node is in the modelled PM, and flushed).
   template <class F>
   void node_ranges(const N* n, F&& f) const {
-    if (in_dram(n)) return;
+    if (!kModelled && in_dram(n)) return;
     if (kUnsorted && n->level == 0) {
       f(n, node_size_);
       return;
@@ -993,7 +1083,7 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   unsigned cap(const N* n) const { return n->level == 0 ? leaf_cap_ : inner_cap_; }
   Stored key_at(const N* n, unsigned i) const { return KP::load(keys(n), cap(n), i); }
   void set_key(N* n, unsigned i, const Stored& k) const {
-    if constexpr (kPm) {
+    if constexpr (kPm || kModelled) {
       put(keys(n)[i], k);
     } else {
       KP::store(keys(n), cap(n), i, k);
@@ -1005,14 +1095,14 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   Stored low_of(const N* n) const { return KP::load(n->low, 1, 0); }
   Stored high_of(const N* n) const { return KP::load(n->high, 1, 0); }
   void set_low(N* n, const Stored& k) const {
-    if constexpr (kPm) {
+    if constexpr (kPm || kModelled) {
       put(n->low[0], k);
     } else {
       KP::store(n->low, 1, 0, k);
     }
   }
   void set_high(N* n, const Stored& k) const {
-    if constexpr (kPm) {
+    if constexpr (kPm || kModelled) {
       put(n->high[0], k);
     } else {
       KP::store(n->high, 1, 0, k);
@@ -1106,6 +1196,8 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
       }
     }
     void* p = ::operator new (node_size_, std::align_val_t{64});
+    // flush=none|group: the zeroing stores, as the media model sees them.
+    if constexpr (kModelled) pm::fill(p, 0, node_size_);
     N* n = new (p) N(level);
     std::atomic<uint64_t>* s = n->slots();
     for (size_t i = 0; i < (node_size_ - kHeaderBytes) / 8; ++i)
@@ -1311,6 +1403,7 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
 
   // Geometry: set by the constructor (and, in PM, by recover() from the
   // root object), then fixed.
+  const bool group_flush_ = false;  // flush=group (ModelledPmNodes)
   uint32_t node_size_;
   unsigned leaf_cap_;
   unsigned leaf_bits_;  // bitmap words of an unsorted leaf (0: sorted leaves)
@@ -1481,7 +1574,7 @@ bool Btree<KP, LP, SP>::split(N* parent, uint64_t pv, unsigned pos, N* n, uint64
       put(root_obj_->root_node, to_word(root));
       tx.dirty(&root_obj_->root_node, 8);
     }
-    dirty_node(tx, n), dirty_node(tx, sib), dirty_node(tx, root);
+    dirty_node(tx, n), dirty_new_node(tx, sib), dirty_new_node(tx, root);
     tx.commit();
     adopt(sib), adopt(root);
     root_.store(root, std::memory_order_release);
@@ -1517,7 +1610,7 @@ bool Btree<KP, LP, SP>::split(N* parent, uint64_t pv, unsigned pos, N* n, uint64
   set_key(parent, pos, sep);
   set_kid(parent, pos + 1, sib);
   put(parent->count, static_cast<uint16_t>(pcnt + 1));
-  dirty_node(tx, parent), dirty_node(tx, n), dirty_node(tx, sib);
+  dirty_node(tx, parent), dirty_node(tx, n), dirty_new_node(tx, sib);
   tx.commit();
   unlock(ver(n));
   unlock(ver(parent));
