@@ -627,9 +627,7 @@ template <class Search>
 std::optional<Value> FastFairT<K>::lookup_with(ProbeArg key) {
   while (true) {
     uint64_t off = 0, v = 0;
-    if ((inner_dram_ ? route_leaf(key, &off, &v) : descend_with<Search>(key, 0, &off, &v)) !=
-        Descend::kOk)
-      continue;
+    if (descend_with<Search>(key, 0, &off, &v) != Descend::kOk) continue;
     Node* n = node(off);
     Entry* e = n->entries();
     int i;
@@ -662,10 +660,31 @@ std::optional<Value> FastFairT<K>::lookup_scalar(ProbeArg key) {
   return lookup_with<simd::LastLeScalar>(key);
 }
 
+// inner=dram: route_leaf, then lookup_with()'s leaf search (last_le, the
+// SIMD search of the CPU's level) and one validation of the leaf. A path of
+// its own, so that the inner=pm lookup's flattened descent stays as it was.
+template <class K>
+std::optional<Value> FastFairT<K>::lookup_routed(ProbeArg key) {
+  while (true) {
+    uint64_t off = 0, v = 0;
+    if (route_leaf(key, &off, &v) != Descend::kOk) continue;
+    Node* n = node(off);
+    Entry* e = n->entries();
+    const int i = last_le(e, clamp_count(n), key);
+    const Entry& at = e[i >= 0 ? i : 0];
+    const bool found = i >= 0 && word_eq(at.key.load(kAcq), key);
+    const Value val = at.value.load(kAcq);
+    if (!validate(off, v)) continue;
+    if (found) return val;
+    return std::nullopt;
+  }
+}
+
 template <class K>
 std::optional<Value> FastFairT<K>::lookup(K k) {
   const InFlight in_flight(records_);
   const Probe key = probe(k);
+  if (inner_dram_) return lookup_routed(key);
   if constexpr (kStringKeys) return lookup_scalar(key);
   switch (simd::search_level()) {
     case simd::Level::kAvx512:
