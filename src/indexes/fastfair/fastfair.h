@@ -350,7 +350,8 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// scalar policy type only as a tag: their search is last_le().
   template <class Search>
   Descend descend_with(ProbeArg key, uint32_t level, uint64_t* off, uint64_t* ver) const;
-  template <class Search>
+  /// kRouted: the leaf through route_leaf (inner=dram), else descend_with.
+  template <class Search, bool kRouted = false>
   std::optional<Value> lookup_with(ProbeArg key);
   // The SIMD level's attributes are on these declarations: GCC ignores
   // attributes on the out-of-class definition of a class template's member,
