@@ -36,15 +36,6 @@ constexpr auto kRlx = std::memory_order_relaxed;
 
 uintptr_t line_of(const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kLineSize; }
 
-/// A search policy (simd_search.h's shape) that calls the dispatched
-/// simd::last_le: the leaf search of the inner=dram lookup, which is not
-/// compiled once per SIMD level.
-struct LastLeDispatch {
-  static int last(const simd::KeyEntry* e, uint32_t n, uint64_t key) {
-    return simd::last_le(e, n, key);
-  }
-};
-
 }  // namespace
 
 // ---------------------------------------------------------------- Stash
@@ -673,32 +664,41 @@ std::optional<Value> FastFairT<K>::lookup_scalar(ProbeArg key) {
   return lookup_with<simd::LastLeScalar>(key);
 }
 
-// inner=dram: route_leaf, then lookup_with()'s leaf search (simd::last_le,
-// the SIMD search of the CPU's level, called) and one validation of the
-// leaf. An instance of its own (kRouted), so that the inner=pm lookup's
-// flattened descent stays as it was (with a run-time branch in it, inner=pm
-// lookups measured 8-12% slower than main's in alternating runs on the
-// loaded 2-core machine; without, equal within noise).
+// inner=dram: route_leaf, then lookup_with()'s leaf search inlined for the
+// CPU's SIMD level and one validation of the leaf. Instances of their own
+// (kRouted), so that the inner=pm lookup's flattened descent stays as it was
+// (with a run-time branch in it, inner=pm lookups measured 8-12% slower than
+// main's in alternating runs on the loaded 2-core machine; without, equal
+// within noise).
 template <class K>
-std::optional<Value> FastFairT<K>::lookup_routed(ProbeArg key) {
-  return lookup_with<LastLeDispatch, true>(key);
+__attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value>
+FastFairT<K>::lookup_routed_avx512(ProbeArg key) {
+  return lookup_with<simd::LastLeAvx512, true>(key);
+}
+template <class K>
+__attribute__((target("avx2,popcnt"), flatten)) std::optional<Value>
+FastFairT<K>::lookup_routed_avx2(ProbeArg key) {
+  return lookup_with<simd::LastLeAvx2, true>(key);
+}
+template <class K>
+std::optional<Value> FastFairT<K>::lookup_routed_scalar(ProbeArg key) {
+  return lookup_with<simd::LastLeScalar, true>(key);
 }
 
 template <class K>
 std::optional<Value> FastFairT<K>::lookup(K k) {
   const InFlight in_flight(records_);
   const Probe key = probe(k);
-  if (inner_dram_) return lookup_routed(key);
-  if constexpr (kStringKeys) return lookup_scalar(key);
+  if constexpr (kStringKeys) return lookup_scalar(key);  // never inner=dram
   switch (simd::search_level()) {
     case simd::Level::kAvx512:
-      return lookup_avx512(key);
+      return inner_dram_ ? lookup_routed_avx512(key) : lookup_avx512(key);
     case simd::Level::kAvx2:
-      return lookup_avx2(key);
+      return inner_dram_ ? lookup_routed_avx2(key) : lookup_avx2(key);
     case simd::Level::kScalar:
       break;
   }
-  return lookup_scalar(key);
+  return inner_dram_ ? lookup_routed_scalar(key) : lookup_scalar(key);
 }
 
 // Interleaved multi-get (Ni et al. §6.1): the steps of descend_with() and

@@ -368,8 +368,13 @@ class FastFairT final : public PersistentIndexOf<K> {
       ProbeArg key);
   __attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> lookup_avx2(ProbeArg key);
   std::optional<Value> lookup_scalar(ProbeArg key);
-  /// inner=dram: lookup() through route_leaf (fastfair.cc).
-  std::optional<Value> lookup_routed(ProbeArg key);
+  /// inner=dram: lookup() through route_leaf, one instance per SIMD level
+  /// (fastfair.cc).
+  __attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value> lookup_routed_avx512(
+      ProbeArg key);
+  __attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> lookup_routed_avx2(
+      ProbeArg key);
+  std::optional<Value> lookup_routed_scalar(ProbeArg key);
   /// multi_lookup's groups (integer keys) with one SIMD level's search.
   template <class Search>
   void multi_lookup_with(std::span<const K> keys, std::span<std::optional<Value>> out);
