@@ -47,6 +47,7 @@ TEST_P(Ablation, EverySiteIsCaughtOrHasAWrittenReason) {
   Options o;
   o.index = GetParam().index;
   o.key_type = GetParam().key_type;
+  o.index_opts = GetParam().index_opts;
   o.node_size = smallest_node_size(o.index);
   // 40 operations split 128 B nodes several times; larger smallest nodes
   // (lbtree's and fptree's 256 B leaves, 14 slots) need proportionally more

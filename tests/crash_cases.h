@@ -5,7 +5,9 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -32,12 +34,19 @@ struct CrashCase {
   /// Why crash_ablation_test runs this case only in `make test-long`
   /// (NVINDEX_TEST_LONG=1); empty: it runs in `make test`.
   std::string ablation_long_only;
+  /// Index options (IndexOptions::extra): empty for the default
+  /// configuration; one non-default value of a declared option otherwise.
+  std::map<std::string, std::string> index_opts;
 
   /// A GoogleTest parameter name: the index name with '-' as '_', plus
-  /// "_string" for string keys ("p_masstree_string").
+  /// "_<option>_<value>" per index option, plus "_string" for string keys
+  /// ("p_masstree_string", "fastfair_inner_dram").
   std::string label() const {
     std::string n = index;
-    std::replace(n.begin(), n.end(), '-', '_');
+    for (const auto& [k, v] : index_opts) n += "_" + k + "_" + v;
+    std::replace_if(
+        n.begin(), n.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); },
+        '_');
     return key_type == KeyType::kString ? n + "_string" : n;
   }
 };
@@ -111,6 +120,20 @@ inline std::vector<CrashCase> persistent_crash_cases() {
         c.ablation_ops = 20;
       }
       cases.push_back(c);
+      // Each non-default value of each declared option (wbtree and
+      // fastfair inner=dram), integer keys: the same lab on that
+      // configuration. Their ablation self-tests run in `make test-long`
+      // (the default configuration's covers the same sites, bar those only
+      // the option reaches).
+      if (t == KeyType::kString) continue;
+      for (const OptionSpec& o : e.options) {
+        for (size_t v = 1; v < o.values.size(); ++v) {
+          CrashCase oc = c;
+          oc.index_opts = {{std::string(o.name), std::string(o.values[v])}};
+          oc.ablation_long_only = "an option's configuration repeats most of its default's sites";
+          cases.push_back(oc);
+        }
+      }
     }
   }
   return cases;

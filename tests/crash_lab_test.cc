@@ -110,6 +110,7 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
     Options o;
     o.index = GetParam().index;
     o.key_type = GetParam().key_type;
+    o.index_opts = GetParam().index_opts;
     o.node_size = run.node_size;
     o.ops = run.ops;
     o.scenarios = run.scenarios;

@@ -49,6 +49,7 @@ TEST(CrashTorture, EveryPersistentIndexSurvivesKills) {
       TortureOptions o;
       o.index = name;
       o.key_type = c.key_type;
+      o.index_opts = c.index_opts;
       o.pool_path = pool_path(c.label() + "_t" + std::to_string(threads));
       std::filesystem::remove(o.pool_path);
       o.node_size = std::max<uint32_t>(256, smallest_node_size(name));

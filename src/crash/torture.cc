@@ -298,6 +298,7 @@ Status open_index(const TortureOptions& o, const std::string& path, std::unique_
   IndexOptions io;
   io.pool = pool->get();
   io.node_size = o.node_size;
+  io.extra = o.index_opts;
   io.threads = o.threads;
   return make_keyed_index(o.index, o.key_type, io, idx);
 }
@@ -349,6 +350,7 @@ Status create_pool(const TortureOptions& o) {
   IndexOptions io;
   io.pool = pool.get();
   io.node_size = o.node_size;
+  io.extra = o.index_opts;
   io.threads = o.threads;
   s = make_keyed_index(o.index, o.key_type, io, &idx);
   if (s.ok() && o.threads > 1 && !idx->info().caps.thread_safe) {

@@ -47,6 +47,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -66,9 +67,12 @@ struct TortureOptions {
   uint32_t kills = 100;      ///< ... or after this many SIGKILLs (>= 1), whichever first
   uint64_t seed = 1;         ///< seeds the op streams and the kill delays
   uint32_t node_size = 256;  ///< IndexOptions::node_size at creation, bytes
-  unsigned threads = 1;      ///< worker threads in the child (1..16; > 1 needs thread_safe)
-  uint64_t keys = 0;         ///< key space size; 0 = 64 nodes' worth of entries
-                             ///< (64 * node_size / 16), at least 64 per thread
+  /// IndexOptions::extra at creation and at every reopen (e.g. inner=dram);
+  /// make_index checks them.
+  std::map<std::string, std::string> index_opts;
+  unsigned threads = 1;  ///< worker threads in the child (1..16; > 1 needs thread_safe)
+  uint64_t keys = 0;     ///< key space size; 0 = 64 nodes' worth of entries
+                         ///< (64 * node_size / 16), at least 64 per thread
   uint64_t pool_bytes = 16ull << 20;  ///< pool file size, bytes (>= pm::kMinPoolSize)
   double max_run_ms = 10;             ///< a child runs uniform [0, max_run_ms] ms after it
                                       ///< reported ready before it is killed (> 0)
