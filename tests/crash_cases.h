@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <map>
 #include <ostream>
@@ -20,9 +21,6 @@ namespace nvindex::crash {
 struct CrashCase {
   std::string index;
   KeyType key_type = KeyType::kInteger;
-  /// IndexOptions::extra: empty (the defaults), or one non-default value of
-  /// one declared option (IndexEntry::options), e.g. {"inner", "dram"}.
-  std::map<std::string, std::string> index_opts;
   /// Images per crash point before sampling (ImageOptions::budget).
   uint32_t budget = 256;
   /// Multiplies crash_lab_test's scenario counts (its top-up to the bar of
@@ -36,14 +34,19 @@ struct CrashCase {
   /// Why crash_ablation_test runs this case only in `make test-long`
   /// (NVINDEX_TEST_LONG=1); empty: it runs in `make test`.
   std::string ablation_long_only;
+  /// Index options (IndexOptions::extra): empty for the default
+  /// configuration; one non-default value of a declared option otherwise.
+  std::map<std::string, std::string> index_opts;
 
   /// A GoogleTest parameter name: the index name with '-' as '_', plus
-  /// "_<option>_<value>" for an option ("wbtree_inner_dram") and "_string"
-  /// for string keys ("p_masstree_string").
+  /// "_<option>_<value>" per index option, plus "_string" for string keys
+  /// ("p_masstree_string", "fastfair_inner_dram").
   std::string label() const {
     std::string n = index;
     for (const auto& [k, v] : index_opts) n += "_" + k + "_" + v;
-    std::replace(n.begin(), n.end(), '-', '_');
+    std::replace_if(
+        n.begin(), n.end(), [](char ch) { return !std::isalnum(static_cast<unsigned char>(ch)); },
+        '_');
     return key_type == KeyType::kString ? n + "_string" : n;
   }
 };
@@ -52,12 +55,7 @@ struct CrashCase {
 inline void PrintTo(const CrashCase& c, std::ostream* os) { *os << c.label(); }
 
 /// Every persistent non-test index with integer keys, then those with
-/// string keys again with string keys, in registration order; each integer
-/// case is followed by one case per non-default value of each option the
-/// index declares (wbtree inner=dram), with the same budget and share, and
-/// the ablation self-test in `make test-long` only (the variant runs its
-/// default configuration's persist sites; where it lives, not how it
-/// persists, is what changes).
+/// string keys again with string keys, in registration order.
 ///
 /// Budget: the lab's default (256 images per crash point) except for
 /// p-bwtree, which writes each delta record and base node whole (one 8-byte
@@ -122,14 +120,18 @@ inline std::vector<CrashCase> persistent_crash_cases() {
         c.ablation_ops = 20;
       }
       cases.push_back(c);
-      if (t != KeyType::kInteger) continue;
-      for (const OptionSpec& opt : e.options) {
-        for (size_t v = 1; v < opt.values.size(); ++v) {  // values[0] is the default
-          CrashCase variant = c;
-          variant.index_opts = {{std::string(opt.name), std::string(opt.values[v])}};
-          variant.ablation_long_only =
-              "a variant's persist sites are its default configuration's (" + c.label() + ")";
-          cases.push_back(variant);
+      // Each non-default value of each declared option (wbtree and
+      // fastfair inner=dram), integer keys: the same lab on that
+      // configuration. Their ablation self-tests run in `make test-long`
+      // (the default configuration's covers the same sites, bar those only
+      // the option reaches).
+      if (t == KeyType::kString) continue;
+      for (const OptionSpec& o : e.options) {
+        for (size_t v = 1; v < o.values.size(); ++v) {
+          CrashCase oc = c;
+          oc.index_opts = {{std::string(o.name), std::string(o.values[v])}};
+          oc.ablation_long_only = "an option's configuration repeats most of its default's sites";
+          cases.push_back(oc);
         }
       }
     }

@@ -5,7 +5,11 @@
 // design (key words are key-record offsets, fastfair.h): a std::map model
 // over keys with long shared prefixes at every node size, close/reopen,
 // recovery reclaiming unpublished and removed key records, marking every
-// live record once, and the PM cost of a string insert.
+// live record once, and the PM cost of a string insert; and the inner=dram
+// option (Ni et al. §5): no inner node in PM, empty leaves kept (no merges),
+// the DRAM inner nodes rebuilt at every open (clean or crashed, 1 or 2
+// threads give the same tree), the stored placement winning over the
+// option, string keys refused, a damaged placement word refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -320,6 +324,166 @@ TEST(FastFairString, ConcurrentWritersAndReaders) {
   StringPool sp;
   ASSERT_TRUE(sp.create(128).ok());
   testing::run_string_readers_race_removes(*sp.index, 3, 800);
+}
+
+// ---------------------------------------------------------------- inner=dram
+
+fastfair::FastFair* ff_of(const std::unique_ptr<Index<uint64_t>>& idx) {
+  return dynamic_cast<fastfair::FastFair*>(idx.get());
+}
+
+Status create_ff(testing::FileIndex* f, const std::string& inner, uint32_t node_size = 128) {
+  IndexOptions o;
+  o.node_size = node_size;
+  o.extra = {{"inner", inner}};
+  return f->create(o, 64ull << 20);
+}
+
+// The same keys with inner=pm and inner=dram: after a clean reopen (no
+// spare or retired node left) the dram pool holds the root object and the
+// leaves only, the pm pool the inner nodes too; both hold the same leaves.
+TEST(FastFairDram, NoInnerNodeInPm) {
+  testing::FileIndex pm("fastfair", "pm"), dram("fastfair", "dram");
+  ASSERT_TRUE(create_ff(&pm, "pm").ok());
+  ASSERT_TRUE(create_ff(&dram, "dram").ok());
+  for (uint64_t k = 0; k < 4000; ++k) {
+    const uint64_t key = (k * 7919 % 4001) + 1;
+    ASSERT_TRUE(pm.index->insert(key, k).ok());
+    ASSERT_TRUE(dram.index->insert(key, k).ok());
+  }
+  ASSERT_TRUE(pm.reopen().ok());
+  ASSERT_TRUE(dram.reopen().ok());
+  VerifyReport rp, rd;
+  ASSERT_TRUE(pm.index->verify(&rp).ok());
+  ASSERT_TRUE(dram.index->verify(&rd).ok());
+  EXPECT_EQ(rd.keys, 4000u);
+  EXPECT_EQ(rd.leaves, rp.leaves);  // the same splits on the same keys
+  EXPECT_GT(rp.inner_nodes, 0u);
+  EXPECT_EQ(rd.inner_nodes, ff_of(dram.index)->inner_tree()->nodes());
+  EXPECT_GT(rd.inner_nodes, 0u);
+  const IndexInfo ip = pm.index->info(), id = dram.index->info();
+  EXPECT_EQ(ip.pm_bytes, 64u + (rp.leaves + rp.inner_nodes) * 128u);
+  EXPECT_EQ(id.pm_bytes, 64u + rd.leaves * 128u);
+  EXPECT_LT(id.pm_bytes, ip.pm_bytes);
+  EXPECT_EQ(id.caps.placement, Placement::kSelective);
+  EXPECT_EQ(ip.caps.placement, Placement::kPmOnly);
+  EXPECT_NE(id.description.find("inner nodes in DRAM"), std::string::npos);
+  EXPECT_GE(id.dram_bytes, ff_of(dram.index)->inner_tree()->dram_bytes());
+}
+
+// Leaves emptied by removes stay on the chain (no merges) and take the
+// later inserts of their range; a clean reopen, a crash reopen and a reopen
+// with 2 threads all rebuild the same DRAM inner nodes, which route every
+// key; the stored placement wins over the option.
+TEST(FastFairDram, RecoveryRebuildsTheInnerNodes) {
+  testing::FileIndex f("fastfair", "dram");
+  ASSERT_TRUE(create_ff(&f, "dram").ok());
+  std::map<uint64_t, Value> model;
+  for (uint64_t k = 1; k <= 3000; ++k) {
+    ASSERT_TRUE(f.index->insert(k, k + 1).ok());
+    model[k] = k + 1;
+  }
+  for (uint64_t k = 1; k <= 1500; ++k) {  // empties the leftmost leaves
+    ASSERT_TRUE(f.index->remove(k).ok());
+    model.erase(k);
+  }
+  VerifyReport before;
+  ASSERT_TRUE(f.index->verify(&before).ok());
+  IndexOptions pm_opt;
+  pm_opt.extra = {{"inner", "pm"}};
+  ASSERT_TRUE(f.reopen(pm_opt).ok());  // the pool says dram
+  ASSERT_TRUE(ff_of(f.index)->inner_dram());
+  EXPECT_EQ(f.index->info().caps.placement, Placement::kSelective);
+  VerifyReport after;
+  ASSERT_TRUE(f.index->verify(&after).ok());
+  EXPECT_EQ(after.leaves, before.leaves);  // empty leaves kept
+  EXPECT_EQ(ff_of(f.index)->inner_tree()->leaves().size(), before.leaves);
+  ASSERT_NO_FATAL_FAILURE(testing::expect_equals_model(*f.index, model));
+  // Inserts into the emptied range go to the emptied leaves: no new leaf
+  // while each receives at most its capacity (4 at 128 B).
+  for (uint64_t k = 1; k <= 1500; k += 500) {
+    ASSERT_TRUE(f.index->insert(k, k).ok());
+    model[k] = k;
+  }
+  ASSERT_TRUE(f.index->verify(&after).ok());
+  EXPECT_EQ(after.leaves, before.leaves);
+  // A crash: the inner nodes are rebuilt again, from the leaves alone.
+  f.crash();
+  IndexOptions two;
+  two.threads = 2;
+  ASSERT_TRUE(f.reopen(two).ok());
+  ASSERT_TRUE(f.index->info().recovered);
+  ASSERT_NO_FATAL_FAILURE(testing::expect_equals_model(*f.index, model));
+  const std::string dump2 = ff_of(f.index)->inner_tree()->dump();
+  ASSERT_TRUE(f.reopen().ok());  // one thread
+  EXPECT_EQ(ff_of(f.index)->inner_tree()->dump(), dump2);
+  EXPECT_GT(ff_of(f.index)->rebuild_seconds(), 0.0);
+  // Every leaf empty: all stay, and the tree still takes inserts.
+  for (const auto& [k, v] : model) ASSERT_TRUE(f.index->remove(k).ok());
+  ASSERT_TRUE(f.reopen().ok());
+  ASSERT_TRUE(f.index->verify(&after).ok());
+  EXPECT_EQ(after.keys, 0u);
+  EXPECT_EQ(after.leaves, before.leaves);
+  EXPECT_TRUE(f.index->insert(5, 5).ok());
+  EXPECT_EQ(f.index->lookup(5), 5u);
+}
+
+// A pool made with inner=pm stays pm when reopened with inner=dram.
+TEST(FastFairDram, PmPoolKeepsPmInnerNodes) {
+  testing::FileIndex f("fastfair", "pm");
+  ASSERT_TRUE(create_ff(&f, "pm").ok());
+  for (uint64_t k = 1; k <= 500; ++k) ASSERT_TRUE(f.index->insert(k, k).ok());
+  IndexOptions dram_opt;
+  dram_opt.extra = {{"inner", "dram"}};
+  ASSERT_TRUE(f.reopen(dram_opt).ok());
+  EXPECT_FALSE(ff_of(f.index)->inner_dram());
+  EXPECT_EQ(ff_of(f.index)->inner_tree(), nullptr);
+  EXPECT_EQ(f.index->info().caps.placement, Placement::kPmOnly);
+  VerifyReport r;
+  ASSERT_TRUE(f.index->verify(&r).ok());
+  EXPECT_GT(r.inner_nodes, 0u);
+  EXPECT_EQ(r.keys, 500u);
+}
+
+// String keys: inner=dram is refused on a new pool.
+TEST(FastFairDram, StringKeysRefused) {
+  StringPool sp;
+  IndexOptions o;
+  o.node_size = 128;
+  o.extra = {{"inner", "dram"}};
+  const Status s = sp.StringFileIndex::create(o, 16ull << 20);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("inner=dram takes integer keys only"), std::string::npos)
+      << s.ToString();
+}
+
+// A placement word other than 0 or 1 (or 1 in a string pool) is damage.
+TEST(FastFairDram, DamagedPlacementWordRefused) {
+  testing::FileIndex f("fastfair", "dmg");
+  ASSERT_TRUE(create_ff(&f, "dram").ok());
+  for (uint64_t k = 1; k <= 100; ++k) ASSERT_TRUE(f.index->insert(k, k).ok());
+  f.close();
+  ASSERT_TRUE(f.open_pool().ok());
+  auto* ro = f.pool->ptr<fastfair::RootObject>(f.pool->root());
+  ASSERT_EQ(ro->inner_dram, 1u);
+  ro->inner_dram = 2;
+  const Status s = f.reopen();
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find("invalid inner placement"), std::string::npos) << s.ToString();
+}
+
+// inner=dram under racing writers and readers at capacity 4 (splits nearly
+// every insert, each one routed in the DRAM inner nodes under the leaf
+// lock).
+TEST(FastFairDram, ConcurrentSplitStress) {
+  for (unsigned threads : {2u, 4u}) {
+    testing::TestIndex t;
+    IndexOptions o;
+    o.node_size = 128;
+    o.extra = {{"inner", "dram"}};
+    ASSERT_TRUE(testing::open_test_index<uint64_t>("fastfair", o, &t, 64ull << 20).ok());
+    testing::run_concurrent_test(*t.index, threads, 300 + threads, 8000, 512);
+  }
 }
 
 }  // namespace

@@ -147,9 +147,14 @@ TEST_F(Cli, MisspeltOrRefusedIndexOptionIsUsageError) {
   EXPECT_NE(v.err.find("absl-btree: unknown option 'inner' (it takes no options)"),
             std::string::npos)
       << v.err;
-  Outcome c = nvindex("crashtest --index fastfair --index-opt inner=dram");
+  Outcome c = nvindex("crashtest --index lbtree --index-opt inner=dram");
   EXPECT_EQ(c.rc, 2);
-  EXPECT_NE(c.err.find("fastfair: unknown option 'inner'"), std::string::npos) << c.err;
+  EXPECT_NE(c.err.find("lbtree: unknown option 'inner'"), std::string::npos) << c.err;
+  Outcome t = nvindex("torture --index fastfair --index-opt inner=dramm --pool /dev/shm/unused");
+  EXPECT_EQ(t.rc, 2);
+  EXPECT_NE(t.err.find("fastfair: option inner='dramm' invalid (valid: pm, dram)"),
+            std::string::npos)
+      << t.err;
 }
 
 // Every numeric option of every command: a negative and an absurdly large

@@ -272,6 +272,10 @@ struct OptionSpec {
   std::string_view name;                     ///< the key, e.g. "inner"
   std::span<const std::string_view> values;  ///< accepted values; values[0] is the default
   std::string_view meaning;                  ///< one line, for --list-indexes
+  /// The values after values[0] take integer keys only: the index's string
+  /// factory refuses them on a new pool (InvalidArgument), and the string-key
+  /// test cases (registered_string_index_cases) leave them out.
+  bool integer_keys_only = false;
 };
 
 /// One registry entry (src/indexes/registry.cc): what an index is, what it

@@ -67,8 +67,8 @@ struct TortureOptions {
   uint32_t kills = 100;      ///< ... or after this many SIGKILLs (>= 1), whichever first
   uint64_t seed = 1;         ///< seeds the op streams and the kill delays
   uint32_t node_size = 256;  ///< IndexOptions::node_size at creation, bytes
-  /// IndexOptions::extra of every open (creation and each recovery), e.g.
-  /// {"inner", "dram"}; checked by make_index against the index's options.
+  /// IndexOptions::extra at creation and at every reopen (e.g. inner=dram);
+  /// make_index checks them.
   std::map<std::string, std::string> index_opts;
   unsigned threads = 1;  ///< worker threads in the child (1..16; > 1 needs thread_safe)
   uint64_t keys = 0;     ///< key space size; 0 = 64 nodes' worth of entries

@@ -117,7 +117,8 @@ void print_report(const crash::Report& r) {
   std::printf(
       "crashtest %s: %s keys, node size %u B, %llu scenarios x %zu ops, seed %llu, budget %u, "
       "profile %s\n",
-      o.index.c_str(), std::string(key_type_name(o.key_type)).c_str(), o.node_size,
+      index_with_opts(o.index, o.index_opts).c_str(),
+      std::string(key_type_name(o.key_type)).c_str(), o.node_size,
       static_cast<unsigned long long>(r.scenarios), o.ops, static_cast<unsigned long long>(o.seed),
       o.images.budget, std::string(cs::profile_name(o.sim.profile)).c_str());
   std::printf("crash points:          %llu (%llu before a fence, %llu at an operation's return)\n",

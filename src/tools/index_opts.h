@@ -28,6 +28,19 @@ inline Status parse_index_opts(const std::vector<std::string>& kvs,
   return Status::Ok();
 }
 
+/// The index as reports name it: `name`, then ":k=v;k=v" for its options
+/// (bench's --index syntax), e.g. "fastfair:inner=dram".
+inline std::string index_with_opts(std::string_view name,
+                                   const std::map<std::string, std::string>& opts) {
+  std::string s(name);
+  char sep = ':';
+  for (const auto& [k, v] : opts) {
+    s += sep + k + "=" + v;
+    sep = ';';
+  }
+  return s;
+}
+
 /// parse_index_opts, then check_index_options against the index `name`
 /// (an unregistered name is left to the caller's own check).
 inline Status parse_index_opts_for(std::string_view name, const std::vector<std::string>& kvs,

@@ -23,7 +23,7 @@ namespace {
 struct TortureArgs {
   crash::TortureOptions o;
   uint64_t pool_mib = 16;
-  std::vector<std::string> index_opts;  // --index-opt name=value
+  std::vector<std::string> index_opts;  ///< --index-opt name=value
 };
 
 int run_torture_command(TortureArgs& a) {
@@ -46,8 +46,9 @@ int run_torture_command(TortureArgs& a) {
     return st.code() == Code::kIOError || st.code() == Code::kCorruption ? 1 : 2;
   }
   std::printf("index:              %s (%s keys, node size %u, %u thread%s, seed %llu)\n",
-              a.o.index.c_str(), std::string(key_type_name(a.o.key_type)).c_str(), a.o.node_size,
-              a.o.threads, a.o.threads == 1 ? "" : "s", static_cast<unsigned long long>(a.o.seed));
+              index_with_opts(a.o.index, a.o.index_opts).c_str(),
+              std::string(key_type_name(a.o.key_type)).c_str(), a.o.node_size, a.o.threads,
+              a.o.threads == 1 ? "" : "s", static_cast<unsigned long long>(a.o.seed));
   std::printf("pool:               %s (%llu MiB, emulated)\n", a.o.pool_path.c_str(),
               static_cast<unsigned long long>(a.pool_mib));
   std::printf("run time:           %.2f s\n", r.seconds);
@@ -97,10 +98,10 @@ void add_torture_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--kills", o.kills, "Stop after this many kills")
       ->check(count_in(1, 1 << 30, "1..1,073,741,824"));
   cmd->add_option("--seed", o.seed, "Seed of the op streams and kill delays")->check(no_sign());
-  cmd->add_option("--index-opt", args->index_opts,
-                  "Index-specific knob name=value (repeatable; e.g. inner=dram)");
   cmd->add_option("--node-size", o.node_size, "Node size in bytes (small: more splits and merges)")
       ->check(count_in(64, 65536, "64..65536"));
+  cmd->add_option("--index-opt", args->index_opts,
+                  "Index-specific knob name=value, at creation and every reopen (repeatable)");
   cmd->add_option("--threads", o.threads,
                   "Worker threads in the child (>1 needs a thread-safe index)")
       ->check(count_in(1, 16, "1..16"));

@@ -679,6 +679,7 @@ std::vector<IndexCase> index_cases(KeyType t, bool persistent_only) {
     };
     for (uint32_t s : sizes) cases.push_back({std::string(e.name), s, {}, label(s, ""), t});
     for (const OptionSpec& o : e.options) {
+      if (t == KeyType::kString && o.integer_keys_only) continue;
       for (size_t v = 1; v < o.values.size(); ++v) {
         std::vector<uint32_t> ends = {sizes.front()};
         if (sizes.back() != sizes.front()) ends.push_back(sizes.back());

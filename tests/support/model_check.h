@@ -259,7 +259,8 @@ std::vector<IndexCase> registered_index_cases();
 std::vector<IndexCase> persistent_index_cases();
 
 /// The same configurations of the indexes that take string keys
-/// (caps.string_keys), with key_type kString.
+/// (caps.string_keys), with key_type kString, but for the non-default values
+/// of options declared integer_keys_only (fastfair's inner=dram).
 std::vector<IndexCase> registered_string_index_cases();
 
 /// registered_string_index_cases() of the persistent indexes only.

@@ -38,7 +38,8 @@ inline constexpr OptionSpec kBtreeOptions[] = {
      "off (the DRAM tree), none (the same tree with its nodes modelled as PM: node stores "
      "followed by the PM counters and the media model, no flush) or group (as none, plus Ni et "
      "al. 2020 §6.2 group flushing: each update's modified lines flushed in address order); "
-     "none and group make no crash-consistency claim; integer keys"}};
+     "none and group make no crash-consistency claim; integer keys",
+     true}};
 
 /// IndexInfo descriptions of btree:flush=none and btree:flush=group.
 inline constexpr char kBtreeFlushNoneInfo[] =

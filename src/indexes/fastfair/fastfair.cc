@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -262,11 +263,16 @@ void FastFairT<K>::init_node(uint64_t off, uint32_t level, uint64_t low_key, uin
 }
 
 template <class K>
-Status FastFairT<K>::create(uint32_t node_size) {
+Status FastFairT<K>::create(uint32_t node_size, bool inner_dram) {
   if (kStringKeys && pool_->size() > kRecordMask) {
     return Status::InvalidArgument("fastfair: string keys need a pool below 2^48 bytes");
   }
+  if (kStringKeys && inner_dram) {
+    return Status::InvalidArgument(
+        "fastfair: inner=dram takes integer keys only (string keys: inner=pm)");
+  }
   node_size_ = node_size;
+  inner_dram_ = inner_dram;
   cap_ = (node_size - kHeaderBytes) / kEntryBytes;
   prefetch_bytes_ = std::min<uint32_t>(node_size_, 512);
   locks_ = std::make_unique<LockTable>(pool_->size(), node_size_);
@@ -280,18 +286,22 @@ Status FastFairT<K>::create(uint32_t node_size) {
     alloc.free(ro);
     return s;
   }
-  // Crash argument: the leaf and the root object are persisted before
-  // Pool::set_root (a NAW) publishes them; a crash earlier leaves a pool with
-  // no root whose blocks the next create reclaims (see above).
+  // Crash argument: the leaf and the root object (inner placement included)
+  // are persisted before Pool::set_root (a NAW) publishes them; a crash
+  // earlier leaves a pool with no root whose blocks the next create reclaims
+  // (see above). inner=dram: the leaf is the leftmost leaf for good (no merge
+  // ever unlinks it), so root_node is never written again.
   init_node(leaf, 0, 0, 0, 0);
   pm::persist(node(leaf), kHeaderBytes, {"fastfair.create.leaf"});
   root_obj_ = pool_->template ptr<RootObject>(ro);
   pm::store(&root_obj_->magic, kRootMagic);
   pm::store(&root_obj_->node_size, static_cast<uint64_t>(node_size_));
   pm::store(&root_obj_->root_node, leaf);
+  pm::store(&root_obj_->inner_dram, static_cast<uint64_t>(inner_dram_ ? 1 : 0));
   for (auto& r : root_obj_->reserved) pm::store(&r, uint64_t{0});
   pm::persist(root_obj_, sizeof(RootObject), {"fastfair.create.root_object"});
   pool_->set_root(ro);
+  if (inner_dram_) return rebuild_inner({leaf}, 1);
   return Status::Ok();
 }
 
@@ -511,6 +521,7 @@ typename FastFairT<K>::Descend FastFairT<K>::descend_scalar(ProbeArg key, uint32
 template <class K>
 typename FastFairT<K>::Descend FastFairT<K>::descend(ProbeArg key, uint32_t level, uint64_t* off,
                                                      uint64_t* ver) const {
+  if (inner_dram_) return level == 0 ? route_leaf(key, off, ver) : Descend::kNoLevel;
   if constexpr (kStringKeys) return descend_scalar(key, level, off, ver);
   switch (simd::search_level()) {
     case simd::Level::kAvx512:
@@ -523,12 +534,66 @@ typename FastFairT<K>::Descend FastFairT<K>::descend(ProbeArg key, uint32_t leve
   return descend_scalar(key, level, off, ver);
 }
 
+// inner=dram: the InnerTree's route protocol (inner_tree.h). The leaf
+// covering a key changes only by a split of that leaf, and the splitter
+// holds the leaf's lock from before split() until insert_separator() has
+// bumped the version of the level-1 inner node that routed to it. So a leaf
+// version read unlocked after find(), followed by a successful validation of
+// the route, and later by a successful validation of that leaf version (the
+// caller's, after its search), means the leaf covered `key` for the whole
+// read: a split finished before the version read changed the route (caught
+// here, or already seen by find()), one overlapping the read changed the
+// leaf's version (caught by the caller). No upper-bound check (no read of
+// the sibling) is needed.
+template <class K>
+typename FastFairT<K>::Descend FastFairT<K>::route_leaf(ProbeArg key, uint64_t* off,
+                                                        uint64_t* ver) const {
+  if constexpr (kStringKeys) {
+    // Unreachable: create() refuses inner=dram for string keys and recover()
+    // refuses a string pool that says inner=dram.
+    (void)key, (void)off, (void)ver;
+    std::abort();
+  } else {
+    const inner::Route r = tree_->find(key);
+    uint64_t v = 0;
+    if (!read_lock(r.leaf, &v) || !tree_->validate(r)) return Descend::kRestart;
+    *off = r.leaf;
+    *ver = v;
+    return Descend::kOk;
+  }
+}
+
+// inner=dram: find, lock the leaf, validate the route (inner_tree.h); the
+// leaf keeps covering `key` while its lock is held. A leaf is never obsolete
+// (no merges), so lock() always succeeds.
+template <class K>
+uint64_t FastFairT<K>::lock_routed_leaf(ProbeArg key) {
+  if constexpr (kStringKeys) {
+    (void)key;
+    std::abort();  // unreachable, as route_leaf
+  } else {
+    while (true) {
+      const inner::Route r = tree_->find(key);
+      const bool locked = lock(r.leaf);
+      NVINDEX_DCHECK(locked);
+      if (tree_->validate(r)) return r.leaf;
+      unlock(r.leaf);
+    }
+  }
+}
+
 // Locks the node at `level` covering `key` (moving right, lock coupling
 // left-to-right, while key >= its upper bound). kNoLevel when the tree has
-// no such level.
+// no such level. inner=dram: lock_routed_leaf (level 0; no other level is
+// in PM).
 template <class K>
 typename FastFairT<K>::Descend FastFairT<K>::lock_covering(ProbeArg key, uint32_t level,
                                                            uint64_t* off) {
+  if (inner_dram_) {
+    if (level != 0) return Descend::kNoLevel;
+    *off = lock_routed_leaf(key);
+    return Descend::kOk;
+  }
   while (true) {
     uint64_t cur = 0, v = 0;
     const Descend d = descend(key, level, &cur, &v);
@@ -558,11 +623,15 @@ typename FastFairT<K>::Descend FastFairT<K>::lock_covering(ProbeArg key, uint32_
 // ---------------------------------------------------------------- reads
 
 template <class K>
-template <class Search>
+template <class Search, bool kRouted>
 std::optional<Value> FastFairT<K>::lookup_with(ProbeArg key) {
   while (true) {
     uint64_t off = 0, v = 0;
-    if (descend_with<Search>(key, 0, &off, &v) != Descend::kOk) continue;
+    if constexpr (kRouted) {
+      if (route_leaf(key, &off, &v) != Descend::kOk) continue;
+    } else {
+      if (descend_with<Search>(key, 0, &off, &v) != Descend::kOk) continue;
+    }
     Node* n = node(off);
     Entry* e = n->entries();
     int i;
@@ -595,20 +664,41 @@ std::optional<Value> FastFairT<K>::lookup_scalar(ProbeArg key) {
   return lookup_with<simd::LastLeScalar>(key);
 }
 
+// inner=dram: route_leaf, then lookup_with()'s leaf search inlined for the
+// CPU's SIMD level and one validation of the leaf. Instances of their own
+// (kRouted), so that the inner=pm lookup's flattened descent stays as it was
+// (with a run-time branch in it, inner=pm lookups measured 8-12% slower than
+// main's in alternating runs on the loaded 2-core machine; without, equal
+// within noise).
+template <class K>
+__attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value>
+FastFairT<K>::lookup_routed_avx512(ProbeArg key) {
+  return lookup_with<simd::LastLeAvx512, true>(key);
+}
+template <class K>
+__attribute__((target("avx2,popcnt"), flatten)) std::optional<Value>
+FastFairT<K>::lookup_routed_avx2(ProbeArg key) {
+  return lookup_with<simd::LastLeAvx2, true>(key);
+}
+template <class K>
+std::optional<Value> FastFairT<K>::lookup_routed_scalar(ProbeArg key) {
+  return lookup_with<simd::LastLeScalar, true>(key);
+}
+
 template <class K>
 std::optional<Value> FastFairT<K>::lookup(K k) {
   const InFlight in_flight(records_);
   const Probe key = probe(k);
-  if constexpr (kStringKeys) return lookup_scalar(key);
+  if constexpr (kStringKeys) return lookup_scalar(key);  // never inner=dram
   switch (simd::search_level()) {
     case simd::Level::kAvx512:
-      return lookup_avx512(key);
+      return inner_dram_ ? lookup_routed_avx512(key) : lookup_avx512(key);
     case simd::Level::kAvx2:
-      return lookup_avx2(key);
+      return inner_dram_ ? lookup_routed_avx2(key) : lookup_avx2(key);
     case simd::Level::kScalar:
       break;
   }
-  return lookup_scalar(key);
+  return inner_dram_ ? lookup_routed_scalar(key) : lookup_scalar(key);
 }
 
 // Interleaved multi-get (Ni et al. §6.1): the steps of descend_with() and
@@ -720,9 +810,11 @@ void FastFairT<K>::multi_lookup_scalar(std::span<const K> keys,
 
 template <class K>
 void FastFairT<K>::multi_lookup(std::span<const K> keys, std::span<std::optional<Value>> out) {
-  if constexpr (kStringKeys) {
-    Index<K>::multi_lookup(keys, out);
-  } else {
+  if (kStringKeys || inner_dram_) {
+    Index<K>::multi_lookup(keys, out);  // one lookup() per key
+    return;
+  }
+  if constexpr (!kStringKeys) {
     if (keys.size() <= 1) {
       if (keys.size() == 1) out[0] = lookup(keys[0]);
       return;
@@ -936,6 +1028,15 @@ Status FastFairT<K>::insert(K k, Value value) {
   n = clamp_count(target);
   i = last_le(target->entries(), n, key);
   fast_insert(target, n, static_cast<uint32_t>(i + 1), word, value);
+  if (inner_dram_) {
+    // inner=dram: route N in the DRAM inner nodes while X's lock is held
+    // (the route protocol, route_leaf); nothing in PM changes, so a crash
+    // at any point recovers the leaf level split() made durable and rebuilds
+    // the inner nodes from it.
+    if constexpr (!kStringKeys) tree_->insert_separator(off, sep, noff);
+    unlock(off);
+    return Status::Ok();
+  }
   // N is reachable only through X.sibling, and X is locked: the insert into
   // N above was exclusive. The child is consistent on its own (B-link), so
   // release it before locking the parent.
@@ -1039,7 +1140,9 @@ Status FastFairT<K>::remove(K k) {
   // ("Key record reclamation"; after a crash recovery reclaims it: no slot
   // names it).
   retire_record(word);
-  if (n - 1 < cap_ / 4) try_merge(0, key);
+  // inner=dram: no merge (the InnerTree removes no separator); an empty
+  // leaf stays on the chain and takes the later inserts of its range.
+  if (!inner_dram_ && n - 1 < cap_ / 4) try_merge(0, key);
   reclaim_records();
   return Status::Ok();
 }
@@ -1335,8 +1438,11 @@ Status FastFairT<K>::repair_separators() {
 // offset, magic, level or a cycle; never a crash), hand the reachable set to
 // the allocator (every other block, e.g. an allocated-but-unpublished node,
 // is reclaimed), normalise every node, re-insert missing separators.
+// inner=dram: the same steps on the one PM level (the leaf chain from the
+// leftmost leaf; no separator to repair), then the DRAM inner nodes are
+// built from the chain (rebuild_inner), at every open, clean or not.
 template <class K>
-Status FastFairT<K>::recover() {
+Status FastFairT<K>::recover(unsigned threads) {
   if (Status s = this->open_root_object(kLayout, kRootMagic, &root_obj_); !s.ok()) return s;
   if (root_obj_->node_size > 4096 ||
       !valid_node_size(static_cast<uint32_t>(root_obj_->node_size))) {
@@ -1346,6 +1452,12 @@ Status FastFairT<K>::recover() {
   if (kStringKeys && pool_->size() > kRecordMask) {
     return Status::InvalidArgument("fastfair: string keys need a pool below 2^48 bytes");
   }
+  // A string pool never says inner=dram (create refuses it): damage.
+  if (root_obj_->inner_dram > 1 || (kStringKeys && root_obj_->inner_dram != 0)) {
+    return Status::Corruption("fastfair: root object has invalid inner placement " +
+                              std::to_string(root_obj_->inner_dram));
+  }
+  inner_dram_ = root_obj_->inner_dram == 1;
   node_size_ = static_cast<uint32_t>(root_obj_->node_size);
   cap_ = (node_size_ - kHeaderBytes) / kEntryBytes;
   prefetch_bytes_ = std::min<uint32_t>(node_size_, 512);
@@ -1354,6 +1466,11 @@ Status FastFairT<K>::recover() {
   std::vector<std::vector<uint64_t>> levels;
   Status s = walk_levels(&levels);
   if (!s.ok()) return s;
+  if (inner_dram_ && levels.size() != 1) {
+    return Status::Corruption("fastfair: inner=dram, but the root object names node " +
+                              hex(root_offset()) + " of level " +
+                              std::to_string(levels.size() - 1) + ", not the leftmost leaf");
+  }
   s = check_key_words(levels);
   if (!s.ok()) return s;
   // Structural checks before anything is written (a damaged pool must give
@@ -1455,7 +1572,14 @@ Status FastFairT<K>::recover() {
       if (!s.ok()) return s;
     }
   }
-  s = repair_separators();
+  if (inner_dram_) {
+    // The crash simulator follows one thread at a time: rebuild serially
+    // there (as lbtree's recovery).
+    if (pm::current_config().mode == pm::Mode::kCrashSim) threads = 1;
+    s = rebuild_inner(levels.back(), threads);
+  } else {
+    s = repair_separators();
+  }
   if (!s.ok()) return s;
   // Safety net: the recovered tree must pass the strict check (no holes, no
   // missing separator); anything else is damage the checks above missed.
@@ -1463,18 +1587,51 @@ Status FastFairT<K>::recover() {
   return verify(&report);
 }
 
+// inner=dram: the DRAM inner nodes over the leaf chain, leaf i routed from
+// its low_key (the leftmost leaf's is 0; recovery checked that they strictly
+// increase along the chain). Empty leaves keep their range (no merges: an
+// insert of their range goes there). The chain is cut into up to `threads`
+// segments at multiples of InnerTree::children_per_node(1.0), so the
+// parallel build gives the same tree as a serial one (inner_tree.h,
+// build_segments). Touches no PM. Times the build (rebuild_seconds()).
+template <class K>
+Status FastFairT<K>::rebuild_inner(const std::vector<uint64_t>& chain, unsigned threads) {
+  if constexpr (kStringKeys) {
+    (void)chain, (void)threads;
+    std::abort();  // unreachable, as route_leaf
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!tree_) tree_ = std::make_unique<inner::InnerTree>(node_size_);
+    const size_t per = tree_->children_per_node(1.0);
+    const size_t nodes = (chain.size() + per - 1) / per;  // level-1 nodes
+    const size_t nseg = std::max<size_t>(1, std::min<size_t>(std::max(1u, threads), nodes));
+    const size_t seg_nodes = (nodes + nseg - 1) / nseg;  // level-1 nodes per segment
+    std::vector<std::vector<inner::LeafRef>> segments(nseg);
+    for (size_t i = 0; i < chain.size(); ++i) {
+      segments[std::min(nseg - 1, i / per / std::max<size_t>(1, seg_nodes))].emplace_back(
+          node(chain[i])->low_key.load(kRlx), chain[i]);
+    }
+    Status s = tree_->build_segments(segments, static_cast<unsigned>(nseg));
+    rebuild_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!s.ok()) return Status::Corruption("fastfair: rebuild of the inner nodes: " + s.ToString());
+    return Status::Ok();
+  }
+}
+
 // ---------------------------------------------------------------- info, verify
 
 template <class K>
 IndexInfo FastFairT<K>::info() const {
   return this->persistent_info(
-      kLayout, kFastFairDescription,
+      kLayout,
+      inner_dram_ ? std::string(kFastFairDescription) + "; inner nodes in DRAM (rebuilt at open)"
+                  : std::string(kFastFairDescription),
       {.ordered = true,
        .persistent = true,
        .thread_safe = true,
        .string_keys = true,  // the entry's claim, whatever this instance's K
-       .placement = Placement::kPmOnly},
-      node_size_, locks_ ? locks_->dram_bytes() : 0);
+       .placement = inner_dram_ ? Placement::kSelective : Placement::kPmOnly},
+      node_size_, (locks_ ? locks_->dram_bytes() : 0) + (tree_ ? tree_->dram_bytes() : 0));
 }
 
 template <class K>
@@ -1484,7 +1641,12 @@ Status FastFairT<K>::verify(VerifyReport* report) const {
   if (!s.ok()) return s;
   VerifyReport r;
   r.height = static_cast<uint32_t>(levels.size());
-  if (levels.front().size() != 1) return Status::Corruption("fastfair: root has a sibling");
+  if (inner_dram_ && levels.size() != 1) {
+    return Status::Corruption("fastfair: inner=dram, but the root object names an inner node");
+  }
+  if (!inner_dram_ && levels.front().size() != 1) {
+    return Status::Corruption("fastfair: root has a sibling");
+  }
   for (size_t li = 0; li < levels.size(); ++li) {
     const std::vector<uint64_t>& chain = levels[li];
     const bool leaf = li + 1 == levels.size();
@@ -1554,6 +1716,19 @@ Status FastFairT<K>::verify(VerifyReport* report) const {
       }
     }
   }
+  if (inner_dram_) {
+    // The DRAM inner nodes must route exactly the chain, each leaf from its
+    // low_key.
+    if constexpr (!kStringKeys) {
+      std::vector<inner::LeafRef> routes;
+      s = tree_->verify_routes(
+          kLayout, levels.back(), [&](uint64_t leaf) { return node(leaf)->low_key.load(kRlx); },
+          &routes);
+      if (!s.ok()) return s;
+      r.inner_nodes = tree_->nodes();
+      r.height = tree_->height() + 1;
+    }
+  }
   // String keys: the blocks reached are the nodes and the key records
   // (VerifyReport::pm_bytes); integer keys report nodes only (pm_bytes 0).
   if constexpr (kStringKeys) r.pm_bytes += (r.leaves + r.inner_nodes) * uint64_t{node_size_};
@@ -1603,11 +1778,15 @@ namespace {
 template <class K>
 Status open_fastfair(const IndexOptions& options, std::unique_ptr<Index<K>>* out) {
   // make_index() has checked the node size; a recovered tree keeps its own.
+  // make_index() has checked the value of "inner" against kFastFairOptions;
+  // a recovered tree keeps its stored placement.
   using Tree = fastfair::FastFairT<K>;
+  const auto inner = options.extra.find("inner");
+  const bool inner_dram = inner != options.extra.end() && inner->second == "dram";
   return open_persistent_index<Tree>(
       options, pool_layout(fastfair::kLayout, key_type_of<K>),
-      [&](Tree& t) { return t.create(options.node_size); }, [](Tree& t) { return t.recover(); },
-      out);
+      [&](Tree& t) { return t.create(options.node_size, inner_dram); },
+      [&](Tree& t) { return t.recover(options.threads); }, out);
 }
 }  // namespace
 

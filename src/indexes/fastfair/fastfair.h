@@ -20,6 +20,16 @@
 // Readers are optimistic (OLC); writers lock top-down and left-to-right.
 // Thread-safety: every Index method may be called concurrently; verify()
 // needs no concurrent writers.
+//
+// Option inner=dram (Ni et al., "Persistent Memory B+-Tree Indexes: a
+// Comparative Study", §5 selective persistence; integer keys only): the
+// leaves stay in PM with every protocol above, the inner nodes are the shared
+// DRAM inner::InnerTree (common/inner_tree.h), rebuilt from the leaf chain at
+// every open. A leaf is found by the InnerTree's route protocol (find, lock
+// or read the leaf, validate the route); a leaf split keeps the leaf lock
+// until InnerTree::insert_separator has routed the new leaf. Leaves never
+// merge (the InnerTree removes no separator): an emptied leaf stays on the
+// chain and takes the later inserts of its range.
 #pragma once
 
 #include <atomic>
@@ -36,6 +46,7 @@
 #include <vector>
 
 #include "indexes/common/entry.h"
+#include "indexes/common/inner_tree.h"
 #include "indexes/common/key_record.h"
 #include "indexes/common/persistent.h"
 #include "indexes/common/version_lock.h"
@@ -55,17 +66,32 @@ inline constexpr char kFastFairDescription[] =
     "FAST & FAIR persistent B+-tree: failure-atomic shift and in-place rebalance, "
     "no logging (Hwang et al., FAST'18)";
 
+/// The values of fastfair's one option, "inner" (the default first).
+inline constexpr std::string_view kFastFairInnerValues[] = {"pm", "dram"};
+/// fastfair's options (registry entry). inner=dram takes integer keys only.
+inline constexpr OptionSpec kFastFairOptions[] = {
+    {"inner", kFastFairInnerValues,
+     "where inner nodes live: pm (the paper's) or dram (rebuilt from the leaf chain at every "
+     "open, placement selective, leaves never merge; integer keys only)",
+     true}};
+
 /// Factory for "fastfair". options.pool is required (InvalidArgument
 /// otherwise) and must have layout "fastfair" (InvalidArgument naming it
-/// otherwise). On a pool with no root: creates an empty tree with
-/// options.node_size (128 for tests, or 256..4096, power of two; else
-/// InvalidArgument). On a pool with a root: recovers; the stored node size
-/// wins over options.node_size. Errors: Corruption (bad root object or
-/// node), OutOfSpace (pool full at creation).
+/// otherwise). options.extra["inner"]: "pm" (default, the paper's tree, all
+/// in PM) or "dram" (inner nodes in DRAM, rebuilt from the leaf chain with
+/// options.threads threads at every open; Ni et al. §5); make_index()
+/// refuses any other key or value (kFastFairOptions). On a pool with no
+/// root: creates an empty tree with options.node_size (128 for tests, or
+/// 256..4096, power of two; else InvalidArgument). On a pool with a root:
+/// recovers; the stored node size and inner placement win over the options
+/// (a pool made with inner=pm reopens as inner=pm whatever the option says,
+/// and the other way round). Errors: Corruption (bad root object or node),
+/// OutOfSpace (pool full at creation).
 Status make_fastfair(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
 /// Factory for "fastfair" with byte-string keys: as make_fastfair, in a pool
 /// of layout pool_layout("fastfair", KeyType::kString) ("fastfair:string").
-/// Key words are key-record offsets (fastfair.h, FastFairT).
+/// Key words are key-record offsets (fastfair.h, FastFairT). inner=dram on a
+/// new pool: InvalidArgument (integer keys only).
 Status make_fastfair_string(const IndexOptions& options,
                             std::unique_ptr<Index<std::string_view>>* out);
 
@@ -88,18 +114,25 @@ inline constexpr uint32_t kEntryBytes = 16;
 ///   ------ ----  -----------------------------------------------------------
 ///        0    8  magic kRootMagic ("FFAIRv1\0"), written once
 ///        8    8  node_size, bytes (128 .. 4096, power of two), written once
-///       16    8  root node offset (std::atomic, changed only by NAW)
-///       24   40  reserved, zero
+///       16    8  root node offset (std::atomic): inner=pm: the root node,
+///                changed only by NAW; inner=dram: the leftmost leaf, written
+///                once (it never changes: leaves never merge then)
+///       24    8  inner placement: 0 = inner nodes in PM, 1 = in DRAM;
+///                written once (a word reserved, zero, before the option:
+///                older pools read as inner=pm)
+///       32   32  reserved, zero
 struct RootObject {
   uint64_t magic;
   uint64_t node_size;
   std::atomic<uint64_t> root_node;
-  uint64_t reserved[5];
+  uint64_t inner_dram;
+  uint64_t reserved[4];
 };
 static_assert(offsetof(RootObject, magic) == 0);
 static_assert(offsetof(RootObject, node_size) == 8);
 static_assert(offsetof(RootObject, root_node) == 16);
-static_assert(offsetof(RootObject, reserved) == 24);
+static_assert(offsetof(RootObject, inner_dram) == 24);
+static_assert(offsetof(RootObject, reserved) == 32);
 static_assert(sizeof(RootObject) == 64);
 
 /// One entry slot: the shared 16 B slot (common/entry.h).
@@ -200,16 +233,20 @@ class FastFairT final : public PersistentIndexOf<K> {
   ~FastFairT() override;
 
   /// Creates an empty tree in a pool with no root (node_size checked by the
-  /// caller). Errors: OutOfSpace.
-  Status create(uint32_t node_size);
+  /// caller); inner_dram: inner nodes in DRAM (one empty leaf routed by a
+  /// one-node InnerTree of node_size-byte nodes). Errors: OutOfSpace;
+  /// InvalidArgument for inner_dram with string keys.
+  Status create(uint32_t node_size, bool inner_dram = false);
   /// Recovers the tree of a pool with a root (see fastfair.cc "Recovery").
   /// Before writing anything it checks the structure every crash state keeps
   /// (low keys increasing from 0 along each sibling chain; live children
   /// distinct, in chain order, low_key == separator; string keys: every key
-  /// word names a key record); after normalisation and separator repair the
-  /// tree must pass verify(). Errors: Corruption (with the offending node or
-  /// record), OutOfSpace.
-  Status recover();
+  /// word names a key record); after normalisation and separator repair
+  /// (inner=pm) or the rebuild of the DRAM inner nodes from the leaf chain
+  /// with up to `threads` threads (inner=dram, InnerTree::build_segments)
+  /// the tree must pass verify(). Errors: Corruption (with the offending
+  /// node or record), OutOfSpace.
+  Status recover(unsigned threads = 1);
 
   Status insert(K key, Value value) override;
   Status update(K key, Value value) override;
@@ -219,7 +256,8 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// batch's descents advance round-robin one node per step, each step
   /// prefetching the node (and its lock word) it moves to before the next
   /// lookup's step; a lookup whose validation fails finishes as lookup().
-  /// String keys: the default loop of lookup().
+  /// String keys, and inner=dram: the default loop of lookup() (the DRAM
+  /// inner nodes are not interleaved).
   void multi_lookup(std::span<const K> keys, std::span<std::optional<Value>> out) override;
   size_t scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) override;
   std::optional<std::pair<OwnedKey<K>, Value>> find_last_less_than(K key) override;
@@ -235,8 +273,17 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// The node at offset `off` (a valid node offset: callers never pass 0, so
   /// no null check on the hot path).
   Node* node(uint64_t off) const { return reinterpret_cast<Node*>(pool_->base() + off); }
-  /// Offset of the current root node.
+  /// Offset of the current root node (inner=dram: of the leftmost leaf).
   uint64_t root_offset() const { return root_obj_->root_node.load(std::memory_order_acquire); }
+  /// True when the inner nodes are in DRAM (option inner=dram, as stored in
+  /// the root object).
+  bool inner_dram() const { return inner_dram_; }
+  /// inner=dram: the DRAM inner nodes (nullptr with inner=pm).
+  const inner::InnerTree* inner_tree() const { return tree_.get(); }
+  /// inner=dram: wall time of the last rebuild of the DRAM inner nodes
+  /// (InnerTree::build_segments over the recovered chain), seconds; 0 at
+  /// create and with inner=pm.
+  double rebuild_seconds() const { return rebuild_seconds_; }
   /// Entry slots per node.
   uint32_t capacity() const { return cap_; }
   /// Bytes per node.
@@ -287,12 +334,24 @@ class FastFairT final : public PersistentIndexOf<K> {
   void unlock_obsolete(uint64_t off) const;
 
   Descend descend(ProbeArg key, uint32_t level, uint64_t* off, uint64_t* ver) const;
+  /// inner=dram: the leaf covering `key` by the InnerTree's route protocol
+  /// (find, read the leaf's version, validate the route); kRestart when the
+  /// leaf is locked or the route changed. Integer keys only.
+  Descend route_leaf(ProbeArg key, uint64_t* off, uint64_t* ver) const;
+  /// inner=dram: locks the leaf covering `key` (find, lock, validate the
+  /// route; retries until the route holds). Integer keys only.
+  uint64_t lock_routed_leaf(ProbeArg key);
+  /// inner=dram: builds the DRAM inner nodes over the leaf chain `chain`
+  /// (each leaf routed from its low_key) with up to `threads` threads.
+  /// Errors: Corruption (the build refused the chain's low keys).
+  Status rebuild_inner(const std::vector<uint64_t>& chain, unsigned threads);
   /// descend() and lookup() with the node search of one SIMD level inlined
   /// (simd_search.h policies; fastfair.cc, "descent"). String keys use the
   /// scalar policy type only as a tag: their search is last_le().
   template <class Search>
   Descend descend_with(ProbeArg key, uint32_t level, uint64_t* off, uint64_t* ver) const;
-  template <class Search>
+  /// kRouted: the leaf through route_leaf (inner=dram), else descend_with.
+  template <class Search, bool kRouted = false>
   std::optional<Value> lookup_with(ProbeArg key);
   // The SIMD level's attributes are on these declarations: GCC ignores
   // attributes on the out-of-class definition of a class template's member,
@@ -309,6 +368,13 @@ class FastFairT final : public PersistentIndexOf<K> {
       ProbeArg key);
   __attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> lookup_avx2(ProbeArg key);
   std::optional<Value> lookup_scalar(ProbeArg key);
+  /// inner=dram: lookup() through route_leaf, one instance per SIMD level
+  /// (fastfair.cc).
+  __attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value> lookup_routed_avx512(
+      ProbeArg key);
+  __attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> lookup_routed_avx2(
+      ProbeArg key);
+  std::optional<Value> lookup_routed_scalar(ProbeArg key);
   /// multi_lookup's groups (integer keys) with one SIMD level's search.
   template <class Search>
   void multi_lookup_with(std::span<const K> keys, std::span<std::optional<Value>> out);
@@ -356,6 +422,11 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// 512 B (8 lines), else the first 512 B.
   uint32_t prefetch_bytes_ = 0;
   std::unique_ptr<LockTable> locks_;
+  /// inner=dram (root object word 24 == 1): inner nodes in tree_, leaves
+  /// never merge; else inner nodes in PM and tree_ is null.
+  bool inner_dram_ = false;
+  std::unique_ptr<inner::InnerTree> tree_;
+  double rebuild_seconds_ = 0;    ///< see rebuild_seconds()
   std::mutex root_mu_;            ///< serialises root creation and root collapse
   mutable std::mutex retire_mu_;  ///< guards retired_
   std::vector<uint64_t> retired_;
