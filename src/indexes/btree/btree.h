@@ -41,16 +41,15 @@ inline constexpr OptionSpec kBtreeOptions[] = {
      "none and group make no crash-consistency claim; integer keys",
      true}};
 
-/// IndexInfo descriptions of btree:flush=none and btree:flush=group.
+/// What btree:flush=none and btree:flush=group add to the entry's description in IndexInfo.
 inline constexpr char kBtreeFlushNoneInfo[] =
-    "volatile B+-tree with its nodes modelled as PM (flush=none): every node store goes through "
-    "the PM layer, nothing is flushed, so modified lines reach the media when the modelled "
-    "cache evicts them; not persistent, no crash-consistency claim (Ni et al. 2020 §6.2 "
-    "baseline)";
+    "; flush=none: its nodes modelled as PM (every node store goes through the PM layer, nothing "
+    "is flushed, so modified lines reach the media when the modelled cache evicts them); not "
+    "persistent, no crash-consistency claim (Ni et al. 2020 §6.2 baseline)";
 inline constexpr char kBtreeGroupFlushInfo[] =
-    "volatile B+-tree with its nodes modelled as PM and group flushing (flush=group): after each "
-    "node update and node initialisation, one clwb per modified line in address order, no "
-    "fence; not persistent, no crash-consistency claim (Ni et al. 2020 §6.2)";
+    "; flush=group: its nodes modelled as PM, with group flushing (after each node update and "
+    "node initialisation, one clwb per modified line in address order, no fence); not "
+    "persistent, no crash-consistency claim (Ni et al. 2020 §6.2)";
 
 /// Smallest and largest node size "btree" accepts, bytes (IndexOptions::node_size).
 inline constexpr uint32_t kBtreeMinNodeSize = 128;

@@ -805,8 +805,9 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
     IndexInfo i;
     i.name = LP::kName;
     i.description = LP::kDescription;
-    if constexpr (kModelled)
-      i.description = group_flush_ ? kBtreeGroupFlushInfo : kBtreeFlushNoneInfo;
+    if constexpr (kModelled) {  // the entry's description, then what flush= chose
+      i.description += group_flush_ ? kBtreeGroupFlushInfo : kBtreeFlushNoneInfo;
+    }
     i.caps.ordered = true;
     i.caps.thread_safe = true;
     i.caps.string_keys = !kUnsorted && !kModelled;
