@@ -234,11 +234,16 @@ bool followable(const pm::Pool& pool, uint64_t off) {
 }
 }  // namespace
 
-// Searches the chain of `lnid` (head, chain deltas) for key: 1 and *v when
-// present, 0 when absent, -1 when the chain is not what the slot promised
-// (an optimistic reader raced a consolidation and the GC's reuse of the
-// space; it retries). Every offset is checked before it is followed.
-int BtreeLs::search(uint64_t lnid, uint64_t head, uint32_t chain, uint64_t key, Value* v) const {
+// Walks the chain of `lnid` (head, `chain` deltas), newest first, checking
+// every offset and tag before it is followed: calls on_delta(header) for each
+// delta until it returns true (then returns 0); at the base record sets
+// *entries and [*lo, *hi), the LNID's half of them, and returns 1. Returns -1
+// when the chain is not what the slot promised (an optimistic reader raced a
+// consolidation and the GC's reuse of the space; it retries).
+template <class OnDelta>
+int BtreeLs::walk(uint64_t lnid, uint64_t head, uint32_t chain, OnDelta&& on_delta,
+                  const PmEntry** entries, uint32_t* lo, uint32_t* hi) const {
+  if (chain > kMaxChain) return -1;
   uint64_t off = head;
   for (uint32_t i = 0;; ++i) {
     if (!followable(*pool_, off)) return -1;
@@ -248,71 +253,74 @@ int BtreeLs::search(uint64_t lnid, uint64_t head, uint32_t chain, uint64_t key, 
     if (tag_kind(tag) == kBase) {
       if (i != chain) return -1;
       const uint32_t nl = tag_left(tag);
-      uint32_t lo = 0, hi = nl;
+      *lo = 0;
+      *hi = nl;
       if (h->lnid.load(kRlx) != lnid) {
         if (h->b.load(kRlx) != lnid) return -1;
-        lo = nl;
-        hi = nl + tag_right(tag);
+        *lo = nl;
+        *hi = nl + tag_right(tag);
       }
-      const auto* e = reinterpret_cast<const PmEntry*>(h + 1);
-      while (lo < hi) {
-        const uint32_t mid = (lo + hi) / 2;
-        const uint64_t k = e[mid].key.load(kRlx);
-        if (k == key) {
-          *v = e[mid].value.load(kRlx);
-          return 1;
-        }
-        if (k < key) {
-          lo = mid + 1;
-        } else {
-          hi = mid;
-        }
-      }
-      return 0;
-    }
-    if (i >= chain || h->lnid.load(kRlx) != lnid) return -1;
-    if (h->a.load(kRlx) == key) {
-      if (tag_kind(tag) == kRemove) return 0;
-      *v = h->b.load(kRlx);
+      *entries = reinterpret_cast<const PmEntry*>(h + 1);
       return 1;
     }
+    if (i >= chain || h->lnid.load(kRlx) != lnid) return -1;
+    if (on_delta(h)) return 0;
     off = h->c.load(kRlx);
   }
 }
 
-// The entries of leaf `lnid` (ascending) from its chain: the base's half,
-// then the deltas applied oldest first. False as search() returns -1.
-bool BtreeLs::materialize(uint64_t lnid, uint64_t head, uint32_t chain, Entries* out) const {
-  std::array<uint64_t, kMaxChain> deltas;
-  out->clear();
-  uint64_t off = head;
-  for (uint32_t i = 0;; ++i) {
-    if (!followable(*pool_, off)) return false;
-    const Header* h = at(off);
-    const uint64_t tag = h->tag.load(kAcq);
-    if (!tag_ok(tag, off % kSegBytes)) return false;
-    if (tag_kind(tag) == kBase) {
-      if (i != chain) return false;
-      const uint32_t nl = tag_left(tag);
-      uint32_t lo = 0, hi = nl;
-      if (h->lnid.load(kRlx) != lnid) {
-        if (h->b.load(kRlx) != lnid) return false;
-        lo = nl;
-        hi = nl + tag_right(tag);
-      }
-      const auto* e = reinterpret_cast<const PmEntry*>(h + 1);
-      out->reserve(hi - lo + chain);
-      for (uint32_t j = lo; j < hi; ++j) {
-        out->emplace_back(e[j].key.load(kRlx), e[j].value.load(kRlx));
-      }
-      break;
+// Searches the chain of `lnid` for key: 1 and *v when present, 0 when
+// absent, -1 as walk().
+int BtreeLs::search(uint64_t lnid, uint64_t head, uint32_t chain, uint64_t key, Value* v) const {
+  int found = 0;
+  const PmEntry* e = nullptr;
+  uint32_t lo = 0, hi = 0;
+  const int w = walk(
+      lnid, head, chain,
+      [&](const Header* h) {
+        if (h->a.load(kRlx) != key) return false;
+        found = tag_kind(h->tag.load(kRlx)) == kRemove ? 0 : 1;
+        *v = h->b.load(kRlx);
+        return true;
+      },
+      &e, &lo, &hi);
+  if (w <= 0) return w < 0 ? -1 : found;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi) / 2;
+    const uint64_t k = e[mid].key.load(kRlx);
+    if (k == key) {
+      *v = e[mid].value.load(kRlx);
+      return 1;
     }
-    if (i >= chain || i >= kMaxChain || h->lnid.load(kRlx) != lnid) return false;
-    deltas[i] = off;
-    off = h->c.load(kRlx);
+    if (k < key) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
   }
-  for (uint32_t i = chain; i-- > 0;) {
-    const Header* h = at(deltas[i]);
+  return 0;
+}
+
+// The entries of leaf `lnid` (ascending) from its chain: the base's half,
+// then the deltas applied oldest first. False as walk() returns -1.
+bool BtreeLs::materialize(uint64_t lnid, uint64_t head, uint32_t chain, Entries* out) const {
+  std::array<const Header*, kMaxChain> deltas;
+  uint32_t n = 0;
+  const PmEntry* e = nullptr;
+  uint32_t lo = 0, hi = 0;
+  const int w = walk(
+      lnid, head, chain,
+      [&](const Header* h) {
+        deltas[n++] = h;
+        return false;
+      },
+      &e, &lo, &hi);
+  if (w < 0) return false;
+  out->clear();
+  out->reserve(hi - lo + n);
+  for (uint32_t j = lo; j < hi; ++j) out->emplace_back(e[j].key.load(kRlx), e[j].value.load(kRlx));
+  while (n-- > 0) {
+    const Header* h = deltas[n];
     const uint64_t k = h->a.load(kRlx);
     auto it = std::lower_bound(out->begin(), out->end(), std::make_pair(k, Value{0}),
                                [](const auto& x, const auto& y) { return x.first < y.first; });

@@ -261,6 +261,9 @@ class BtreeLs final : public PersistentIndex {
   uint64_t phys(const Log& lg, uint64_t pos) const;
   uint64_t lock_covering(uint64_t key);
   void prefetch_chain(const Slot& s) const;
+  template <class OnDelta>
+  int walk(uint64_t lnid, uint64_t head, uint32_t chain, OnDelta&& on_delta,
+           const PmEntry** entries, uint32_t* lo, uint32_t* hi) const;
   int search(uint64_t lnid, uint64_t head, uint32_t chain, uint64_t key, Value* v) const;
   bool materialize(uint64_t lnid, uint64_t head, uint32_t chain, Entries* out) const;
   Status append(uint32_t log, uint64_t* w, size_t nwords, const char* site, uint64_t* off,
