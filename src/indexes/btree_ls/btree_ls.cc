@@ -221,9 +221,23 @@ Status BtreeLs::append(uint32_t log, uint64_t* w, size_t nwords, const char* sit
 
 // ---------------------------------------------------------------- chains
 
+// Prefetches the lines of the newest knobs_.prefetch records of the chain
+// (all of the base record's when it is among them), from the offsets the
+// slot caches, so that the walk's misses overlap instead of following one
+// another. A stale offset (a racing writer) only wastes a prefetch.
 void BtreeLs::prefetch_chain(const Slot& s) const {
-  const uint32_t n = std::min(s.nrecent.load(kRlx), knobs_.prefetch);
-  for (uint32_t i = 0; i < n; ++i) prefetch_line(pool_->base() + s.recent[i].load(kRlx));
+  if (knobs_.prefetch == 0) return;
+  const uint32_t chain = s.chain.load(kRlx);
+  const uint32_t n = std::min(chain + 1, knobs_.prefetch);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t pos = chain - i;
+    const char* p = pool_->base() + s.recent[pos % kMaxPrefetch].load(kRlx);
+    if (pos == 0) {
+      prefetch_bytes(p, 64 + 16 * cap_);
+    } else {
+      prefetch_line(p);
+    }
+  }
 }
 
 namespace {
@@ -349,12 +363,9 @@ uint64_t BtreeLs::lock_covering(uint64_t key) {
 }
 
 namespace {
-void set_recent(Slot& s, uint64_t off, bool restart, uint32_t k) {
-  if (k == 0) return;
-  uint32_t n = restart ? 0 : std::min(s.nrecent.load(kRlx), k - 1);
-  for (uint32_t i = n; i > 0; --i) s.recent[i].store(s.recent[i - 1].load(kRlx), kRlx);
-  s.recent[0].store(off, kRlx);
-  s.nrecent.store(n + 1, kRlx);
+// Caches the offset of the record at chain position `pos` (0: the base).
+void set_recent(Slot& s, uint64_t off, uint32_t pos, uint32_t k) {
+  if (k != 0) s.recent[pos % kMaxPrefetch].store(off, kRlx);
 }
 }  // namespace
 
@@ -379,8 +390,9 @@ Status BtreeLs::write_delta(uint64_t lnid, Kind kind, uint64_t key, Value value)
     return st;
   }
   s.head.store(off, kRel);
-  s.chain.store(s.chain.load(kRlx) + 1, kRel);
-  set_recent(s, off, false, knobs_.prefetch);
+  const uint32_t pos = s.chain.load(kRlx) + 1;
+  set_recent(s, off, pos, knobs_.prefetch);
+  s.chain.store(pos, kRel);
   return Status::Ok();
 }
 
@@ -432,13 +444,13 @@ Status BtreeLs::consolidate(uint64_t lnid, bool* split) {
     r.base_seq.store(seq, kRlx);
     r.chain.store(0, kRlx);
     r.next.store(s.next.load(kRlx), kRlx);
-    set_recent(r, off, true, knobs_.prefetch);
+    set_recent(r, off, 0, knobs_.prefetch);
     s.next.store(right + 1, kRel);
   }
   s.head.store(off, kRel);
   s.base_seq.store(seq, kRel);
   s.chain.store(0, kRel);
-  set_recent(s, off, true, knobs_.prefetch);
+  set_recent(s, off, 0, knobs_.prefetch);
   if (*split) inner_->insert_separator(lnid + 1, sep, right + 1);
   return Status::Ok();
 }
@@ -456,6 +468,7 @@ Status BtreeLs::write_op(uint64_t key, Value value, Kind kind) {
   while (true) {
     const uint64_t lnid = lock_covering(key);
     Slot& s = slot(lnid);
+    prefetch_chain(s);
     Value old = 0;
     const int f = search(lnid, s.head.load(kRlx), s.chain.load(kRlx), key, &old);
     NVINDEX_DCHECK(f >= 0);
@@ -700,7 +713,7 @@ Status BtreeLs::create(uint32_t node_size, uint32_t logs) {
   Slot& s0 = slot(0);
   s0.head.store(off, kRel);
   s0.base_seq.store(w[2], kRel);
-  set_recent(s0, off, true, knobs_.prefetch);
+  set_recent(s0, off, 0, knobs_.prefetch);
   root_obj_ = pool_->ptr<RootObject>(ro);
   pm::store(&root_obj_->magic, kRootMagic);
   pm::store(&root_obj_->node_size, uint64_t{node_size});
@@ -773,7 +786,8 @@ Status BtreeLs::scan_log(uint32_t log, std::vector<Scanned>* out) const {
 //     make its chain; older records are garbage the GC has not passed yet.
 //  4) Leaves in low-key order (LNID 0 first, low keys distinct), next links.
 //  5) Reachability pass: root, directories, tables, segments; the keys are
-//     the materialised leaves' (every chain checked as verify() does).
+//     the materialised leaves' (every chain checked as verify() does, one
+//     run of leaves per recovery thread).
 //  6) Build the inner nodes over (low key, LNID + 1) with build_segments.
 Status BtreeLs::recover() {
   if (Status s = open_root_object(kLayout, kRootMagic, &root_obj_, kRootBytes); !s.ok()) return s;
@@ -819,15 +833,16 @@ Status BtreeLs::recover() {
   }
 
   // 2) parallel scan
-  const unsigned threads = std::max(1u, std::min(knobs_.threads, nlogs_));
+  const unsigned threads = std::max(1u, knobs_.threads);
+  const unsigned scanners = std::min(threads, nlogs_);
   std::vector<std::vector<Scanned>> found(nlogs_);
   std::vector<Status> errs(nlogs_);
   auto work = [&](unsigned t) {
-    for (uint32_t i = t; i < nlogs_; i += threads) errs[i] = scan_log(i, &found[i]);
+    for (uint32_t i = t; i < nlogs_; i += scanners) errs[i] = scan_log(i, &found[i]);
   };
   {
     std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work, t);
+    for (unsigned t = 1; t < scanners; ++t) pool.emplace_back(work, t);
     work(0);
     for (auto& th : pool) th.join();
   }
@@ -884,7 +899,7 @@ Status BtreeLs::recover() {
     s.head.store(leaves[x].off, kRlx);
     s.base_seq.store(leaves[x].seq, kRlx);
     s.low.store(leaves[x].low, kRlx);
-    set_recent(s, leaves[x].off, true, knobs_.prefetch);
+    set_recent(s, leaves[x].off, 0, knobs_.prefetch);
   }
   for (const Scanned* d : deltas) {
     Slot& s = slot(d->lnid);
@@ -896,7 +911,7 @@ Status BtreeLs::recover() {
     }
     s.head.store(d->off, kRlx);
     s.chain.store(s.chain.load(kRlx) + 1, kRlx);
-    set_recent(s, d->off, false, knobs_.prefetch);
+    set_recent(s, d->off, s.chain.load(kRlx), knobs_.prefetch);
   }
   seq_.store(max_seq, kRlx);
 
@@ -928,9 +943,24 @@ Status BtreeLs::recover() {
         if (Status m = alloc.mark_reachable(g); !m.ok()) return m;
       }
     }
-    Entries scratch;
-    for (const auto& [low, x] : order) {
-      if (Status c = check_chain(x, keys, &scratch); !c.ok()) return c;
+    // Every chain checked and its keys counted, the leaves cut into one run
+    // per recovery thread (check_chain only reads).
+    std::vector<uint64_t> counts(threads, 0);
+    std::vector<Status> bad(threads);
+    auto check = [&](unsigned t) {
+      Entries scratch;
+      for (size_t i = t * order.size() / threads; i < (t + 1) * order.size() / threads; ++i) {
+        bad[t] = check_chain(order[i].second, &counts[t], &scratch);
+        if (!bad[t].ok()) return;
+      }
+    };
+    std::vector<std::thread> helpers;
+    for (unsigned t = 1; t < threads; ++t) helpers.emplace_back(check, t);
+    check(0);
+    for (auto& th : helpers) th.join();
+    for (unsigned t = 0; t < threads; ++t) {
+      if (!bad[t].ok()) return bad[t];
+      *keys += counts[t];
     }
     keys_.store(*keys, kRlx);
     return Status::Ok();
@@ -1077,7 +1107,7 @@ Status make_btree_ls(const IndexOptions& options, std::unique_ptr<Index<uint64_t
   btree_ls::BtreeLs::Knobs k;
   k.gc = opt("gc", "on") == "on";
   k.gc_at = static_cast<uint32_t>(std::stoul(opt("gc_at", "50")));
-  k.prefetch = std::min<uint32_t>(static_cast<uint32_t>(std::stoul(opt("prefetch", "4"))),
+  k.prefetch = std::min<uint32_t>(static_cast<uint32_t>(std::stoul(opt("prefetch", "32"))),
                                   btree_ls::kMaxPrefetch);
   k.threads = options.threads;
   const uint32_t logs = static_cast<uint32_t>(std::stoul(opt("logs", "4")));

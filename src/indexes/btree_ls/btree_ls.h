@@ -65,7 +65,7 @@ inline constexpr char kBtreeLsDescription[] =
 inline constexpr std::string_view kBtreeLsLogValues[] = {"4", "1", "16"};
 inline constexpr std::string_view kBtreeLsGcValues[] = {"on", "off"};
 inline constexpr std::string_view kBtreeLsGcAtValues[] = {"50", "0"};
-inline constexpr std::string_view kBtreeLsPrefetchValues[] = {"4", "0"};
+inline constexpr std::string_view kBtreeLsPrefetchValues[] = {"32", "0"};
 /// The options of "btree-ls" (IndexEntry::options; values[0] is the default).
 inline constexpr OptionSpec kBtreeLsOptions[] = {
     {"logs", kBtreeLsLogValues,
@@ -74,7 +74,8 @@ inline constexpr OptionSpec kBtreeLsOptions[] = {
     {"gc_at", kBtreeLsGcAtValues,
      "percent of a log in use above which a writer runs a GC step on it (0: after every write)"},
     {"prefetch", kBtreeLsPrefetchValues,
-     "most recent records of a chain whose lines a traversal prefetches from the mapping table"}};
+     "newest records of a chain (at most 32) whose lines a traversal prefetches, from the "
+     "offsets the mapping table caches (32: every record of a chain at 256 and 512 B)"}};
 
 /// Factory for "btree-ls" (integer keys only: no string factory, so string
 /// keys are InvalidArgument from the registry). options.pool is required
@@ -105,8 +106,9 @@ inline constexpr uint32_t kMaxLogs = 16;
 inline constexpr uint32_t kRootBytes = 1024;
 /// Most LNIDs (mapping-table capacity).
 inline constexpr uint64_t kMaxLnids = uint64_t{1} << 24;
-/// Most record offsets a mapping-table slot keeps for prefetching.
-inline constexpr uint32_t kMaxPrefetch = 8;
+/// Most record offsets a mapping-table slot keeps for prefetching (a ring
+/// indexed by chain position: the newest kMaxPrefetch records).
+inline constexpr uint32_t kMaxPrefetch = 32;
 
 /// One log's words in the root object (32 B).
 struct LogMeta {
@@ -200,7 +202,7 @@ struct PmEntry {
 };
 static_assert(sizeof(PmEntry) == 16);
 
-/// One mapping-table slot (DRAM, 128 B): everything a reader needs before it
+/// One mapping-table slot (DRAM, 320 B): everything a reader needs before it
 /// touches PM.
 struct alignas(64) Slot {
   std::atomic<uint64_t> lock{0};      ///< version lock (indexes/common/version_lock.h)
@@ -209,8 +211,9 @@ struct alignas(64) Slot {
   std::atomic<uint64_t> low{0};       ///< low key (immutable once set)
   std::atomic<uint64_t> next{0};      ///< LNID + 1 of the next leaf in key order (0: last)
   std::atomic<uint32_t> chain{0};     ///< deltas in the chain
-  std::atomic<uint32_t> nrecent{0};   ///< entries of recent in use
-  /// Pool offsets of the chain's newest records, newest first (prefetch).
+  std::atomic<uint32_t> unused{0};    ///< zero
+  /// Pool offsets of the chain's records by position (0: the base, i: the
+  /// i-th delta after it) modulo kMaxPrefetch: the newest kMaxPrefetch.
   std::atomic<uint64_t> recent[kMaxPrefetch];
 };
 
@@ -222,7 +225,7 @@ class BtreeLs final : public PersistentIndex {
   struct Knobs {
     bool gc = true;
     uint32_t gc_at = 50;
-    uint32_t prefetch = 4;
+    uint32_t prefetch = 32;
     unsigned threads = 1;
   };
   BtreeLs(pm::Pool* pool, Knobs knobs);
