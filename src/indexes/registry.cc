@@ -9,6 +9,7 @@
 
 #include "indexes/absl_btree/absl_btree.h"
 #include "indexes/btree/btree.h"
+#include "indexes/btree_ls/btree_ls.h"
 #include "indexes/divided_skiplist/divided_skiplist.h"
 #include "indexes/fastfair/fastfair.h"
 #include "indexes/fptree/fptree.h"
@@ -49,6 +50,7 @@ bool fptree_node_size_ok(uint32_t s) {
   return fptree::Layout::of(s, &l);
 }
 bool lbtree_node_size_ok(uint32_t s) { return lbtree::valid_leaf_size(s); }
+bool btree_ls_node_size_ok(uint32_t s) { return s == 256 || s == 512 || s == 1024; }
 
 constexpr IndexEntry kIndexes[] = {
     // {name, description, caps (threads > 1, default options), min_node_size (0: no nodes),
@@ -105,6 +107,13 @@ constexpr IndexEntry kIndexes[] = {
      &fptree_node_size_ok,
      {},
      &make_fptree},
+    {"btree-ls", kBtreeLsDescription,
+     Capabilities{.ordered = true,
+                  .persistent = true,
+                  .thread_safe = true,
+                  .placement = Placement::kSelective},
+     256, "256, 512 or 1024 B (entries per leaf and deltas per chain: node size / 16)",
+     &btree_ls_node_size_ok, kBtreeLsOptions, &make_btree_ls},
     {"wbtree", kWbTreeDescription,
      Capabilities{.ordered = true,
                   .persistent = true,
