@@ -1,8 +1,9 @@
 // btree-ls: the persistency-optimised log-structured B+-tree of Ni et al.
-// Source: Ni, Zhao, Chen, Ge, "Persistent B+-Trees on Persistent Memory: Design
-// Space Exploration", 2020 (issue 11), §6.3 (log-structured leaves: a mapping
-// table of logical leaf ids, delta chains in PM, consolidation, logs per leaf
-// group, garbage collection, parallel log replay). btree_ls.cc holds the crash
+// Source: Ni et al., "Closing the Performance Gap between DRAM and PM for
+// In-Memory Index Structures" (UCSC tech report, 2020; issue 11), §6.3
+// (log-structured leaves: a mapping table of logical leaf ids, delta chains
+// in PM, consolidation, logs per leaf group, garbage collection, parallel log
+// replay). btree_ls.cc holds the crash
 // argument of every persistent update where the update is;
 // docs/indexes/btree-ls.md summarises the design, the byte tables and our
 // departures from the paper.
