@@ -43,8 +43,14 @@ Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>*
 }
 
 Status make_unsorted_leaf(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
-  // make_index() has checked the node size (btree_valid_node_size).
-  *out = std::make_unique<Btree<IntKeys, UnsortedLeaves>>(options.node_size);
+  // make_index() has checked the node size (btree_valid_node_size) and flush.
+  const std::string_view flush = flush_option(options);
+  if (flush == "off") {
+    *out = std::make_unique<Btree<IntKeys, UnsortedLeaves>>(options.node_size);
+  } else {
+    *out = std::make_unique<Btree<IntKeys, UnsortedLeaves, ModelledPmNodes>>(options.node_size,
+                                                                             flush == "group");
+  }
   return Status::Ok();
 }
 

@@ -30,9 +30,9 @@ inline constexpr char kPersistentUnsortedDescription[] =
     "bitmap word, removes and updates one NAW; SMOs through btree-wal's undo log (Ni et al. "
     "2020 §3.3)";
 
-/// The values of btree's option "flush" (the default first).
+/// The values of btree's and unsorted-leaf's option "flush" (the default first).
 inline constexpr std::string_view kBtreeFlushValues[] = {"off", "none", "group"};
-/// btree's options (registry entry).
+/// btree's and unsorted-leaf's options (registry entries).
 inline constexpr OptionSpec kBtreeOptions[] = {
     {"flush", kBtreeFlushValues,
      "off (the DRAM tree), none (the same tree with its nodes modelled as PM: node stores "
@@ -83,7 +83,9 @@ Status make_btree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>*
 /// header), so an insert writes one pair and one bitmap word instead of
 /// shifting; a lookup scans the leaf's valid slots; a scan sorts each leaf's
 /// pairs in DRAM. A 512 B leaf holds 29 pairs (128 B: 5; 4 KiB: 251); inner
-/// nodes as btree's. uint64_t keys only. Errors as make_btree.
+/// nodes as btree's. uint64_t keys only. options.extra["flush"] as
+/// make_btree's (flush=group flushes an insert's key, value and bitmap-word
+/// lines as one group; a remove's bitmap word's line). Errors as make_btree.
 Status make_unsorted_leaf(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out);
 
 /// Factory for "btree-wal": btree's sorted nodes (same layout, concurrency

@@ -317,8 +317,9 @@ struct PmLeaves {
 // The version lock words are not followed (the shared vlock code stores
 // them, as DRAM state: btree-wal keeps them in a DRAM LockTable); every
 // insert, remove and SMO also stores the count word beside the lock in line
-// 0, so only update() leaves its lock's line unmodelled. Integer keys,
-// sorted leaves.
+// 0, so only update() leaves its lock's line unmodelled (unsorted leaves
+// keep no count: their inserts and removes leave it unmodelled too). Integer
+// keys; btree's and unsorted-leaf's leaves.
 struct ModelledPmNodes {
   static constexpr bool kPm = false;
   static constexpr bool kInnerDram = false;
@@ -520,7 +521,7 @@ class Btree final : public std::conditional_t<SP::kPm, PersistentIndexOf<typenam
   // btree:flush=none|group (ModelledPmNodes): node stores through the pm::
   // helpers, group flushing when group_flush_.
   static constexpr bool kModelled = requires { requires SP::kModelled; };
-  static_assert(!(kModelled && (kString || kUnsorted)), "flush=none|group: btree, integer keys");
+  static_assert(!(kModelled && kString), "flush=none|group: integer keys");
   static constexpr const char* kName = kPm ? LP::kPmName : LP::kName;
   static constexpr size_t kHeaderBytes = sizeof(N);
   static constexpr size_t kMaxLeafCap = (kBtreeMaxNodeSize - kHeaderBytes) / (8 * (W + 1));
@@ -1488,8 +1489,19 @@ bool Btree<KP, LP, SP>::try_insert(SearchArg key, Value value, Stored* fresh, bo
           pm::flush(&vals(n)[i], 8, {LP::kSiteInsertSlot});
           pm::fence({LP::kSiteInsertSlot});
         }
-        put_durable(bitmap(n)[i / 64], ld(bitmap(n)[i / 64]) | uint64_t{1} << (i % 64),
-                    LP::kSiteBitmap);
+        if constexpr (kModelled) {
+          // flush=group: the key's, the value's and the bitmap word's lines
+          // in one group, in address order (flush=none: stores only).
+          put(bitmap(n)[i / 64], ld(bitmap(n)[i / 64]) | uint64_t{1} << (i % 64));
+          auto tx = begin_txn();
+          tx.dirty(&keys(n)[i], 8);
+          tx.dirty(&vals(n)[i], 8);
+          tx.dirty(&bitmap(n)[i / 64], 8);
+          tx.commit();
+        } else {
+          put_durable(bitmap(n)[i / 64], ld(bitmap(n)[i / 64]) | uint64_t{1} << (i % 64),
+                      LP::kSiteBitmap);
+        }
       } else {
         // Shift the larger pairs right by one slot; concurrent readers see a
         // torn node only under the lock, and their version check rejects it.
