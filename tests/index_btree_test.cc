@@ -364,6 +364,13 @@ std::unique_ptr<Index<uint64_t>> open_flush(const char* flush, uint32_t node_siz
   return std::move(t.index);
 }
 
+/// Lines one insert of `key` into `idx` flushes (PM counters).
+uint64_t lines_flushed_by_insert(Index<uint64_t>& idx, uint64_t key) {
+  const pm::CounterSnapshot before = pm::snapshot();
+  EXPECT_TRUE(idx.insert(key, key).ok());
+  return (pm::snapshot() - before).lines_flushed;
+}
+
 /// Media model on (emulated mode, cache of `cache_kib`), restored after.
 class FlushOption : public ::testing::Test {
  protected:
@@ -430,11 +437,7 @@ TEST_F(FlushOption, UnsortedLeafGroupFlushesKeyValueAndBitmapLines) {
   model();
   auto group = open_flush("group", 512, "unsorted-leaf");
   auto none = open_flush("none", 512, "unsorted-leaf");
-  auto lines_of = [](Index<uint64_t>& idx, uint64_t key) {
-    const pm::CounterSnapshot before = pm::snapshot();
-    EXPECT_TRUE(idx.insert(key, key).ok());
-    return (pm::snapshot() - before).lines_flushed;
-  };
+  const auto lines_of = lines_flushed_by_insert;
   EXPECT_EQ(lines_of(*group, 1000), 2u);
   EXPECT_EQ(lines_of(*none, 1000), 0u);
   // Slot 7: key at byte 104 (line 1), value at 336 (line 5), bitmap line 0.
@@ -450,11 +453,7 @@ TEST_F(FlushOption, GroupFlushesTheModifiedLinesOfEachUpdate) {
   model();
   auto none = open_flush("none");
   auto group = open_flush("group");
-  auto lines_of = [](Index<uint64_t>& idx, uint64_t key) {
-    const pm::CounterSnapshot before = pm::snapshot();
-    EXPECT_TRUE(idx.insert(key, key).ok());
-    return (pm::snapshot() - before).lines_flushed;
-  };
+  const auto lines_of = lines_flushed_by_insert;
   // Slot 0 of the empty root leaf: count and key in line 0, value in line 4.
   EXPECT_EQ(lines_of(*group, 1000), 2u);
   EXPECT_EQ(lines_of(*none, 1000), 0u);
