@@ -49,11 +49,13 @@ test: deps format-check doc-links test-release test-install test-asan test-tsan 
 
 # Heavier checks kept out of `make test` (25 minutes on 2 cores): the crash
 # lab's ablation self-test with the cases tests/crash_cases.h marks
-# long-only (the string instances) included, about 10 minutes.
+# long-only (the string instances, the option variants) included, and the
+# crash lab with every case whole (the option variants to 10,000 images,
+# btree-ls's logs, gc and prefetch variants), about 20 minutes.
 test-long:
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)
-	@NVINDEX_TEST_LONG=1 ctest --preset release -j $(JOBS) -R crash_ablation_test
+	@NVINDEX_TEST_LONG=1 ctest --preset release -j $(JOBS) -R 'crash_ablation_test|crash_lab_test'
 
 # A documentation reference to a missing file fails the tests.
 doc-links:

@@ -88,6 +88,9 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
   // images; make test runs an option variant at its reduced share and bar.
   const char* long_env = std::getenv("NVINDEX_TEST_LONG");
   const bool long_run = long_env != nullptr && *long_env == '1';
+  if (!GetParam().lab_long_only.empty() && !long_run) {
+    GTEST_SKIP() << GetParam().lab_long_only << ": runs in make test-long";
+  }
   const bool reduced = !long_run && GetParam().image_bar < 10000;
   const double share = GetParam().scenario_share * (reduced ? 1.0 / 3 : 1.0);
   const uint64_t full_bar = reduced ? GetParam().image_bar : 10000;
