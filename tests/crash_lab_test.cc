@@ -91,6 +91,10 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
   if (!GetParam().lab_long_only.empty() && !long_run) {
     GTEST_SKIP() << GetParam().lab_long_only << ": runs in make test-long";
   }
+  if (scale() < 1.0 && !GetParam().index_opts.empty()) {
+    GTEST_SKIP() << "an option variant under a sanitizer: its default configuration's case "
+                    "covers the same recovery code's memory errors";
+  }
   const bool reduced = !long_run && GetParam().image_bar < 10000;
   const double share = GetParam().scenario_share * (reduced ? 1.0 / 3 : 1.0);
   const uint64_t full_bar = reduced ? GetParam().image_bar : 10000;
@@ -109,9 +113,10 @@ TEST_P(PersistentIndex, BudgetedCrashTestFindsNoFailure) {
   std::vector<Run> all(std::begin(runs), std::end(runs));
   if (scale() < 1.0) {
     // Under a sanitizer (or a reduced scale) the point is memory errors on
-    // the recovery paths, not coverage: the smallest and the doubled node
-    // size under ADR suffice (the release build runs all four).
-    all = {runs[0], runs[2]};
+    // the recovery paths, not coverage: the smallest node size under ADR,
+    // where splits, merges and root changes come soonest, suffices (the
+    // release build runs all four).
+    all = {runs[0]};
   }
   const uint64_t bar = static_cast<uint64_t>(static_cast<double>(full_bar) * scale());
   for (size_t i = 0; i < all.size(); ++i) {

@@ -501,7 +501,11 @@ void FlushOption::group_flushing_lowers_wa(const char* name) {
   EXPECT_EQ(n.flushes, 0u);
   EXPECT_GT(n.lines_written_back, 20000u) << "evictions write the dirty lines back";
   EXPECT_GT(g.flushes, 20000u);
-  EXPECT_LT(wa_group, wa_none * 0.8) << "none " << wa_none << ", group " << wa_group;
+  // By more than a fifth for btree (3.40 -> 1.96 here; 3.82 -> 2.30 under
+  // ASan, whose heap places the nodes elsewhere), by more than a tenth for
+  // unsorted-leaf (3.71 -> 2.70; under ASan 3.92 -> 3.18).
+  const double most = std::string_view(name) == "btree" ? 0.8 : 0.9;
+  EXPECT_LT(wa_group, wa_none * most) << "none " << wa_none << ", group " << wa_group;
   // btree: fewer media writes too, though more lines are written back (the
   // cache no longer absorbs repeated stores to a line): true when, as here,
   // the tree is much larger than the cache (at 4x the cache, flush=none
