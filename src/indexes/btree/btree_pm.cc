@@ -42,8 +42,12 @@ Status make_persistent_unsorted(const IndexOptions& options,
     inner_dram = it->second == "dram";
   }
   if (pm::Pool* pool = options.pool; pool != nullptr && pool->root() != 0) {
-    inner_dram = pool->contains(pool->root(), btree_detail::kBtreeRootBytes) &&
-                 pool->ptr<btree_detail::BtreeRoot>(pool->root())->inner_dram == 1;
+    // A damaged root offset (not a block, misaligned) picks inner=pm, whose
+    // recover() reports it; the word is read only inside the pool, aligned.
+    const uint64_t root = pool->root();
+    inner_dram = root % alignof(btree_detail::BtreeRoot) == 0 &&
+                 pool->contains(root, btree_detail::kBtreeRootBytes) &&
+                 pool->ptr<btree_detail::BtreeRoot>(root)->inner_dram == 1;
   }
   if (inner_dram) return open_pm_btree<UnsortedLeaves, PmLeaves>(options, out);
   return open_pm_btree<UnsortedLeaves>(options, out);
