@@ -170,6 +170,17 @@ void media_configure(uint32_t cache_kib) {
   m.mru = std::make_unique<std::atomic<uint8_t>[]>(m.sets);
 }
 
+// Counts `written` lines written back and the `evicted` media writes they
+// caused in the calling thread's counters; returns `evicted`.
+static uint64_t count_write_backs(uint64_t written, uint64_t evicted) {
+  if (written != 0) {
+    ThreadCounters& c = thread_counters();
+    bump(c.lines_written_back, written);
+    if (evicted != 0) bump(c.media_writes, evicted);
+  }
+  return evicted;
+}
+
 uint64_t media_store(uintptr_t addr, size_t n) {
   if (n == 0) return 0;
   MediaModel& m = g_media;
@@ -183,12 +194,7 @@ uint64_t media_store(uintptr_t addr, size_t n) {
   m.acquire();
   for (uintptr_t line = first; line <= last; ++line) evicted += m.mark(line, &written);
   m.release();
-  if (written != 0) {
-    ThreadCounters& c = thread_counters();
-    bump(c.lines_written_back, written);
-    if (evicted != 0) bump(c.media_writes, evicted);
-  }
-  return evicted;
+  return count_write_backs(written, evicted);
 }
 
 uint64_t media_feed_lines(uintptr_t line, uint64_t n) {
@@ -219,12 +225,7 @@ uint64_t media_feed_lines(uintptr_t line, uint64_t n) {
     ++written;
   }
   m.release();
-  if (written != 0) {
-    ThreadCounters& c = thread_counters();
-    bump(c.lines_written_back, written);
-    if (evicted != 0) bump(c.media_writes, evicted);
-  }
-  return evicted;
+  return count_write_backs(written, evicted);
 }
 
 }  // namespace detail
