@@ -6,21 +6,38 @@ formatting. Not a program: the scripts import it from their own folder.
 """
 import json
 import os
+import re
 import subprocess
 import sys
+
+
+def list_indexes(binary):
+    """The rows of `nvindex bench --list-indexes` (tab-separated: name, kind,
+    description, capabilities, node sizes, options), test-only doubles left
+    out."""
+    out = subprocess.run([binary, "bench", "--list-indexes"], check=True, capture_output=True,
+                         text=True).stdout
+    rows = [line.split("\t") for line in out.splitlines()]
+    return [f for f in rows if len(f) >= 2 and f[1] != "test-only"]
 
 
 def registered(binary):
     """{name: kind} of the registered indexes, kind "persistent" or "volatile"
     (test-only doubles left out)."""
-    out = subprocess.run([binary, "bench", "--list-indexes"], check=True, capture_output=True,
-                         text=True).stdout
-    kinds = {}
-    for line in out.splitlines():
-        f = line.split("\t")
-        if len(f) >= 2 and f[1] != "test-only":
-            kinds[f[0]] = f[1]
-    return kinds
+    return {f[0]: f[1] for f in list_indexes(binary)}
+
+
+def registered_options(binary):
+    """{name: {option: [values, default first]}} from the last column of
+    --list-indexes ("k=v1|v2" per option, or "-")."""
+    opts = {}
+    for f in list_indexes(binary):
+        opts[f[0]] = {}
+        for item in re.split(r"[,; ]+", f[-1]):
+            k, eq, v = item.partition("=")
+            if eq:
+                opts[f[0]][k] = v.split("|")
+    return opts
 
 
 def keep_registered(prog, specs, names, what):
