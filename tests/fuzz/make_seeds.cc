@@ -6,8 +6,10 @@
 // bytes (those the index accepts), 0, 8, 40 and 150 keys (a lone leaf, a
 // two-level and a three-level tree), then the same after removing most keys
 // (merges), each in a cleanly closed and a "crashed" variant (clean-shutdown
-// flag 0). A pool whose data does not fit the image windows is skipped with a
-// message. Usage: pool_fuzz_seeds DIR. Exit 0, or 1 when no seed was written.
+// flag 0). A pool whose data lies outside the image windows is written as an
+// extent image (btree-ls, whose logs spread over the pool); one whose extent
+// image is too large is skipped with a message. Usage: pool_fuzz_seeds DIR. Exit 0, or 1 when no
+// seed was written.
 #include <unistd.h>
 
 #include <cstdint>
@@ -86,7 +88,7 @@ int main(int argc, char** argv) {
       const std::string name(e.name);
       if (!e.caps.persistent || nvindex::is_test_only_index(name)) continue;
       if (strings && !e.caps.string_keys) continue;
-      // The defaults, then (integer keys, 128 B nodes) each non-default
+      // The defaults, then (integer keys, the smaller node size) each non-default
       // value of each declared option: the pool records it (inner=dram).
       std::vector<std::map<std::string, std::string>> variants = {{}};
       for (const nvindex::OptionSpec& opt : e.options) {
@@ -97,8 +99,10 @@ int main(int argc, char** argv) {
       for (const auto& extra : variants) {
         std::string label = strings ? name + "-string" : name;
         for (const auto& [k, v] : extra) label += "-" + k + "-" + v;
+        // Option variants at the smaller node size the index accepts.
+        const uint32_t variant_ns = e.node_size_ok && !e.node_size_ok(128) ? 256 : 128;
         for (uint32_t ns : {128u, 256u}) {
-          if (!extra.empty() && ns != 128) continue;
+          if (!extra.empty() && ns != variant_ns) continue;
           for (int keys : {0, 8, 40, 150}) {
             for (bool shrink : {false, true}) {
               if (shrink && keys < 40) continue;
@@ -107,20 +111,26 @@ int main(int argc, char** argv) {
                       ? make_pool<std::string_view>(tmp, name, extra, ns, keys, shrink, 1000 + keys)
                       : make_pool<uint64_t>(tmp, name, extra, ns, keys, shrink, 1000 + keys);
               if (!made) continue;  // size refused
-              std::vector<uint8_t> image;
+              std::vector<uint8_t> file;
               std::string why;
-              if (!nvindex::fuzz::image_from_file(tmp, &image, &why)) {
+              if (!nvindex::fuzz::read_pool_file(tmp, &file, &why)) {
                 std::fprintf(stderr, "make_seeds: %s node %u keys %d: skipped: %s\n", label.c_str(),
                              ns, keys, why.c_str());
                 continue;
               }
               for (bool crashed : {false, true}) {
-                std::vector<uint8_t> img = image;
-                if (crashed) img[1 + 72] = 0;  // clean-shutdown word (offset 72) = 0
-                const std::string file = dir + "/seed-" + label + "-n" + std::to_string(ns) + "-k" +
-                                         std::to_string(keys) + (shrink ? "-shrunk" : "") +
-                                         (crashed ? "-crashed" : "-clean");
-                std::ofstream(file, std::ios::binary)
+                if (crashed) file[72] = 0;  // clean-shutdown word (offset 72) = 0
+                std::vector<uint8_t> img;
+                if (!nvindex::fuzz::encode_image(file, &img, &why)) {
+                  std::fprintf(stderr, "make_seeds: %s node %u keys %d: skipped: %s\n",
+                               label.c_str(), ns, keys, why.c_str());
+                  break;
+                }
+                const std::string name_of = dir + "/seed-" + label + "-n" + std::to_string(ns) +
+                                            "-k" + std::to_string(keys) +
+                                            (shrink ? "-shrunk" : "") +
+                                            (crashed ? "-crashed" : "-clean");
+                std::ofstream(name_of, std::ios::binary)
                     .write(reinterpret_cast<const char*>(img.data()),
                            static_cast<std::streamsize>(img.size()));
                 ++written;

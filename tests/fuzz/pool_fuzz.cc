@@ -168,7 +168,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path =
       "/dev/shm/nvindex_pool_fuzz_" + std::to_string(getpid()) + ".pool";
   if (!nvindex::fuzz::write_pool_file(path, data, size)) die("write", path);
-  const std::vector<uint8_t> w = nvindex::fuzz::window_bytes(data, size);
+  const std::vector<uint8_t> w = nvindex::fuzz::head_bytes(data, size);
   const std::string layout = claimed_layout(w);
   const auto [name, type] = nvindex::parse_pool_layout(layout);
   {

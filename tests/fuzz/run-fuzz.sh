@@ -56,7 +56,7 @@ set +e
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
 "$build/pool_fuzz" "$corpus" "$build/seeds" "$root/tests/fuzz/regressions" \
-  "${limits[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=37121 \
+  "${limits[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
   -dict="$root/tests/fuzz/pool.dict" -artifact_prefix="$build/artifacts/" \
   -print_final_stats=1 ${FUZZ_ARGS:-} 2>"$build/fuzz.log"
 rc=$?
