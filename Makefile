@@ -49,9 +49,9 @@ test: deps format-check doc-links test-release test-install test-asan test-tsan 
 
 # Heavier checks kept out of `make test` (25 minutes on 2 cores): the crash
 # lab's ablation self-test with the cases tests/crash_cases.h marks
-# long-only (the string instances, the option variants) included, and the
-# crash lab with every case whole (the option variants to 10,000 images,
-# btree-ls's logs, gc and prefetch variants), about 20 minutes.
+# long-only (most integer cases, the string instances, the option variants)
+# included, and the crash lab with every case whole (every case to 10,000
+# images, btree-ls's logs, gc and prefetch variants), about 25 minutes.
 test-long:
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)

@@ -252,7 +252,8 @@ struct IndexCase {
 /// 2048, 4096} B that the entry's node_size_ok accepts (one case with node
 /// size 0 when the entry has no nodes), each with the default options; and
 /// each non-default value of each declared option at the entry's smallest and
-/// largest accepted size.
+/// largest accepted size. Under a sanitizer (ASan, TSan builds): only the
+/// smallest and largest size, and option values at the smallest.
 std::vector<IndexCase> registered_index_cases();
 
 /// registered_index_cases() of the persistent indexes only.
