@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -303,6 +304,46 @@ TEST(TpccCheckPersistentTest, FastFairLoadPassesAndItsPoolsAreRemoved) {
   db.reset();
   for (const std::string& p : paths) EXPECT_FALSE(std::filesystem::exists(p)) << p;
   EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(paths[0]).parent_path()));
+}
+
+// A pool file already there is refused (AlreadyExists) and kept; the pools
+// made before it are removed, even with keep_pools.
+TEST(TpccCheckPersistentTest, ExistingPoolFileIsRefusedAndTheOthersRemoved) {
+  std::string dir = "/tmp/tpcc-check-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir.data()), nullptr);
+  const std::string taken = dir + "/customer.pool";
+  std::FILE* f = std::fopen(taken.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  DbOptions o;
+  o.index = "fastfair";
+  o.pool_dir = dir;
+  o.keep_pools = true;
+  std::unique_ptr<Database> db;
+  Status st = Database::create(o, &db);
+  EXPECT_EQ(st.code(), Code::kAlreadyExists) << st.ToString();
+  EXPECT_EQ(db, nullptr);
+  EXPECT_TRUE(std::filesystem::exists(taken));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/warehouse.pool"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/district.pool"));
+  std::filesystem::remove_all(dir);
+}
+
+// pm_mode kDram: the pools are anonymous, so there are no files.
+TEST(TpccCheckPersistentTest, AnonymousPoolsInDramMode) {
+  DbOptions o;
+  o.index = "fastfair";
+  o.warehouses = 1;
+  o.pm_mode = pm::Mode::kDram;
+  std::unique_ptr<Database> db;
+  LoadStats stats;
+  Status st = make_and_load(o, &db, &stats);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(db->pool_paths().empty());
+  EXPECT_TRUE(db->index(Table::kStock).info().caps.persistent);
+  CheckReport report;
+  st = check_consistency(*db, &report);
+  EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
 }  // namespace

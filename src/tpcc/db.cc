@@ -139,6 +139,13 @@ Status Database::create(const DbOptions& options, std::unique_ptr<Database>* out
       db->pool_dir_ = options.pool_dir;
     }
   }
+  // On an error ~Database removes the pool files made so far (and a
+  // temporary directory), whatever keep_pools says.
+  auto discard = [&db](Status st) {
+    db->options_.keep_pools = false;
+    db.reset();
+    return st;
+  };
   const std::string layout = pool_layout(options.index, KeyType::kInteger);
   IndexOptions iopts;
   iopts.node_size = options.node_size;
@@ -152,15 +159,15 @@ Status Database::create(const DbOptions& options, std::unique_ptr<Database>* out
                       ? pm::Pool::create_anonymous(size, layout, &db->pools_[i])
                       : pm::Pool::create(db->pool_dir_ + "/" + table_name(t) + ".pool", size,
                                          layout, options.pm_mode, &db->pools_[i]);
-      if (!st.ok()) return st;  // ~Database removes the pools made so far
+      if (!st.ok()) return discard(st);
       iopts.pool = db->pools_[i].get();
     }
     if (Status st = make_index<uint64_t>(options.index, iopts, &db->indexes_[i]); !st.ok()) {
-      return st;
+      return discard(st);
     }
     if (options.clients > 1 && !db->indexes_[i]->info().caps.thread_safe) {
-      return Status::InvalidArgument("index '" + options.index +
-                                     "' is not thread-safe; run it with 1 client");
+      return discard(Status::InvalidArgument("index '" + options.index +
+                                             "' is not thread-safe; run it with 1 client"));
     }
   }
   *out = std::move(db);

@@ -88,8 +88,11 @@ class Database {
   /// per client. Errors: InvalidArgument (unknown index, an option or node
   /// size it refuses, an unordered index: TPC-C needs scan and
   /// find_last_less_than, clients > 1 with an index that is not
-  /// thread-safe, warehouses out of range); those of pm::Pool::create and
-  /// make_index for a persistent index.
+  /// thread-safe, warehouses out of range, clients not in 1..65535: the
+  /// client field of a HISTORY key is 16 bits); for a persistent index,
+  /// IOError (the temporary pool directory) and those of pm::Pool::create
+  /// (AlreadyExists: a pool file is there already) / create_anonymous
+  /// (pm_mode kDram) and make_index. On error nothing is left behind.
   static Status create(const DbOptions& options, std::unique_ptr<Database>* out);
   ~Database();
 
@@ -118,7 +121,8 @@ class Database {
   uint32_t warehouses() const { return options_.warehouses; }
   /// DRAM bytes of rows, over every arena.
   size_t row_bytes() const;
-  /// The pool files of a persistent index (empty for a volatile one).
+  /// The pool files of a persistent index, `<dir>/<table_name>.pool` in
+  /// Table order (empty for a volatile one and for anonymous pools).
   std::vector<std::string> pool_paths() const;
 
  private:
