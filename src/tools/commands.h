@@ -18,5 +18,7 @@ void add_info_command(CLI::App& app, int* exit_code);
 void add_crashtest_command(CLI::App& app, int* exit_code);
 /// `nvindex torture`: process-crash torture of a persistent index (src/tools/torture.cc).
 void add_torture_command(CLI::App& app, int* exit_code);
+/// `nvindex tpcc`: in-memory TPC-C over an index design (src/tools/tpcc.cc).
+void add_tpcc_command(CLI::App& app, int* exit_code);
 
 }  // namespace nvindex::tools

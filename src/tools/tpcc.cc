@@ -1,0 +1,391 @@
+// `nvindex tpcc`: in-memory TPC-C (TPC-C 5.11) over an index design: every
+// table and secondary index is one Index<uint64_t> of the design (src/tpcc/).
+// For each index asked for, in turn: a database is made, loaded (clause
+// 4.3.3.1; timed), run (the five transactions, C clients, no think times),
+// and checked (clause 3.3.2's twelve consistency conditions). Text report
+// for people, JSON (schema nvindex.tpcc/1) for tools. Exit codes: 0
+// success, 1 an index error or a violated consistency condition, 2 bad
+// usage.
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/report.h"
+#include "nvindex/index.h"
+#include "nvindex/pm/counters.h"
+#include "nvindex/pm/persist.h"
+#include "tools/cli_checks.h"
+#include "tools/commands.h"
+#include "tools/index_opts.h"
+#include "tpcc/check.h"
+#include "tpcc/db.h"
+#include "tpcc/driver.h"
+#include "tpcc/load.h"
+#include "util/quote.h"
+
+namespace nvindex::tools {
+namespace {
+
+using nlohmann::json;
+
+/// The JSON schema name of `nvindex tpcc`'s report.
+constexpr char kTpccSchema[] = "nvindex.tpcc/1";
+
+struct TpccArgs {
+  std::vector<std::string> indexes{"btree"};
+  uint32_t warehouses = 1;
+  uint64_t transactions = 100000;
+  double duration = 0;
+  unsigned clients = 1;
+  uint64_t seed = 1;
+  std::string pm_mode = "emulated";
+  std::string pool;
+  uint32_t node_size = 512;
+  std::vector<std::string> index_opts;
+  std::string format = "text";
+  std::string output;
+  bool quiet = false;
+};
+
+/// One index's outcome.
+struct TpccResult {
+  std::string index;
+  Status error;  ///< not Ok: the index could not run to the end
+  tpcc::LoadStats load;
+  tpcc::RunStats run;
+  pm::CounterSnapshot load_pm, run_pm;
+  tpcc::CheckReport check;
+  Status check_status;
+  size_t row_bytes = 0;
+};
+
+json ops_json(const tpcc::OpCounts& o) {
+  return {{"inserts", o.inserts},
+          {"lookups", o.lookups},
+          {"scans", o.scans},
+          {"find_last_less_than", o.find_last_less_than},
+          {"removes", o.removes}};
+}
+
+json pm_json(const pm::CounterSnapshot& s, uint64_t per) {
+  const double n = per == 0 ? 1 : static_cast<double>(per);
+  return {{"flushes", s.flushes},
+          {"lines_flushed", s.lines_flushed},
+          {"fences", s.fences},
+          {"flushes_per_tx", static_cast<double>(s.flushes) / n},
+          {"fences_per_tx", static_cast<double>(s.fences) / n}};
+}
+
+json result_json(const TpccResult& r) {
+  json j = {{"index", r.index}};
+  if (!r.error.ok()) {
+    j["error"] = r.error.ToString();
+    return j;
+  }
+  json load_rows = json::object();
+  uint64_t keys = 0;
+  for (int t = 0; t < tpcc::kTables; ++t) {
+    load_rows[tpcc::table_name(static_cast<tpcc::Table>(t))] = r.load.rows[t];
+    keys += r.load.rows[t];
+  }
+  j["load"] = {{"seconds", r.load.seconds}, {"keys", keys}, {"keys_per_table", load_rows}};
+  const uint64_t tx = r.run.transactions();
+  json committed = json::object(), aborts = json::object();
+  for (int t = 0; t < tpcc::kTxTypes; ++t) {
+    committed[tpcc::tx_name(static_cast<tpcc::TxType>(t))] = r.run.committed[t];
+    aborts[tpcc::tx_name(static_cast<tpcc::TxType>(t))] = r.run.aborts[t];
+  }
+  json ops = json::object();
+  tpcc::OpCounts total;
+  for (int t = 0; t < tpcc::kTables; ++t) {
+    ops[tpcc::table_name(static_cast<tpcc::Table>(t))] = ops_json(r.run.ops[t]);
+    total += r.run.ops[t];
+  }
+  j["run"] = {{"seconds", r.run.seconds},
+              {"transactions", tx},
+              {"tx_per_s", r.run.seconds > 0 ? static_cast<double>(tx) / r.run.seconds : 0.0},
+              {"committed", committed},
+              {"rolled_back", r.run.rolled_back},
+              {"aborts", aborts},
+              {"skipped_deliveries", r.run.skipped_deliveries},
+              {"ops_per_table", ops},
+              {"ops", ops_json(total)},
+              {"pm", pm_json(r.run_pm, tx)}};
+  j["load"]["pm"] = pm_json(r.load_pm, 0);
+  j["row_bytes"] = r.row_bytes;
+  json violations = json::array();
+  for (const tpcc::Violation& v : r.check.violations) {
+    violations.push_back(
+        {{"condition", v.condition}, {"w", v.w}, {"d", v.d}, {"id", v.id}, {"what", v.what}});
+  }
+  j["check"] = {{"ok", r.check_status.ok()},
+                {"seconds", r.check.seconds},
+                {"rows_read", r.check.rows_read},
+                {"total_violations", r.check.total_violations},
+                {"violations", violations}};
+  return j;
+}
+
+std::string thousands(uint64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
+  return s;
+}
+
+void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& results) {
+  std::fprintf(f, "nvindex tpcc: %u warehouse(s), %u client(s), %s, seed %llu, PM %s\n",
+               a.warehouses, a.clients,
+               a.transactions > 0 ? (thousands(a.transactions) + " transactions").c_str()
+                                  : (std::to_string(a.duration) + " s").c_str(),
+               static_cast<unsigned long long>(a.seed), a.pm_mode.c_str());
+  for (const TpccResult& r : results) {
+    std::fprintf(f, "\n%s\n", r.index.c_str());
+    if (!r.error.ok()) {
+      std::fprintf(f, "  error: %s\n", r.error.ToString().c_str());
+      continue;
+    }
+    uint64_t keys = 0;
+    for (uint64_t k : r.load.rows) keys += k;
+    std::fprintf(f, "  load: %s keys in %.2f s (%s keys/s); rows %.1f MiB DRAM\n",
+                 thousands(keys).c_str(), r.load.seconds,
+                 thousands(static_cast<uint64_t>(keys / std::max(r.load.seconds, 1e-9))).c_str(),
+                 static_cast<double>(r.row_bytes) / (1 << 20));
+    const uint64_t tx = r.run.transactions();
+    const double tps = r.run.seconds > 0 ? static_cast<double>(tx) / r.run.seconds : 0;
+    std::fprintf(f, "  run: %s transactions in %.2f s: %s tx/s\n", thousands(tx).c_str(),
+                 r.run.seconds, thousands(static_cast<uint64_t>(tps)).c_str());
+    std::fprintf(f, "  %-13s %10s %8s %10s\n", "transaction", "ended", "share", "aborts");
+    for (int t = 0; t < tpcc::kTxTypes; ++t) {
+      const uint64_t c =
+          r.run.committed[t] + (t == static_cast<int>(tpcc::TxType::kNewOrder) ? r.run.rolled_back : 0);
+      std::fprintf(f, "  %-13s %10s %7.1f%% %10s\n", tpcc::tx_name(static_cast<tpcc::TxType>(t)),
+                   thousands(c).c_str(), tx ? 100.0 * static_cast<double>(c) / static_cast<double>(tx) : 0.0,
+                   thousands(r.run.aborts[t]).c_str());
+    }
+    std::fprintf(f, "  new_order rolled back (unused item, clause 2.4.2.3): %s; delivery districts skipped: %s\n",
+                 thousands(r.run.rolled_back).c_str(),
+                 thousands(r.run.skipped_deliveries).c_str());
+    std::fprintf(f, "  index calls per transaction:  %8s %8s %8s %8s %8s\n", "inserts", "lookups",
+                 "scans", "fllt", "removes");
+    const double n = tx ? static_cast<double>(tx) : 1;
+    tpcc::OpCounts total;
+    for (int t = 0; t < tpcc::kTables; ++t) {
+      const tpcc::OpCounts& o = r.run.ops[t];
+      total += o;
+      std::fprintf(f, "    %-26s %8.3f %8.3f %8.3f %8.3f %8.3f\n",
+                   tpcc::table_name(static_cast<tpcc::Table>(t)),
+                   static_cast<double>(o.inserts) / n, static_cast<double>(o.lookups) / n,
+                   static_cast<double>(o.scans) / n,
+                   static_cast<double>(o.find_last_less_than) / n,
+                   static_cast<double>(o.removes) / n);
+    }
+    std::fprintf(f, "    %-26s %8.3f %8.3f %8.3f %8.3f %8.3f\n", "all tables",
+                 static_cast<double>(total.inserts) / n, static_cast<double>(total.lookups) / n,
+                 static_cast<double>(total.scans) / n,
+                 static_cast<double>(total.find_last_less_than) / n,
+                 static_cast<double>(total.removes) / n);
+    std::fprintf(f, "  PM per transaction: %.2f flushes, %.2f fences\n",
+                 static_cast<double>(r.run_pm.flushes) / n, static_cast<double>(r.run_pm.fences) / n);
+    if (r.check_status.ok()) {
+      std::fprintf(f, "  consistency: the 12 conditions of clause 3.3.2 hold (%s rows read, %.2f s)\n",
+                   thousands(r.check.rows_read).c_str(), r.check.seconds);
+    } else {
+      std::fprintf(f, "  consistency: FAILED, %s violation(s):\n",
+                   thousands(r.check.total_violations).c_str());
+      for (const tpcc::Violation& v : r.check.violations) {
+        std::fprintf(f, "    condition %d: %s\n", v.condition, v.what.c_str());
+      }
+    }
+  }
+}
+
+int run_tpcc(const TpccArgs& a) {
+  pm::Mode mode{};
+  if (Status st = pm::parse_mode(a.pm_mode, &mode); !st.ok()) {
+    std::fprintf(stderr, "nvindex tpcc: %s\n", st.ToString().c_str());
+    return 2;
+  }
+  if (a.transactions == 0 && !(a.duration > 0)) {
+    std::fprintf(stderr, "nvindex tpcc: --transactions must be at least 1 (or give --duration)\n");
+    return 2;
+  }
+  std::map<std::string, std::string> opts;
+  std::vector<std::pair<std::string, std::map<std::string, std::string>>> plan;
+  for (const std::string& spec : a.indexes) {
+    std::string name = spec;
+    std::map<std::string, std::string> o;
+    if (Status st = parse_index_opts_for(name, a.index_opts, &o); !st.ok()) {
+      std::fprintf(stderr, "nvindex tpcc: %s\n", st.ToString().c_str());
+      return 2;
+    }
+    const IndexEntry* e = find_index_entry(name);
+    if (e == nullptr || is_test_only_index(name)) {
+      std::fprintf(stderr, "nvindex tpcc: unknown index %s\n", quote_input(name).c_str());
+      return 2;
+    }
+    if (!e->caps.ordered) {
+      std::fprintf(stderr,
+                   "nvindex tpcc: %s is not ordered; TPC-C needs scan and find_last_less_than\n",
+                   name.c_str());
+      return 2;
+    }
+    if (a.clients > 1 && !e->caps.thread_safe) {
+      std::fprintf(stderr, "nvindex tpcc: %s is not thread-safe; run it with --clients 1\n",
+                   name.c_str());
+      return 2;
+    }
+    if (Status st = check_node_size_for(name, a.node_size); !st.ok()) {
+      std::fprintf(stderr, "nvindex tpcc: %s\n", st.ToString().c_str());
+      return 2;
+    }
+    plan.emplace_back(name, o);
+  }
+  tpcc::NurandConstants load_c, run_c;
+  tpcc::draw_constants(a.seed, &load_c, &run_c);
+  std::vector<TpccResult> results;
+  bool failed = false;
+  for (const auto& [name, o] : plan) {
+    TpccResult r;
+    r.index = index_with_opts(name, o);
+    tpcc::DbOptions dbo;
+    dbo.index = name;
+    dbo.index_opts = o;
+    dbo.node_size = a.node_size;
+    dbo.warehouses = a.warehouses;
+    dbo.clients = a.clients;
+    dbo.pm_mode = mode;
+    dbo.pool_dir = a.pool;
+    dbo.keep_pools = !a.pool.empty();
+    dbo.expected_transactions = a.transactions > 0 ? a.transactions : 0;
+    std::unique_ptr<tpcc::Database> db;
+    r.error = tpcc::Database::create(dbo, &db);
+    if (r.error.ok()) {
+      if (!a.quiet) std::fprintf(stderr, "tpcc %s: loading %u warehouse(s)\n", r.index.c_str(), a.warehouses);
+      const pm::CounterSnapshot p0 = pm::snapshot();
+      r.error = tpcc::load(*db, a.seed, load_c, a.clients, &r.load);
+      const pm::CounterSnapshot p1 = pm::snapshot();
+      r.load_pm = p1 - p0;
+    }
+    if (r.error.ok()) {
+      tpcc::RunOptions ro;
+      ro.transactions = a.transactions;
+      ro.seconds = a.duration;
+      ro.clients = a.clients;
+      ro.seed = a.seed;
+      ro.constants = run_c;
+      if (!a.quiet) {
+        ro.progress = [&r, &a](uint64_t done) {
+          static thread_local auto last = std::chrono::steady_clock::now();
+          if (std::chrono::steady_clock::now() - last < std::chrono::seconds(2)) return;
+          last = std::chrono::steady_clock::now();
+          if (a.transactions > 0) {
+            std::fprintf(stderr, "tpcc %s: %s / %s transactions\n", r.index.c_str(),
+                         thousands(done).c_str(), thousands(a.transactions).c_str());
+          } else {
+            std::fprintf(stderr, "tpcc %s: %s transactions\n", r.index.c_str(), thousands(done).c_str());
+          }
+        };
+      }
+      const pm::CounterSnapshot p0 = pm::snapshot();
+      r.error = tpcc::run(*db, ro, &r.run);
+      r.run_pm = pm::snapshot() - p0;
+    }
+    if (r.error.ok()) {
+      if (!a.quiet) std::fprintf(stderr, "tpcc %s: checking consistency\n", r.index.c_str());
+      r.check_status = tpcc::check_consistency(*db, &r.check);
+      r.row_bytes = db->row_bytes();
+      failed = failed || !r.check_status.ok();
+    }
+    failed = failed || !r.error.ok();
+    results.push_back(std::move(r));
+  }
+  std::string text;
+  if (a.format == "json") {
+    const bench::MachineInfo m = bench::collect_machine_info();
+    json j = {{"schema", kTpccSchema},
+              {"machine",
+               {{"hostname", m.hostname},
+                {"cpu_model", m.cpu_model},
+                {"cores", m.cores},
+                {"memory_bytes", m.memory_bytes},
+                {"flush_instruction", m.flush_instruction},
+                {"kernel", m.kernel},
+                {"date", m.date},
+                {"version", m.version}}},
+              {"options",
+               {{"indexes", a.indexes},
+                {"warehouses", a.warehouses},
+                {"transactions", a.transactions},
+                {"duration_s", a.duration},
+                {"clients", a.clients},
+                {"seed", a.seed},
+                {"pm_mode", a.pm_mode},
+                {"node_size", a.node_size},
+                {"nurand_load", {{"c_last", load_c.c_last}, {"c_id", load_c.c_id}, {"ol_i_id", load_c.ol_i_id}}},
+                {"nurand_run", {{"c_last", run_c.c_last}, {"c_id", run_c.c_id}, {"ol_i_id", run_c.ol_i_id}}}}},
+              {"results", json::array()}};
+    for (const TpccResult& r : results) j["results"].push_back(result_json(r));
+    text = j.dump(2) + "\n";
+  }
+  std::FILE* out = stdout;
+  if (!a.output.empty()) {
+    out = std::fopen(a.output.c_str(), "w");
+    if (out == nullptr) {
+      std::fprintf(stderr, "nvindex tpcc: cannot write %s\n", quote_input(a.output).c_str());
+      return 2;
+    }
+  }
+  if (a.format == "json") {
+    std::fputs(text.c_str(), out);
+  } else {
+    print_text(out, a, results);
+  }
+  if (out != stdout) std::fclose(out);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+void add_tpcc_command(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<TpccArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "tpcc",
+      "In-memory TPC-C (5.11) over an index design: every table is an index; load, run the five\n"
+      "transactions with C clients (strict 2PL, NO_WAIT), then check the 12 consistency\n"
+      "conditions of clause 3.3.2. Exit 1 if an index fails or a condition is violated.");
+  cmd->add_option("--index", a->indexes,
+                  "Ordered indexes to run, in turn (comma-separated; default btree)")
+      ->delimiter(',');
+  cmd->add_option("-w,--warehouses", a->warehouses, "Warehouses W (about 500,000 keys each)")
+      ->check(CLI::Range(1u, tpcc::kMaxWarehouses));
+  cmd->add_option("-n,--transactions", a->transactions, "Transactions, all clients together (default 100,000)");
+  cmd->add_option("--duration", a->duration, "Run for S seconds instead of -n")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("-c,--clients", a->clients,
+                  "Clients (threads); client k's home warehouse is k mod W + 1")
+      ->check(CLI::Range(1u, 256u));
+  cmd->add_option("--seed", a->seed, "Seed of every random choice");
+  cmd->add_option("--pm-mode", a->pm_mode, "PM mode of a persistent index's pools: dram|emulated|dax");
+  cmd->add_option("--pool", a->pool,
+                  "Directory for a persistent index's pools, one per table, kept (default: a "
+                  "temporary one, removed)");
+  cmd->add_option("--node-size", a->node_size, "Node size in bytes (the index's range applies)");
+  cmd->add_option("--index-opt", a->index_opts, "Index-specific knob name=value (repeatable)");
+  cmd->add_option("--format", a->format, "Report format: text|json")
+      ->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("--output", a->output, "Write the report to FILE instead of stdout");
+  cmd->add_flag("-q,--quiet", a->quiet, "No progress on stderr");
+  cmd->callback([a, exit_code] {
+    if (a->duration > 0) a->transactions = 0;  // --duration replaces -n
+    *exit_code = run_tpcc(*a);
+  });
+}
+
+}  // namespace nvindex::tools
