@@ -187,8 +187,8 @@ TEST_F(TinyDb, NewOrderWithAnUnusedItemRollsBackWritingNothing) {
   EXPECT_FALSE(db_->index(Table::kNewOrder).lookup(key::new_order(1, 1, 3)).has_value());
   // Its locks are gone: another transaction takes the district's at once.
   TxLocks other(locks_);
-  EXPECT_TRUE(other.acquire(Table::kDistrict, key::district(1, 1), LockMode::kExclusive,
-                            kNextOrder));
+  EXPECT_TRUE(
+      other.acquire(Table::kDistrict, key::district(1, 1), LockMode::kExclusive, kNextOrder));
 }
 
 TEST_F(TinyDb, PaymentByLastNameTakesTheMiddleCustomerByFirstName) {
@@ -351,8 +351,8 @@ TEST(LockTable, ColumnGroupsOfOneRowAreSeparateLocks) {
   LockTable t(22);
   TxLocks payment(t), new_order(t);
   EXPECT_TRUE(payment.acquire(Table::kDistrict, key::district(1, 1), LockMode::kExclusive, kYtd));
-  EXPECT_TRUE(new_order.acquire(Table::kDistrict, key::district(1, 1), LockMode::kExclusive,
-                                kNextOrder));
+  EXPECT_TRUE(
+      new_order.acquire(Table::kDistrict, key::district(1, 1), LockMode::kExclusive, kNextOrder));
   EXPECT_FALSE(new_order.acquire(Table::kDistrict, key::district(1, 1), LockMode::kShared, kYtd));
 }
 

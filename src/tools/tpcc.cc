@@ -8,14 +8,13 @@
 // usage.
 #include <chrono>
 #include <cmath>
-#include <memory>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "bench/report.h"
 #include "nvindex/index.h"
@@ -163,15 +162,17 @@ void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& 
                  r.run.seconds, thousands(static_cast<uint64_t>(tps)).c_str());
     std::fprintf(f, "  %-13s %10s %8s %10s\n", "transaction", "ended", "share", "aborts");
     for (int t = 0; t < tpcc::kTxTypes; ++t) {
-      const uint64_t c =
-          r.run.committed[t] + (t == static_cast<int>(tpcc::TxType::kNewOrder) ? r.run.rolled_back : 0);
+      const uint64_t c = r.run.committed[t] +
+                         (t == static_cast<int>(tpcc::TxType::kNewOrder) ? r.run.rolled_back : 0);
       std::fprintf(f, "  %-13s %10s %7.1f%% %10s\n", tpcc::tx_name(static_cast<tpcc::TxType>(t)),
-                   thousands(c).c_str(), tx ? 100.0 * static_cast<double>(c) / static_cast<double>(tx) : 0.0,
+                   thousands(c).c_str(),
+                   tx ? 100.0 * static_cast<double>(c) / static_cast<double>(tx) : 0.0,
                    thousands(r.run.aborts[t]).c_str());
     }
-    std::fprintf(f, "  new_order rolled back (unused item, clause 2.4.2.3): %s; delivery districts skipped: %s\n",
-                 thousands(r.run.rolled_back).c_str(),
-                 thousands(r.run.skipped_deliveries).c_str());
+    std::fprintf(f,
+                 "  new_order rolled back (unused item, clause 2.4.2.3): %s; delivery districts "
+                 "skipped: %s\n",
+                 thousands(r.run.rolled_back).c_str(), thousands(r.run.skipped_deliveries).c_str());
     std::fprintf(f, "  index calls per transaction:  %8s %8s %8s %8s %8s\n", "inserts", "lookups",
                  "scans", "fllt", "removes");
     const double n = tx ? static_cast<double>(tx) : 1;
@@ -182,8 +183,7 @@ void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& 
       std::fprintf(f, "    %-26s %8.3f %8.3f %8.3f %8.3f %8.3f\n",
                    tpcc::table_name(static_cast<tpcc::Table>(t)),
                    static_cast<double>(o.inserts) / n, static_cast<double>(o.lookups) / n,
-                   static_cast<double>(o.scans) / n,
-                   static_cast<double>(o.find_last_less_than) / n,
+                   static_cast<double>(o.scans) / n, static_cast<double>(o.find_last_less_than) / n,
                    static_cast<double>(o.removes) / n);
     }
     std::fprintf(f, "    %-26s %8.3f %8.3f %8.3f %8.3f %8.3f\n", "all tables",
@@ -192,9 +192,11 @@ void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& 
                  static_cast<double>(total.find_last_less_than) / n,
                  static_cast<double>(total.removes) / n);
     std::fprintf(f, "  PM per transaction: %.2f flushes, %.2f fences\n",
-                 static_cast<double>(r.run_pm.flushes) / n, static_cast<double>(r.run_pm.fences) / n);
+                 static_cast<double>(r.run_pm.flushes) / n,
+                 static_cast<double>(r.run_pm.fences) / n);
     if (r.check_status.ok()) {
-      std::fprintf(f, "  consistency: the 12 conditions of clause 3.3.2 hold (%s rows read, %.2f s)\n",
+      std::fprintf(f,
+                   "  consistency: the 12 conditions of clause 3.3.2 hold (%s rows read, %.2f s)\n",
                    thousands(r.check.rows_read).c_str(), r.check.seconds);
     } else {
       std::fprintf(f, "  consistency: FAILED, %s violation(s):\n",
@@ -267,7 +269,8 @@ int run_tpcc(const TpccArgs& a) {
     std::unique_ptr<tpcc::Database> db;
     r.error = tpcc::Database::create(dbo, &db);
     if (r.error.ok()) {
-      if (!a.quiet) std::fprintf(stderr, "tpcc %s: loading %u warehouse(s)\n", r.index.c_str(), a.warehouses);
+      if (!a.quiet)
+        std::fprintf(stderr, "tpcc %s: loading %u warehouse(s)\n", r.index.c_str(), a.warehouses);
       const pm::CounterSnapshot p0 = pm::snapshot();
       r.error = tpcc::load(*db, a.seed, load_c, a.clients, &r.load);
       const pm::CounterSnapshot p1 = pm::snapshot();
@@ -289,7 +292,8 @@ int run_tpcc(const TpccArgs& a) {
             std::fprintf(stderr, "tpcc %s: %s / %s transactions\n", r.index.c_str(),
                          thousands(done).c_str(), thousands(a.transactions).c_str());
           } else {
-            std::fprintf(stderr, "tpcc %s: %s transactions\n", r.index.c_str(), thousands(done).c_str());
+            std::fprintf(stderr, "tpcc %s: %s transactions\n", r.index.c_str(),
+                         thousands(done).c_str());
           }
         };
       }
@@ -328,8 +332,10 @@ int run_tpcc(const TpccArgs& a) {
                 {"seed", a.seed},
                 {"pm_mode", a.pm_mode},
                 {"node_size", a.node_size},
-                {"nurand_load", {{"c_last", load_c.c_last}, {"c_id", load_c.c_id}, {"ol_i_id", load_c.ol_i_id}}},
-                {"nurand_run", {{"c_last", run_c.c_last}, {"c_id", run_c.c_id}, {"ol_i_id", run_c.ol_i_id}}}}},
+                {"nurand_load",
+                 {{"c_last", load_c.c_last}, {"c_id", load_c.c_id}, {"ol_i_id", load_c.ol_i_id}}},
+                {"nurand_run",
+                 {{"c_last", run_c.c_last}, {"c_id", run_c.c_id}, {"ol_i_id", run_c.ol_i_id}}}}},
               {"results", json::array()}};
     for (const TpccResult& r : results) j["results"].push_back(result_json(r));
     text = j.dump(2) + "\n";
@@ -365,14 +371,16 @@ void add_tpcc_command(CLI::App& app, int* exit_code) {
       ->delimiter(',');
   cmd->add_option("-w,--warehouses", a->warehouses, "Warehouses W (about 500,000 keys each)")
       ->check(CLI::Range(1u, tpcc::kMaxWarehouses));
-  cmd->add_option("-n,--transactions", a->transactions, "Transactions, all clients together (default 100,000)");
+  cmd->add_option("-n,--transactions", a->transactions,
+                  "Transactions, all clients together (default 100,000)");
   cmd->add_option("--duration", a->duration, "Run for S seconds instead of -n")
       ->check(CLI::PositiveNumber);
   cmd->add_option("-c,--clients", a->clients,
                   "Clients (threads); client k's home warehouse is k mod W + 1")
       ->check(CLI::Range(1u, 256u));
   cmd->add_option("--seed", a->seed, "Seed of every random choice");
-  cmd->add_option("--pm-mode", a->pm_mode, "PM mode of a persistent index's pools: dram|emulated|dax");
+  cmd->add_option("--pm-mode", a->pm_mode,
+                  "PM mode of a persistent index's pools: dram|emulated|dax");
   cmd->add_option("--pool", a->pool,
                   "Directory for a persistent index's pools, one per table, kept (default: a "
                   "temporary one, removed)");

@@ -19,11 +19,11 @@ namespace nvindex::tpcc {
 /// each of Order-Status, Delivery and Stock-Level (Payment 43.5%, the other
 /// three 4.3% each, above the minimums of clause 5.2.3).
 inline constexpr std::array<TxType, 23> kDeck = {
-    TxType::kNewOrder,    TxType::kNewOrder, TxType::kNewOrder, TxType::kNewOrder,
-    TxType::kNewOrder,    TxType::kNewOrder, TxType::kNewOrder, TxType::kNewOrder,
-    TxType::kNewOrder,    TxType::kNewOrder, TxType::kPayment,  TxType::kPayment,
-    TxType::kPayment,     TxType::kPayment,  TxType::kPayment,  TxType::kPayment,
-    TxType::kPayment,     TxType::kPayment,  TxType::kPayment,  TxType::kPayment,
+    TxType::kNewOrder,    TxType::kNewOrder, TxType::kNewOrder,  TxType::kNewOrder,
+    TxType::kNewOrder,    TxType::kNewOrder, TxType::kNewOrder,  TxType::kNewOrder,
+    TxType::kNewOrder,    TxType::kNewOrder, TxType::kPayment,   TxType::kPayment,
+    TxType::kPayment,     TxType::kPayment,  TxType::kPayment,   TxType::kPayment,
+    TxType::kPayment,     TxType::kPayment,  TxType::kPayment,   TxType::kPayment,
     TxType::kOrderStatus, TxType::kDelivery, TxType::kStockLevel};
 
 /// What to run.
@@ -41,11 +41,11 @@ struct RunOptions {
 /// What a run did.
 struct RunStats {
   std::array<uint64_t, kTxTypes> committed{};  ///< per TxType (rolled back not included)
-  uint64_t rolled_back = 0;                     ///< New-Orders rolled back (clause 2.4.2.3)
-  std::array<uint64_t, kTxTypes> aborts{};      ///< lock conflicts (each retried)
-  uint64_t skipped_deliveries = 0;              ///< districts Delivery found no new order in
-  TableOps ops{};                               ///< index calls per table, all clients
-  double seconds = 0;                           ///< wall time of the run
+  uint64_t rolled_back = 0;                    ///< New-Orders rolled back (clause 2.4.2.3)
+  std::array<uint64_t, kTxTypes> aborts{};     ///< lock conflicts (each retried)
+  uint64_t skipped_deliveries = 0;             ///< districts Delivery found no new order in
+  TableOps ops{};                              ///< index calls per table, all clients
+  double seconds = 0;                          ///< wall time of the run
   /// Transactions that ended (committed or rolled back), all types.
   uint64_t transactions() const;
 };

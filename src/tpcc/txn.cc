@@ -264,10 +264,9 @@ Status Executor::new_order(const NewOrderInput& in, NewOrderOutput* out, TxOutco
     ol->ol_amount = static_cast<int64_t>(l.quantity) * item->i_price;
     std::memcpy(ol->ol_dist_info, s->s_dist[in.d_id - 1], sizeof(ol->ol_dist_info));
     sum += ol->ol_amount;
-    out->lines.push_back({s->s_quantity,
-                          contains_original(item->i_data) && contains_original(s->s_data) ? 'B'
-                                                                                         : 'G',
-                          item->i_price, ol->ol_amount});
+    out->lines.push_back(
+        {s->s_quantity, contains_original(item->i_data) && contains_original(s->s_data) ? 'B' : 'G',
+         item->i_price, ol->ol_amount});
     if (Status st = insert(Table::kOrderLine, key::order_line(in.w_id, in.d_id, o_id, n + 1), olv);
         !st.ok()) {
       return st;
@@ -278,8 +277,8 @@ Status Executor::new_order(const NewOrderInput& in, NewOrderOutput* out, TxOutco
   if (Status st = insert(Table::kOrder, key::order(in.w_id, in.d_id, o_id), ov); !st.ok()) {
     return st;
   }
-  if (Status st = insert(Table::kOrderCustomer,
-                         key::order_customer(in.w_id, in.d_id, in.c_id, o_id), ov);
+  if (Status st =
+          insert(Table::kOrderCustomer, key::order_customer(in.w_id, in.d_id, in.c_id, o_id), ov);
       !st.ok()) {
     return st;
   }
@@ -288,8 +287,7 @@ Status Executor::new_order(const NewOrderInput& in, NewOrderOutput* out, TxOutco
   }
   // total = sum * (1 - discount) * (1 + w_tax + d_tax), rates in 1/10000;
   // rounded to the nearest cent.
-  const i128 num = static_cast<i128>(sum) * (10000 - c->c_discount) *
-                       (10000 + w->w_tax + d->d_tax);
+  const i128 num = static_cast<i128>(sum) * (10000 - c->c_discount) * (10000 + w->w_tax + d->d_tax);
   out->total_cents = static_cast<int64_t>((num + 50000000) / 100000000);
   out->o_id = o_id;
   locks_.release_all();
@@ -323,10 +321,10 @@ Status Executor::payment(const PaymentInput& in, PaymentOutput* out, TxOutcome* 
     // Clause 2.5.2.2: the history values go in at the left of C_DATA, which
     // keeps its first 500 characters.
     char head[96];
-    const int n = std::snprintf(head, sizeof(head), "%u %u %u %u %u %lld.%02lld|", c->c_id,
-                                in.c_d_id, in.c_w_id, in.d_id, in.w_id,
-                                static_cast<long long>(in.h_amount / 100),
-                                static_cast<long long>(in.h_amount % 100));
+    const int n =
+        std::snprintf(head, sizeof(head), "%u %u %u %u %u %lld.%02lld|", c->c_id, in.c_d_id,
+                      in.c_w_id, in.d_id, in.w_id, static_cast<long long>(in.h_amount / 100),
+                      static_cast<long long>(in.h_amount % 100));
     std::string data = std::string(head, static_cast<size_t>(n)) + c->c_data;
     data.resize(std::min<size_t>(data.size(), sizeof(c->c_data) - 1));
     std::memset(c->c_data, 0, sizeof(c->c_data));
@@ -411,7 +409,8 @@ Status Executor::delivery(const DeliveryInput& in, DeliveryOutput* out, TxOutcom
     const std::optional<Value> ov = lookup(Table::kOrder, key::order(in.w_id, d_id, o_id));
     if (!ov) return Status::Corruption("tpcc: delivery: a new order without its order");
     Order* o = Database::row<Order>(*ov);
-    const std::optional<Value> cv = lookup(Table::kCustomer, key::customer(in.w_id, d_id, o->o_c_id));
+    const std::optional<Value> cv =
+        lookup(Table::kCustomer, key::customer(in.w_id, d_id, o->o_c_id));
     if (!cv) return Status::Corruption("tpcc: delivery: an order without its customer");
     if (!locks_.acquire(Table::kCustomer, key::customer(in.w_id, d_id, o->o_c_id),
                         LockMode::kExclusive)) {
@@ -443,8 +442,7 @@ Status Executor::delivery(const DeliveryInput& in, DeliveryOutput* out, TxOutcom
   return Status::Ok();
 }
 
-Status Executor::stock_level(const StockLevelInput& in, StockLevelOutput* out,
-                             TxOutcome* outcome) {
+Status Executor::stock_level(const StockLevelInput& in, StockLevelOutput* out, TxOutcome* outcome) {
   *out = StockLevelOutput{};
   const std::optional<Value> dv = lookup(Table::kDistrict, key::district(in.w_id, in.d_id));
   if (!dv) return Status::InvalidArgument("tpcc: stock_level: no such w/d");

@@ -69,17 +69,17 @@ using TableOps = std::array<OpCounts, kTables>;
 /// C_LAST (clause 2.5.1.2, 2.6.1.2).
 struct CustomerChoice {
   bool by_last_name = false;
-  uint32_t c_id = 0;      ///< 1..3000
-  uint32_t c_last = 0;    ///< 0..999
+  uint32_t c_id = 0;    ///< 1..3000
+  uint32_t c_last = 0;  ///< 0..999
 };
 
 /// New-Order's input (clause 2.4.1).
 struct NewOrderInput {
   uint32_t w_id = 0, d_id = 0, c_id = 0;
   struct Line {
-    uint32_t i_id;       ///< 1..100000; kItems + 1 = unused (rollback)
+    uint32_t i_id;  ///< 1..100000; kItems + 1 = unused (rollback)
     uint32_t supply_w_id;
-    uint32_t quantity;   ///< 1..10
+    uint32_t quantity;  ///< 1..10
   };
   std::vector<Line> lines;  ///< 5..15
   uint64_t entry_d = 0;     ///< O_ENTRY_D, microseconds since the epoch
