@@ -66,6 +66,9 @@ std::vector<std::string> ordered_indexes() {
 class EveryIndex : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryIndex, OneClientRunKeepsTheTwelveConditions) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "one client: nothing for ThreadSanitizer (TpccConcurrent runs two)";
+#endif
   if (kSanitizer && GetParam() != "btree" && GetParam() != "fastfair") {
     GTEST_SKIP() << "under a sanitizer btree and fastfair only (a load takes 10 to 30 s)";
   }
