@@ -153,6 +153,28 @@ TEST(TpccInputs, GeneratedInputsFollowTheirClauses) {
   EXPECT_NEAR(static_cast<double>(remote_pay) / n, 0.15, 0.015);
 }
 
+TEST(TpccRun, ASecondRunOnTheSameDatabaseGoesOn) {
+  DbOptions o;
+  o.index = "btree";
+  std::unique_ptr<Database> db;
+  ASSERT_TRUE(Database::create(o, &db).ok());
+  NurandConstants load_c, run_c;
+  draw_constants(9, &load_c, &run_c);
+  LoadStats ls;
+  ASSERT_TRUE(load(*db, 9, load_c, 1, &ls).ok());
+  RunOptions ro;
+  ro.transactions = 460;
+  ro.constants = run_c;
+  RunStats first, second;
+  ASSERT_TRUE(run(*db, ro, &first).ok());
+  // The second run's Payments insert history keys after the first run's.
+  const Status s = run(*db, ro, &second);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(second.transactions(), 460u);
+  CheckReport rep;
+  EXPECT_TRUE(check_consistency(*db, &rep).ok());
+}
+
 TEST(TpccRun, BadOptionsAreClearErrors) {
   DbOptions o;
   o.index = "btree";

@@ -123,7 +123,15 @@ StockLevelInput InputGenerator::stock_level(uint32_t w_id, uint32_t d_id) {
 // --- execution ----------------------------------------------------------------
 
 Executor::Executor(Database& db, LockTable& locks, unsigned client)
-    : db_(db), locks_(locks), client_(client), history_seq_(kRunHistorySeq) {}
+    : db_(db), locks_(locks), client_(client), history_seq_(kRunHistorySeq) {
+  // A later run on the same database goes on after this client's last
+  // history key (keys are unique: the history index refuses a repeat).
+  const auto last = db.index(Table::kHistory).find_last_less_than(key::history(client + 1, 0));
+  constexpr uint64_t kSeqMask = (uint64_t{1} << 48) - 1;
+  if (last && last->first >> 48 == client && (last->first & kSeqMask) >= kRunHistorySeq) {
+    history_seq_ = (last->first & kSeqMask) + 1;
+  }
+}
 
 std::optional<Value> Executor::lookup(Table t, uint64_t key) {
   ++ops_[static_cast<size_t>(t)].lookups;
@@ -134,7 +142,8 @@ Status Executor::insert(Table t, uint64_t key, Value v) {
   ++ops_[static_cast<size_t>(t)].inserts;
   Status s = db_.index(t).insert(key, v);
   if (!s.ok()) {
-    return Status(s.code(), std::string("tpcc: insert into ") + table_name(t) + ": " + s.message());
+    return Status(s.code(),
+                  std::string("tpcc: insert into ") + table_name(t) + ": " + s.ToString());
   }
   return s;
 }
@@ -143,7 +152,8 @@ Status Executor::remove(Table t, uint64_t key) {
   ++ops_[static_cast<size_t>(t)].removes;
   Status s = db_.index(t).remove(key);
   if (!s.ok()) {
-    return Status(s.code(), std::string("tpcc: remove from ") + table_name(t) + ": " + s.message());
+    return Status(s.code(),
+                  std::string("tpcc: remove from ") + table_name(t) + ": " + s.ToString());
   }
   return s;
 }
