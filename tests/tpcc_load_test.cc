@@ -386,9 +386,9 @@ TEST(TpccDbTest, PoolSizesCoverTheReachableKeys) {
   EXPECT_EQ(max_table_keys(Table::kOrderLine, 2, 0), 2u * 30000 * 15);
   EXPECT_EQ(max_table_keys(Table::kHistory, 1, 1000), 31000u);
   EXPECT_EQ(max_table_keys(Table::kItem, 5, 1000), 100000u);
-  EXPECT_EQ(table_pool_size(Table::kWarehouse, 1, 0), uint64_t{65} << 20);
+  EXPECT_EQ(table_pool_size(Table::kWarehouse, 1, 0), kPoolFloorBytes + (uint64_t{1} << 20));
   EXPECT_EQ(table_pool_size(Table::kStock, 1, 0) % (1u << 20), 0u);
-  EXPECT_GE(table_pool_size(Table::kStock, 1, 0), (uint64_t{64} << 20) + 100000 * kPoolBytesPerKey);
+  EXPECT_GE(table_pool_size(Table::kStock, 1, 0), kPoolFloorBytes + 100000 * kPoolBytesPerKey);
 }
 
 }  // namespace

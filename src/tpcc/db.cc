@@ -55,7 +55,7 @@ uint64_t max_table_keys(Table t, uint64_t warehouses, uint64_t transactions) {
 
 uint64_t table_pool_size(Table t, uint64_t warehouses, uint64_t transactions) {
   const uint64_t bytes =
-      (uint64_t{64} << 20) + max_table_keys(t, warehouses, transactions) * kPoolBytesPerKey;
+      kPoolFloorBytes + max_table_keys(t, warehouses, transactions) * kPoolBytesPerKey;
   return (bytes + (uint64_t{1} << 20) - 1) & ~((uint64_t{1} << 20) - 1);
 }
 
