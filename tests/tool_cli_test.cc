@@ -742,4 +742,32 @@ TEST_F(Cli, StringTraceRunOfSharedSamplesHasNoFailures) {
   }
 }
 
+TEST_F(Cli, TpccRunsChecksAndReportsInBothFormats) {
+  Outcome r = nvindex("tpcc --index btree -n 1000 --energy --quiet");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("consistency: the 12 conditions of clause 3.3.2 hold"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("tx/s"), std::string::npos);
+  // Energy: a figure or the reason there is none, never silence.
+  EXPECT_NE(r.out.find("energy"), std::string::npos) << r.out;
+  r = nvindex("tpcc --index btree -n 500 --energy --quiet --format json");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schema"], "nvindex.tpcc/1");
+  EXPECT_EQ(j["results"][0]["run"]["transactions"], 500);
+  EXPECT_TRUE(j["results"][0]["check"]["ok"].get<bool>());
+  const nlohmann::json& e = j["options"]["energy"];
+  EXPECT_TRUE(e["available"].get<bool>() || !e["reason"].get<std::string>().empty()) << e.dump();
+}
+
+TEST_F(Cli, TpccRefusesBadUsage) {
+  EXPECT_EQ(nvindex("tpcc --index nope -n 10").rc, 2);
+  EXPECT_EQ(nvindex("tpcc --index btree -n 0").rc, 2);
+  EXPECT_EQ(nvindex("tpcc --index btree --warehouses 0").rc, 2);
+  EXPECT_EQ(nvindex("tpcc --index btree --format xml").rc, 2);
+  const Outcome r = nvindex("tpcc --index btree --node-size 100 -n 10");
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_FALSE(r.err.empty());
+}
+
 }  // namespace

@@ -299,6 +299,17 @@ json result_json(const IndexResult& r) {
   return j;
 }
 
+json machine_json(const MachineInfo& m) {
+  return {{"hostname", m.hostname},
+          {"cpu_model", m.cpu_model},
+          {"cores", m.cores},
+          {"memory_bytes", m.memory_bytes},
+          {"flush_instruction", m.flush_instruction},
+          {"kernel", m.kernel},
+          {"date", m.date},
+          {"version", m.version}};
+}
+
 json report_json(const BenchReport& r) {
   const MachineInfo& m = r.machine;
   json results = json::array();
@@ -318,20 +329,9 @@ json report_json(const BenchReport& r) {
   if (!w.trace_load.empty() || !w.trace_run.empty()) {
     spec += " trace_load=" + w.trace_load + " trace_run=" + w.trace_run;
   }
-  return json{{"schema", kBenchSchema},
-              {"machine",
-               {{"hostname", m.hostname},
-                {"cpu_model", m.cpu_model},
-                {"cores", m.cores},
-                {"memory_bytes", m.memory_bytes},
-                {"flush_instruction", m.flush_instruction},
-                {"kernel", m.kernel},
-                {"date", m.date},
-                {"version", m.version}}},
-              {"options", options_json(r)},
-              {"workload", {{"name", w.name}, {"spec", spec}}},
-              {"results", results},
-              {"errors", errors}};
+  return json{{"schema", kBenchSchema},     {"machine", machine_json(m)},
+              {"options", options_json(r)}, {"workload", {{"name", w.name}, {"spec", spec}}},
+              {"results", results},         {"errors", errors}};
 }
 
 std::string comparison_table(const std::vector<IndexResult>& results) {

@@ -117,6 +117,8 @@ struct BenchReport {
 
 /// The "options" object: every workload and driver setting plus extra_options.
 nlohmann::json options_json(const BenchReport& report);
+/// The "machine" object of a JSON report (nvindex.bench/1, nvindex.tpcc/1).
+nlohmann::json machine_json(const MachineInfo& m);
 /// The whole report as JSON, schema kBenchSchema (see the file comment).
 nlohmann::json report_json(const BenchReport& report);
 /// One result as a JSON object (an element of "results").

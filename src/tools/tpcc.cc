@@ -13,9 +13,11 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/energy.h"
 #include "bench/report.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/counters.h"
@@ -51,6 +53,7 @@ struct TpccArgs {
   std::string format = "text";
   std::string output;
   bool quiet = false;
+  bool energy = false;
 };
 
 /// One index's outcome.
@@ -63,6 +66,7 @@ struct TpccResult {
   tpcc::CheckReport check;
   Status check_status;
   size_t row_bytes = 0;
+  std::optional<bench::Joules> run_energy;  ///< with --energy, when the machine has RAPL
 };
 
 json ops_json(const tpcc::OpCounts& o) {
@@ -118,6 +122,13 @@ json result_json(const TpccResult& r) {
               {"ops", ops_json(total)},
               {"pm", pm_json(r.run_pm, tx)}};
   j["load"]["pm"] = pm_json(r.load_pm, 0);
+  if (r.run_energy) {
+    j["run"]["energy"] = {
+        {"package_j", r.run_energy->package},
+        {"dram_j", r.run_energy->dram},
+        {"package_j_per_tx", tx ? r.run_energy->package / static_cast<double>(tx) : 0.0},
+        {"dram_j_per_tx", tx ? r.run_energy->dram / static_cast<double>(tx) : 0.0}};
+  }
   j["row_bytes"] = r.row_bytes;
   json violations = json::array();
   for (const tpcc::Violation& v : r.check.violations) {
@@ -138,7 +149,8 @@ std::string thousands(uint64_t n) {
   return s;
 }
 
-void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& results) {
+void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& results,
+                const bench::EnergyMeter* meter) {
   std::fprintf(f, "nvindex tpcc: %u warehouse(s), %u client(s), %s, seed %llu, PM %s\n",
                a.warehouses, a.clients,
                a.transactions > 0 ? (thousands(a.transactions) + " transactions").c_str()
@@ -194,6 +206,15 @@ void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& 
     std::fprintf(f, "  PM per transaction: %.2f flushes, %.2f fences\n",
                  static_cast<double>(r.run_pm.flushes) / n,
                  static_cast<double>(r.run_pm.fences) / n);
+    if (meter != nullptr && !meter->available()) {
+      std::fprintf(f, "  energy: not available on this machine (%s)\n", meter->why().c_str());
+    } else if (meter != nullptr && r.run_energy) {
+      const std::string dram = meter->has_dram()
+                                   ? ", " + std::to_string(r.run_energy->dram) + " J DRAM"
+                                   : std::string(" (no DRAM zone)");
+      std::fprintf(f, "  energy (run): %.1f J package%s, %.3f mJ per transaction\n",
+                   r.run_energy->package, dram.c_str(), 1e3 * r.run_energy->package / n);
+    }
     if (r.check_status.ok()) {
       std::fprintf(f,
                    "  consistency: the 12 conditions of clause 3.3.2 hold (%s rows read, %.2f s)\n",
@@ -253,6 +274,8 @@ int run_tpcc(const TpccArgs& a) {
   tpcc::draw_constants(a.seed, &load_c, &run_c);
   std::vector<TpccResult> results;
   bool failed = false;
+  std::optional<bench::EnergyMeter> meter;
+  if (a.energy) meter.emplace();
   for (const auto& [name, o] : plan) {
     TpccResult r;
     r.index = index_with_opts(name, o);
@@ -298,8 +321,11 @@ int run_tpcc(const TpccArgs& a) {
         };
       }
       const pm::CounterSnapshot p0 = pm::snapshot();
+      const bench::EnergySample e0 =
+          meter && meter->available() ? meter->sample() : bench::EnergySample{};
       r.error = tpcc::run(*db, ro, &r.run);
       r.run_pm = pm::snapshot() - p0;
+      if (meter && meter->available()) r.run_energy = meter->between(e0, meter->sample());
     }
     if (r.error.ok()) {
       if (!a.quiet) std::fprintf(stderr, "tpcc %s: checking consistency\n", r.index.c_str());
@@ -313,30 +339,26 @@ int run_tpcc(const TpccArgs& a) {
   std::string text;
   if (a.format == "json") {
     const bench::MachineInfo m = bench::collect_machine_info();
-    json j = {{"schema", kTpccSchema},
-              {"machine",
-               {{"hostname", m.hostname},
-                {"cpu_model", m.cpu_model},
-                {"cores", m.cores},
-                {"memory_bytes", m.memory_bytes},
-                {"flush_instruction", m.flush_instruction},
-                {"kernel", m.kernel},
-                {"date", m.date},
-                {"version", m.version}}},
-              {"options",
-               {{"indexes", a.indexes},
-                {"warehouses", a.warehouses},
-                {"transactions", a.transactions},
-                {"duration_s", a.duration},
-                {"clients", a.clients},
-                {"seed", a.seed},
-                {"pm_mode", a.pm_mode},
-                {"node_size", a.node_size},
-                {"nurand_load",
-                 {{"c_last", load_c.c_last}, {"c_id", load_c.c_id}, {"ol_i_id", load_c.ol_i_id}}},
-                {"nurand_run",
-                 {{"c_last", run_c.c_last}, {"c_id", run_c.c_id}, {"ol_i_id", run_c.ol_i_id}}}}},
-              {"results", json::array()}};
+    json j = {
+        {"schema", kTpccSchema},
+        {"machine", bench::machine_json(m)},
+        {"options",
+         {{"indexes", a.indexes},
+          {"warehouses", a.warehouses},
+          {"transactions", a.transactions},
+          {"duration_s", a.duration},
+          {"clients", a.clients},
+          {"seed", a.seed},
+          {"pm_mode", a.pm_mode},
+          {"node_size", a.node_size},
+          {"energy", !a.energy            ? json(nullptr)
+                     : meter->available() ? json{{"available", true}, {"dram", meter->has_dram()}}
+                                          : json{{"available", false}, {"reason", meter->why()}}},
+          {"nurand_load",
+           {{"c_last", load_c.c_last}, {"c_id", load_c.c_id}, {"ol_i_id", load_c.ol_i_id}}},
+          {"nurand_run",
+           {{"c_last", run_c.c_last}, {"c_id", run_c.c_id}, {"ol_i_id", run_c.ol_i_id}}}}},
+        {"results", json::array()}};
     for (const TpccResult& r : results) j["results"].push_back(result_json(r));
     text = j.dump(2) + "\n";
   }
@@ -351,7 +373,7 @@ int run_tpcc(const TpccArgs& a) {
   if (a.format == "json") {
     std::fputs(text.c_str(), out);
   } else {
-    print_text(out, a, results);
+    print_text(out, a, results, meter ? &*meter : nullptr);
   }
   if (out != stdout) std::fclose(out);
   return failed ? 1 : 0;
@@ -390,6 +412,10 @@ void add_tpcc_command(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("--output", a->output, "Write the report to FILE instead of stdout");
   cmd->add_flag("-q,--quiet", a->quiet, "No progress on stderr");
+  cmd->add_flag(
+      "--energy", a->energy,
+      "Package and DRAM energy of each run from RAPL (/sys/class/powercap), or the reason "
+      "there is none on this machine");
   cmd->callback([a, exit_code] {
     if (a->duration > 0) a->transactions = 0;  // --duration replaces -n
     *exit_code = run_tpcc(*a);
