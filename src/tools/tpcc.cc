@@ -239,10 +239,8 @@ int run_tpcc(const TpccArgs& a) {
     std::fprintf(stderr, "nvindex tpcc: --transactions must be at least 1 (or give --duration)\n");
     return 2;
   }
-  std::map<std::string, std::string> opts;
   std::vector<std::pair<std::string, std::map<std::string, std::string>>> plan;
-  for (const std::string& spec : a.indexes) {
-    std::string name = spec;
+  for (const std::string& name : a.indexes) {
     std::map<std::string, std::string> o;
     if (Status st = parse_index_opts_for(name, a.index_opts, &o); !st.ok()) {
       std::fprintf(stderr, "nvindex tpcc: %s\n", st.ToString().c_str());
@@ -308,9 +306,6 @@ int run_tpcc(const TpccArgs& a) {
       ro.constants = run_c;
       if (!a.quiet) {
         ro.progress = [&r, &a](uint64_t done) {
-          static thread_local auto last = std::chrono::steady_clock::now();
-          if (std::chrono::steady_clock::now() - last < std::chrono::seconds(2)) return;
-          last = std::chrono::steady_clock::now();
           if (a.transactions > 0) {
             std::fprintf(stderr, "tpcc %s: %s / %s transactions\n", r.index.c_str(),
                          thousands(done).c_str(), thousands(a.transactions).c_str());

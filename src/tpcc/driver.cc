@@ -122,7 +122,7 @@ void client_loop(Database& db, LockTable& locks, const RunOptions& o, unsigned k
       ++stats->committed[ti];
     }
     const uint64_t all = done.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (k == 0 && o.progress && Clock::now() - last_progress > std::chrono::milliseconds(500)) {
+    if (k == 0 && o.progress && Clock::now() - last_progress > std::chrono::seconds(2)) {
       last_progress = Clock::now();
       o.progress(all);
     }

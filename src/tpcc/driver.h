@@ -33,7 +33,7 @@ struct RunOptions {
   unsigned clients = 1;       ///< threads, <= the database's clients
   uint64_t seed = 1;
   NurandConstants constants;  ///< the run's (draw_constants)
-  /// Called about every 0.5 s from client 0 with the transactions done so
+  /// Called about every 2 s from client 0 with the transactions done so
   /// far (all clients); may be empty.
   std::function<void(uint64_t done)> progress;
 };

@@ -138,24 +138,23 @@ std::optional<Value> Executor::lookup(Table t, uint64_t key) {
   return db_.index(t).lookup(key);
 }
 
+namespace {
+/// An index's error with the call and table named ("tpcc: insert into
+/// order_line: OutOfSpace: ..."); Ok as it is.
+Status named(Status s, const char* call, Table t) {
+  if (s.ok()) return s;
+  return Status(s.code(), std::string("tpcc: ") + call + table_name(t) + ": " + s.ToString());
+}
+}  // namespace
+
 Status Executor::insert(Table t, uint64_t key, Value v) {
   ++ops_[static_cast<size_t>(t)].inserts;
-  Status s = db_.index(t).insert(key, v);
-  if (!s.ok()) {
-    return Status(s.code(),
-                  std::string("tpcc: insert into ") + table_name(t) + ": " + s.ToString());
-  }
-  return s;
+  return named(db_.index(t).insert(key, v), "insert into ", t);
 }
 
 Status Executor::remove(Table t, uint64_t key) {
   ++ops_[static_cast<size_t>(t)].removes;
-  Status s = db_.index(t).remove(key);
-  if (!s.ok()) {
-    return Status(s.code(),
-                  std::string("tpcc: remove from ") + table_name(t) + ": " + s.ToString());
-  }
-  return s;
+  return named(db_.index(t).remove(key), "remove from ", t);
 }
 
 void Executor::scan(Table t, uint64_t start, uint64_t end, size_t count,
