@@ -52,7 +52,7 @@ class TpccCheckTest : public ::testing::Test {
   static Row* row(Table t, uint64_t k) {
     std::optional<Value> v = db_->index(t).lookup(k);
     EXPECT_TRUE(v.has_value()) << table_name(t) << " key " << k;
-    return v ? Database::row<Row>(*v) : nullptr;
+    return v ? db_->row<Row>(*v) : nullptr;
   }
 
   /// Applies `corrupt`, expects check_consistency to report Corruption
@@ -132,7 +132,8 @@ TEST_F(TpccCheckTest, Condition3NewOrdersAreContiguous) {
 TEST_F(TpccCheckTest, Condition4OrderLinesMatchTheOrdersCounts) {
   const uint64_t k = key::order_line(1, 5, kInitialOrders + 1, 1);
   Value h;
-  OrderLine* l = db_->new_row<OrderLine>(0, &h);
+  OrderLine* l = nullptr;
+  ASSERT_TRUE(db_->new_row(0, &l, &h).ok());
   l->ol_o_id = kInitialOrders + 1;
   l->ol_d_id = 5;
   l->ol_w_id = 1;
@@ -210,7 +211,7 @@ TEST_F(TpccCheckTest, Condition8WarehouseYtdIsTheHistorySum) {
 TEST_F(TpccCheckTest, Condition9DistrictYtdIsTheHistorySum) {
   std::vector<std::pair<uint64_t, Value>> first;
   ASSERT_EQ(db_->index(Table::kHistory).scan(0, 1, &first), 1u);
-  History* h = Database::row<History>(first[0].second);
+  History* h = db_->row<History>(first[0].second);
   const uint32_t d = h->h_d_id;
   const uint32_t other = d % kDistricts + 1;
   const std::string msg = expect_broken([&] { h->h_d_id = other; }, [&] { h->h_d_id = d; }, 9, {9});

@@ -85,33 +85,31 @@ uint64_t digest(Database& db) {
       row_fn(v);
     });
   };
-  keyed(Table::kWarehouse,
-        [&](Value v) { h = fnv(h, Database::row<Warehouse>(v), sizeof(Warehouse)); });
-  keyed(Table::kDistrict,
-        [&](Value v) { h = fnv(h, Database::row<District>(v), sizeof(District)); });
+  keyed(Table::kWarehouse, [&](Value v) { h = fnv(h, db.row<Warehouse>(v), sizeof(Warehouse)); });
+  keyed(Table::kDistrict, [&](Value v) { h = fnv(h, db.row<District>(v), sizeof(District)); });
   keyed(Table::kCustomer, [&](Value v) {
-    Customer c = *Database::row<Customer>(v);
+    Customer c = *db.row<Customer>(v);
     c.c_since = c.c_since != 0;
     h = fnv(h, &c, sizeof c);
   });
   keyed(Table::kOrder, [&](Value v) {
-    Order o = *Database::row<Order>(v);
+    Order o = *db.row<Order>(v);
     o.o_entry_d = o.o_entry_d != 0;
     h = fnv(h, &o, sizeof o);
   });
   keyed(Table::kOrderLine, [&](Value v) {
-    OrderLine l = *Database::row<OrderLine>(v);
+    OrderLine l = *db.row<OrderLine>(v);
     l.ol_delivery_d = l.ol_delivery_d != 0;
     h = fnv(h, &l, sizeof l);
   });
-  keyed(Table::kItem, [&](Value v) { h = fnv(h, Database::row<Item>(v), sizeof(Item)); });
-  keyed(Table::kStock, [&](Value v) { h = fnv(h, Database::row<Stock>(v), sizeof(Stock)); });
+  keyed(Table::kItem, [&](Value v) { h = fnv(h, db.row<Item>(v), sizeof(Item)); });
+  keyed(Table::kStock, [&](Value v) { h = fnv(h, db.row<Stock>(v), sizeof(Stock)); });
   keyed(Table::kCustomerLast, [](Value) {});
   keyed(Table::kOrderCustomer, [](Value) {});
   keyed(Table::kNewOrder, [](Value) {});
   uint64_t history_sum = 0;
   for_each_key(db.index(Table::kHistory), [&](uint64_t, Value v) {
-    History r = *Database::row<History>(v);
+    History r = *db.row<History>(v);
     r.h_date = r.h_date != 0;
     history_sum += fnv(0xcbf29ce484222325ull, &r, sizeof r);
   });
@@ -141,7 +139,7 @@ class TpccLoadTest : public ::testing::Test {
     Database& db = *l.db;
     uint64_t sum_ol_cnt = 0;
     for_each_key(db.index(Table::kOrder),
-                 [&](uint64_t, Value v) { sum_ol_cnt += Database::row<Order>(v)->o_ol_cnt; });
+                 [&](uint64_t, Value v) { sum_ol_cnt += db.row<Order>(v)->o_ol_cnt; });
     const std::pair<Table, uint64_t> want[] = {
         {Table::kItem, 100000},
         {Table::kWarehouse, w},
@@ -261,20 +259,19 @@ TEST_F(TpccLoadTest, RowCountsTwoWarehouses) { expect_counts(two_warehouses(1), 
 
 TEST_F(TpccLoadTest, InitialValuesFollowClause4331) {
   Database& db = *one_warehouse().db;
-  const Warehouse* w = Database::row<Warehouse>(*db.index(Table::kWarehouse).lookup(1));
+  const Warehouse* w = db.row<Warehouse>(*db.index(Table::kWarehouse).lookup(1));
   EXPECT_EQ(w->w_ytd, 30'000'000);
   EXPECT_LE(w->w_tax, 2000);
   EXPECT_EQ(std::strlen(w->w_zip), 9u);
   EXPECT_STREQ(w->w_zip + 4, "11111");
   for (uint32_t d = 1; d <= kDistricts; ++d) {
-    const District* r =
-        Database::row<District>(*db.index(Table::kDistrict).lookup(key::district(1, d)));
+    const District* r = db.row<District>(*db.index(Table::kDistrict).lookup(key::district(1, d)));
     EXPECT_EQ(r->d_ytd, 3'000'000);
     EXPECT_EQ(r->d_next_o_id, 3001u);
     // O_C_ID is a permutation of 1..3000 per district.
     std::set<uint32_t> customers;
     for (uint32_t o = 1; o <= kInitialOrders; ++o) {
-      const Order* ord = Database::row<Order>(*db.index(Table::kOrder).lookup(key::order(1, d, o)));
+      const Order* ord = db.row<Order>(*db.index(Table::kOrder).lookup(key::order(1, d, o)));
       customers.insert(ord->o_c_id);
       EXPECT_EQ(ord->o_carrier_id == 0, o >= kFirstNewOrder);
       EXPECT_TRUE(db.index(Table::kOrderCustomer)
@@ -287,7 +284,7 @@ TEST_F(TpccLoadTest, InitialValuesFollowClause4331) {
   }
   uint64_t bad_credit = 0, customers = 0;
   for_each_key(db.index(Table::kCustomer), [&](uint64_t k, Value v) {
-    const Customer* c = Database::row<Customer>(v);
+    const Customer* c = db.row<Customer>(v);
     ++customers;
     EXPECT_EQ(k, key::customer(c->c_w_id, c->c_d_id, c->c_id));
     EXPECT_EQ(c->c_balance, -1000);
@@ -315,7 +312,7 @@ TEST_F(TpccLoadTest, InitialValuesFollowClause4331) {
   EXPECT_LT(bad_credit, 3500u);
   uint64_t original = 0;
   for_each_key(db.index(Table::kItem), [&](uint64_t, Value v) {
-    const Item* i = Database::row<Item>(v);
+    const Item* i = db.row<Item>(v);
     EXPECT_GE(i->i_price, 100);
     EXPECT_LE(i->i_price, 10000);
     original += std::strstr(i->i_data, "ORIGINAL") != nullptr;
@@ -323,7 +320,7 @@ TEST_F(TpccLoadTest, InitialValuesFollowClause4331) {
   EXPECT_GT(original, 9000u);  // 10% of 100,000 at random
   EXPECT_LT(original, 11000u);
   for_each_key(db.index(Table::kOrderLine), [&](uint64_t k, Value v) {
-    const OrderLine* l = Database::row<OrderLine>(v);
+    const OrderLine* l = db.row<OrderLine>(v);
     EXPECT_EQ(k, key::order_line(l->ol_w_id, l->ol_d_id, l->ol_o_id, l->ol_number));
     if (l->ol_o_id < kFirstNewOrder) {
       EXPECT_EQ(l->ol_amount, 0);

@@ -18,7 +18,8 @@ namespace {
 template <class Row>
 Row* put(Database& db, Table t, uint64_t key) {
   Value v = 0;
-  Row* r = db.new_row<Row>(0, &v);
+  Row* r = nullptr;
+  EXPECT_TRUE(db.new_row(0, &r, &v).ok());
   EXPECT_TRUE(db.index(t).insert(key, v).ok()) << table_name(t) << " key " << key;
   return r;
 }
@@ -152,7 +153,7 @@ TEST_F(TinyDb, NewOrderWritesTheOrderAndUpdatesStock) {
   EXPECT_EQ(out.total_cents, 1294);
   const auto ov = db_->index(Table::kOrder).lookup(key::order(1, 1, 3));
   ASSERT_TRUE(ov.has_value());
-  const Order* o = Database::row<Order>(*ov);
+  const Order* o = db_->row<Order>(*ov);
   EXPECT_EQ(o->o_c_id, 2u);
   EXPECT_EQ(o->o_ol_cnt, 2u);
   EXPECT_EQ(o->o_carrier_id, 0u);
@@ -162,7 +163,7 @@ TEST_F(TinyDb, NewOrderWritesTheOrderAndUpdatesStock) {
   EXPECT_TRUE(db_->index(Table::kOrderCustomer).lookup(key::order_customer(1, 1, 2, 3)));
   const auto olv = db_->index(Table::kOrderLine).lookup(key::order_line(1, 1, 3, 2));
   ASSERT_TRUE(olv.has_value());
-  const OrderLine* ol = Database::row<OrderLine>(*olv);
+  const OrderLine* ol = db_->row<OrderLine>(*olv);
   EXPECT_EQ(ol->ol_i_id, 2u);
   EXPECT_EQ(ol->ol_quantity, 3u);
   EXPECT_STREQ(ol->ol_dist_info, "dist-2");
@@ -214,7 +215,7 @@ TEST_F(TinyDb, PaymentByLastNameTakesTheMiddleCustomerByFirstName) {
   std::vector<std::pair<uint64_t, Value>> h;
   db_->index(Table::kHistory).scan(0, 10, &h);
   ASSERT_EQ(h.size(), 1u);
-  const History* hr = Database::row<History>(h[0].second);
+  const History* hr = db_->row<History>(h[0].second);
   EXPECT_EQ(hr->h_c_id, 2u);
   EXPECT_EQ(hr->h_amount, 12345);
   EXPECT_EQ(hr->h_date, 7u);
@@ -276,11 +277,11 @@ TEST_F(TinyDb, DeliveryDeliversTheOldestNewOrderAndSkipsEmptyDistricts) {
   EXPECT_EQ(out.o_id[0], 2u);
   for (uint32_t d = 2; d <= kDistricts; ++d) EXPECT_EQ(out.o_id[d - 1], 0u) << d;
   EXPECT_FALSE(db_->index(Table::kNewOrder).lookup(key::new_order(1, 1, 2)).has_value());
-  const Order* o = Database::row<Order>(*db_->index(Table::kOrder).lookup(key::order(1, 1, 2)));
+  const Order* o = db_->row<Order>(*db_->index(Table::kOrder).lookup(key::order(1, 1, 2)));
   EXPECT_EQ(o->o_carrier_id, 7u);
   for (uint32_t n = 1; n <= 2; ++n) {
     const auto v = db_->index(Table::kOrderLine).lookup(key::order_line(1, 1, 2, n));
-    EXPECT_EQ(Database::row<OrderLine>(*v)->ol_delivery_d, 99u);
+    EXPECT_EQ(db_->row<OrderLine>(*v)->ol_delivery_d, 99u);
   }
   EXPECT_EQ(c_[1]->c_balance, 800);
   EXPECT_EQ(c_[1]->c_delivery_cnt, 1u);

@@ -66,7 +66,7 @@ class Checker {
     h_c_.assign(static_cast<size_t>(warehouses_) * kDistricts * kCustomers, 0);
     report_->rows_read +=
         scan_range(db_.index(Table::kHistory), 0, ~uint64_t{0}, [&](uint64_t, Value v) {
-          const History* h = Database::row<History>(v);
+          const History* h = db_.row<History>(v);
           if (in_range(h->h_w_id, h->h_d_id)) {
             h_w_[h->h_w_id] += h->h_amount;
             h_wd_[h->h_w_id * (kDistricts + 1) + h->h_d_id] += h->h_amount;
@@ -91,12 +91,12 @@ class Checker {
       return;
     }
     ++report_->rows_read;
-    const int64_t w_ytd = Database::row<Warehouse>(*wv)->w_ytd;
+    const int64_t w_ytd = db_.row<Warehouse>(*wv)->w_ytd;
     int64_t sum_d_ytd = 0;
     std::vector<const District*> districts;
     report_->rows_read +=
         scan_range(db_.index(Table::kDistrict), key::district(w, 1), key::district(w, kDistricts),
-                   [&](uint64_t, Value v) { districts.push_back(Database::row<District>(v)); });
+                   [&](uint64_t, Value v) { districts.push_back(db_.row<District>(v)); });
     for (const District* d : districts) sum_d_ytd += d->d_ytd;
     // 3.3.2.1: W_YTD = sum(D_YTD).
     if (w_ytd != sum_d_ytd) {
@@ -121,7 +121,7 @@ class Checker {
     report_->rows_read += scan_range(
         db_.index(Table::kOrder), key::order(w, d, 0), key::order(w, d, kMaxOrderId),
         [&](uint64_t k, Value v) {
-          const Order* o = Database::row<Order>(v);
+          const Order* o = db_.row<Order>(v);
           orders.push_back({key::order_id_of(k), o->o_c_id, o->o_carrier_id, o->o_ol_cnt});
           sum_ol_cnt += o->o_ol_cnt;
         });
@@ -155,7 +155,7 @@ class Checker {
                        return;  // no ORDER row: see 4
                      OrderInfo& order = orders[oi];
                      ++order.lines;
-                     const OrderLine* l = Database::row<OrderLine>(v);
+                     const OrderLine* l = db_.row<OrderLine>(v);
                      // 3.3.2.7: OL_DELIVERY_D null iff O_CARRIER_ID null.
                      if ((l->ol_delivery_d == 0) != (order.carrier == 0)) {
                        violate(7, w, d, o,
@@ -220,7 +220,7 @@ class Checker {
         scan_range(db_.index(Table::kCustomer), key::customer(w, d, 1), key::customer(w, d, 4095),
                    [&](uint64_t k, Value v) {
                      const auto c = static_cast<uint32_t>(k & 0xfff);
-                     const Customer* r = Database::row<Customer>(v);
+                     const Customer* r = db_.row<Customer>(v);
                      delivery_cnt += r->c_delivery_cnt;
                      if (c > kCustomers) return;
                      const int64_t ol = delivered[c];

@@ -34,12 +34,13 @@ void client_loop(Database& db, LockTable& locks, const RunOptions& o, unsigned k
   Executor ex(db, locks, k);
   InputGenerator gen(o.seed * 0x9e3779b97f4a7c15ull + k + 1, db.warehouses(), o.constants);
   std::mt19937_64 deck_rng(o.seed ^ (uint64_t{k} << 32));
+  const bool timed = o.seconds > 0;
   std::array<TxType, kDeck.size()> deck = kDeck;
   size_t card = deck.size();
   auto last_progress = Clock::now();
-  for (uint64_t n = 0; quota == 0 || n < quota; ++n) {
+  for (uint64_t n = 0; n < quota; ++n) {
     if (stop.load(std::memory_order_relaxed)) break;
-    if (quota == 0 && (n & 15) == 0 && Clock::now() >= deadline) break;
+    if (timed && (n & 15) == 0 && Clock::now() >= deadline) break;
     if (card == deck.size()) {
       std::shuffle(deck.begin(), deck.end(), deck_rng);
       card = 0;
@@ -152,8 +153,11 @@ Status run(Database& db, const RunOptions& o, RunStats* stats) {
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   std::vector<std::thread> threads;
   for (unsigned k = 0; k < o.clients; ++k) {
-    const uint64_t quota =
-        o.transactions == 0 ? 0 : o.transactions / o.clients + (k < o.transactions % o.clients);
+    // A client's share of the transactions (it may be 0: fewer
+    // transactions than clients); no limit without a count.
+    const uint64_t quota = o.transactions == 0
+                               ? UINT64_MAX
+                               : o.transactions / o.clients + (k < o.transactions % o.clients);
     threads.emplace_back(client_loop, std::ref(db), std::ref(locks), std::cref(o), k, quota,
                          deadline, std::ref(done), std::ref(stop), &per[k], &errors[k]);
   }

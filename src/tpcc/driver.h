@@ -28,8 +28,8 @@ inline constexpr std::array<TxType, 23> kDeck = {
 
 /// What to run.
 struct RunOptions {
-  uint64_t transactions = 0;  ///< total over all clients; 0: run for `seconds`
-  double seconds = 0;         ///< used when transactions is 0
+  uint64_t transactions = 0;  ///< total over all clients; 0: no limit (run for `seconds`)
+  double seconds = 0;         ///< > 0: stop after this long, or at `transactions` if sooner
   unsigned clients = 1;       ///< threads, <= the database's clients
   uint64_t seed = 1;
   NurandConstants constants;  ///< the run's (draw_constants)

@@ -115,7 +115,8 @@ class Loader {
   Status items(Random& rng) {
     for (uint32_t i = 1; i <= kItems; ++i) {
       Value h;
-      Item* r = db_.new_row<Item>(client_, &h);
+      Item* r = nullptr;
+      if (Status st = db_.new_row(client_, &r, &h); !st.ok()) return st;
       r->i_id = i;
       r->i_im_id = static_cast<uint32_t>(rng.uniform(1, 10000));
       rng.astring(r->i_name, 14, 24);
@@ -134,7 +135,8 @@ class Loader {
     const uint64_t now = now_micros();
     {
       Value h;
-      Warehouse* r = db_.new_row<Warehouse>(client_, &h);
+      Warehouse* r = nullptr;
+      if (Status st = db_.new_row(client_, &r, &h); !st.ok()) return st;
       r->w_id = w;
       rng.astring(r->w_name, 6, 10);
       address(rng, r->w_street_1, r->w_street_2, r->w_city, r->w_state, r->w_zip);
@@ -144,7 +146,8 @@ class Loader {
     }
     for (uint32_t i = 1; i <= kItems; ++i) {
       Value h;
-      Stock* r = db_.new_row<Stock>(client_, &h);
+      Stock* r = nullptr;
+      if (Status st = db_.new_row(client_, &r, &h); !st.ok()) return st;
       r->s_i_id = i;
       r->s_w_id = w;
       r->s_quantity = static_cast<int32_t>(rng.uniform(10, 100));
@@ -162,7 +165,8 @@ class Loader {
   Status district(uint32_t w, uint32_t d, uint64_t now, Random& rng) {
     {
       Value h;
-      District* r = db_.new_row<District>(client_, &h);
+      District* r = nullptr;
+      if (Status st = db_.new_row(client_, &r, &h); !st.ok()) return st;
       r->d_id = d;
       r->d_w_id = w;
       rng.astring(r->d_name, 6, 10);
@@ -194,7 +198,8 @@ class Loader {
   /// CUSTOMER (w, d, c) with its customer_last key and its HISTORY row.
   Status customer(uint32_t w, uint32_t d, uint32_t c, uint64_t now, Random& rng) {
     Value h;
-    Customer* r = db_.new_row<Customer>(client_, &h);
+    Customer* r = nullptr;
+    if (Status st = db_.new_row(client_, &r, &h); !st.ok()) return st;
     r->c_id = c;
     r->c_d_id = d;
     r->c_w_id = w;
@@ -221,7 +226,8 @@ class Loader {
     }
 
     Value hh;
-    History* hr = db_.new_row<History>(client_, &hh);
+    History* hr = nullptr;
+    if (Status st = db_.new_row(client_, &hr, &hh); !st.ok()) return st;
     hr->h_c_id = c;
     hr->h_c_d_id = d;
     hr->h_c_w_id = w;
@@ -238,7 +244,8 @@ class Loader {
   Status order(uint32_t w, uint32_t d, uint32_t o, uint32_t c, uint64_t now, Random& rng) {
     const bool delivered = o < kFirstNewOrder;
     Value h;
-    Order* r = db_.new_row<Order>(client_, &h);
+    Order* r = nullptr;
+    if (Status st = db_.new_row(client_, &r, &h); !st.ok()) return st;
     r->o_id = o;
     r->o_d_id = d;
     r->o_w_id = w;
@@ -253,7 +260,8 @@ class Loader {
     }
     for (uint32_t ol = 1; ol <= r->o_ol_cnt; ++ol) {
       Value lh;
-      OrderLine* l = db_.new_row<OrderLine>(client_, &lh);
+      OrderLine* l = nullptr;
+      if (Status st = db_.new_row(client_, &l, &lh); !st.ok()) return st;
       l->ol_o_id = o;
       l->ol_d_id = d;
       l->ol_w_id = w;
@@ -272,7 +280,11 @@ class Loader {
   }
 
   /// Inserts key -> v into table t; an error names the table.
+  /// Inserts (k, v) into table t's index; with rows in PM it flushes the
+  /// row first (the insert's own fence, or finish_load's, orders the flush
+  /// before the key is durable).
   Status put(Table t, uint64_t k, Value v) {
+    db_.flush_row(t, v);
     Status st = db_.index(t).insert(k, v);
     if (!st.ok()) {
       return Status(st.code(), std::string("load: ") + table_name(t) + " key " + std::to_string(k) +
@@ -379,6 +391,7 @@ Status load(Database& db, uint64_t seed, const NurandConstants& load_constants, 
   for (const Status& st : status) {
     if (!st.ok()) return st;
   }
+  db.finish_load();
   if (stats != nullptr) {
     *stats = LoadStats{};
     for (const auto& r : rows) {

@@ -1,6 +1,8 @@
 #include "tpcc/txn.h"
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -179,7 +181,7 @@ Status Executor::abort(TxOutcome* outcome) {
 Customer* Executor::find_customer(uint32_t w, uint32_t d, const CustomerChoice& c) {
   if (!c.by_last_name) {
     const std::optional<Value> v = lookup(Table::kCustomer, key::customer(w, d, c.c_id));
-    return v ? Database::row<Customer>(*v) : nullptr;
+    return v ? db_.row<Customer>(*v) : nullptr;
   }
   // Every customer of (w, d) with this C_LAST: about 3 of 3,000; a district
   // has at most 3,000, so one scan of that many always reaches the end.
@@ -189,7 +191,7 @@ Customer* Executor::find_customer(uint32_t w, uint32_t d, const CustomerChoice& 
   if (buf_.size() == 16) scan(Table::kCustomerLast, lo, hi, kCustomers, &buf_);
   if (buf_.empty()) return nullptr;
   std::vector<Customer*> found;
-  for (const auto& [k, v] : buf_) found.push_back(Database::row<Customer>(v));
+  for (const auto& [k, v] : buf_) found.push_back(db_.row<Customer>(v));
   std::sort(found.begin(), found.end(), [](const Customer* a, const Customer* b) {
     const int r = std::strcmp(a->c_first, b->c_first);
     return r != 0 ? r < 0 : a->c_id < b->c_id;
@@ -205,9 +207,9 @@ Status Executor::new_order(const NewOrderInput& in, NewOrderOutput* out, TxOutco
   const std::optional<Value> cv =
       lookup(Table::kCustomer, key::customer(in.w_id, in.d_id, in.c_id));
   if (!wv || !dv || !cv) return Status::InvalidArgument("tpcc: new_order: no such w/d/c");
-  const Warehouse* w = Database::row<Warehouse>(*wv);
-  District* d = Database::row<District>(*dv);
-  const Customer* c = Database::row<Customer>(*cv);
+  const Warehouse* w = db_.row<Warehouse>(*wv);
+  District* d = db_.row<District>(*dv);
+  const Customer* c = db_.row<Customer>(*cv);
   if (!locks_.acquire(Table::kDistrict, key::district(in.w_id, in.d_id), LockMode::kExclusive,
                       kNextOrder)) {
     return abort(outcome);
@@ -235,13 +237,36 @@ Status Executor::new_order(const NewOrderInput& in, NewOrderOutput* out, TxOutco
     if (!locks_.acquire(Table::kStock, key::stock(l.supply_w_id, l.i_id), LockMode::kExclusive)) {
       return abort(outcome);
     }
-    pending.push_back({Database::row<Item>(*iv), Database::row<Stock>(*sv)});
+    pending.push_back({db_.row<Item>(*iv), db_.row<Stock>(*sv)});
     all_local = all_local && l.supply_w_id == in.w_id;
   }
-  // Phase 2: writes (no conflict can happen from here on).
-  d->d_next_o_id = o_id + 1;
+  // Phase 2: writes (no conflict can happen from here on). With rows in PM
+  // the undo log first records every range overwritten and every key
+  // inserted (rows.h), so a crash anywhere below rolls the order back.
+  UndoLog& log = db_.undo_log(client_);
+  log.discard();  // what an earlier failed transaction staged
   Value ov = 0;
-  Order* o = db_.new_row<Order>(client_, &ov);
+  Order* o = nullptr;
+  if (Status st = db_.new_row(client_, &o, &ov); !st.ok()) return st;
+  log.new_row(o, sizeof(Order));
+  std::array<Value, kMaxOrderLines> olv{};
+  std::array<OrderLine*, kMaxOrderLines> ols{};
+  for (size_t n = 0; n < in.lines.size(); ++n) {
+    if (Status st = db_.new_row(client_, &ols[n], &olv[n]); !st.ok()) return st;
+    log.new_row(ols[n], sizeof(OrderLine));
+    log.will_insert(Table::kOrderLine, key::order_line(in.w_id, in.d_id, o_id, n + 1), olv[n]);
+  }
+  log.snapshot(&d->d_next_o_id, sizeof(d->d_next_o_id));
+  for (const Pending& p : pending) {
+    // S_QUANTITY, S_ORDER_CNT, S_REMOTE_CNT and S_YTD: bytes [8, 32).
+    log.snapshot(&p.stock->s_quantity,
+                 offsetof(Stock, s_ytd) + sizeof(uint64_t) - offsetof(Stock, s_quantity));
+  }
+  log.will_insert(Table::kOrder, key::order(in.w_id, in.d_id, o_id), ov);
+  log.will_insert(Table::kOrderCustomer, key::order_customer(in.w_id, in.d_id, in.c_id, o_id), ov);
+  log.will_insert(Table::kNewOrder, key::new_order(in.w_id, in.d_id, o_id), 0);
+  if (Status st = log.begin(); !st.ok()) return st;
+  d->d_next_o_id = o_id + 1;
   o->o_id = o_id;
   o->o_d_id = in.d_id;
   o->o_w_id = in.w_id;
@@ -260,8 +285,7 @@ Status Executor::new_order(const NewOrderInput& in, NewOrderOutput* out, TxOutco
     s->s_ytd += l.quantity;
     s->s_order_cnt += 1;
     if (l.supply_w_id != in.w_id) s->s_remote_cnt += 1;
-    Value olv = 0;
-    OrderLine* ol = db_.new_row<OrderLine>(client_, &olv);
+    OrderLine* ol = ols[n];
     ol->ol_o_id = o_id;
     ol->ol_d_id = in.d_id;
     ol->ol_w_id = in.w_id;
@@ -276,7 +300,8 @@ Status Executor::new_order(const NewOrderInput& in, NewOrderOutput* out, TxOutco
     out->lines.push_back(
         {s->s_quantity, contains_original(item->i_data) && contains_original(s->s_data) ? 'B' : 'G',
          item->i_price, ol->ol_amount});
-    if (Status st = insert(Table::kOrderLine, key::order_line(in.w_id, in.d_id, o_id, n + 1), olv);
+    if (Status st =
+            insert(Table::kOrderLine, key::order_line(in.w_id, in.d_id, o_id, n + 1), olv[n]);
         !st.ok()) {
       return st;
     }
@@ -294,6 +319,7 @@ Status Executor::new_order(const NewOrderInput& in, NewOrderOutput* out, TxOutco
   if (Status st = insert(Table::kNewOrder, key::new_order(in.w_id, in.d_id, o_id), 0); !st.ok()) {
     return st;
   }
+  log.commit();
   // total = sum * (1 - discount) * (1 + w_tax + d_tax), rates in 1/10000;
   // rounded to the nearest cent.
   const i128 num = static_cast<i128>(sum) * (10000 - c->c_discount) * (10000 + w->w_tax + d->d_tax);
@@ -309,8 +335,8 @@ Status Executor::payment(const PaymentInput& in, PaymentOutput* out, TxOutcome* 
   const std::optional<Value> wv = lookup(Table::kWarehouse, key::warehouse(in.w_id));
   const std::optional<Value> dv = lookup(Table::kDistrict, key::district(in.w_id, in.d_id));
   if (!wv || !dv) return Status::InvalidArgument("tpcc: payment: no such w/d");
-  Warehouse* w = Database::row<Warehouse>(*wv);
-  District* d = Database::row<District>(*dv);
+  Warehouse* w = db_.row<Warehouse>(*wv);
+  District* d = db_.row<District>(*dv);
   Customer* c = find_customer(in.c_w_id, in.c_d_id, in.customer);
   if (c == nullptr) return Status::InvalidArgument("tpcc: payment: no such customer");
   if (!locks_.acquire(Table::kWarehouse, key::warehouse(in.w_id), LockMode::kExclusive, kYtd) ||
@@ -320,13 +346,29 @@ Status Executor::payment(const PaymentInput& in, PaymentOutput* out, TxOutcome* 
                       LockMode::kExclusive)) {
     return abort(outcome);
   }
-  // Writes.
+  // Writes, after the undo log has their old values (rows in PM; rows.h).
+  UndoLog& log = db_.undo_log(client_);
+  log.discard();  // what an earlier failed transaction staged
+  Value hv = 0;
+  History* h = nullptr;
+  if (Status st = db_.new_row(client_, &h, &hv); !st.ok()) return st;
+  const uint64_t h_key = key::history(client_, history_seq_++);
+  const bool bad_credit = std::strcmp(c->c_credit, "BC") == 0;
+  log.new_row(h, sizeof(History));
+  log.snapshot(&w->w_ytd, sizeof(w->w_ytd));
+  log.snapshot(&d->d_ytd, sizeof(d->d_ytd));
+  // C_BALANCE, C_YTD_PAYMENT, C_PAYMENT_CNT and C_DELIVERY_CNT: bytes [24, 48).
+  log.snapshot(&c->c_balance, offsetof(Customer, c_delivery_cnt) + sizeof(uint32_t) -
+                                  offsetof(Customer, c_balance));
+  if (bad_credit) log.snapshot(c->c_data, sizeof(c->c_data));
+  log.will_insert(Table::kHistory, h_key, hv);
+  if (Status st = log.begin(); !st.ok()) return st;
   w->w_ytd += in.h_amount;
   d->d_ytd += in.h_amount;
   c->c_balance -= in.h_amount;
   c->c_ytd_payment += in.h_amount;
   c->c_payment_cnt += 1;
-  if (std::strcmp(c->c_credit, "BC") == 0) {
+  if (bad_credit) {
     // Clause 2.5.2.2: the history values go in at the left of C_DATA, which
     // keeps its first 500 characters.
     char head[96];
@@ -340,8 +382,6 @@ Status Executor::payment(const PaymentInput& in, PaymentOutput* out, TxOutcome* 
     std::memcpy(c->c_data, data.data(), data.size());
     out->c_data = data.substr(0, 200);
   }
-  Value hv = 0;
-  History* h = db_.new_row<History>(client_, &hv);
   h->h_c_id = c->c_id;
   h->h_c_d_id = in.c_d_id;
   h->h_c_w_id = in.c_w_id;
@@ -350,9 +390,8 @@ Status Executor::payment(const PaymentInput& in, PaymentOutput* out, TxOutcome* 
   h->h_amount = in.h_amount;
   h->h_date = in.h_date;
   std::snprintf(h->h_data, sizeof(h->h_data), "%.10s    %.10s", w->w_name, d->d_name);
-  if (Status st = insert(Table::kHistory, key::history(client_, history_seq_++), hv); !st.ok()) {
-    return st;
-  }
+  if (Status st = insert(Table::kHistory, h_key, hv); !st.ok()) return st;
+  log.commit();
   out->c_id = c->c_id;
   out->c_balance = c->c_balance;
   locks_.release_all();
@@ -379,13 +418,13 @@ Status Executor::order_status(const OrderStatusInput& in, OrderStatusOutput* out
     if (!locks_.acquire(Table::kOrder, key::order(in.w_id, in.d_id, o_id), LockMode::kShared)) {
       return abort(outcome);
     }
-    const Order* o = Database::row<Order>(last->second);
+    const Order* o = db_.row<Order>(last->second);
     out->o_id = o_id;
     out->o_carrier_id = o->o_carrier_id;
     scan(Table::kOrderLine, key::order_line(in.w_id, in.d_id, o_id, 0),
          key::order_line(in.w_id, in.d_id, o_id + 1, 0), kMaxOrderLines, &buf_);
     for (const auto& [k, v] : buf_) {
-      const OrderLine* ol = Database::row<OrderLine>(v);
+      const OrderLine* ol = db_.row<OrderLine>(v);
       out->lines.push_back(
           {ol->ol_i_id, ol->ol_supply_w_id, ol->ol_quantity, ol->ol_amount, ol->ol_delivery_d});
     }
@@ -417,7 +456,7 @@ Status Executor::delivery(const DeliveryInput& in, DeliveryOutput* out, TxOutcom
     if (!lookup(Table::kNewOrder, key::new_order(in.w_id, d_id, o_id))) return abort(outcome);
     const std::optional<Value> ov = lookup(Table::kOrder, key::order(in.w_id, d_id, o_id));
     if (!ov) return Status::Corruption("tpcc: delivery: a new order without its order");
-    Order* o = Database::row<Order>(*ov);
+    Order* o = db_.row<Order>(*ov);
     const std::optional<Value> cv =
         lookup(Table::kCustomer, key::customer(in.w_id, d_id, o->o_c_id));
     if (!cv) return Status::Corruption("tpcc: delivery: an order without its customer");
@@ -425,13 +464,25 @@ Status Executor::delivery(const DeliveryInput& in, DeliveryOutput* out, TxOutcom
                         LockMode::kExclusive)) {
       return abort(outcome);
     }
-    Pending p{d_id, o_id, o, Database::row<Customer>(*cv), {}};
+    Pending p{d_id, o_id, o, db_.row<Customer>(*cv), {}};
     scan(Table::kOrderLine, key::order_line(in.w_id, d_id, o_id, 0),
          key::order_line(in.w_id, d_id, o_id + 1, 0), kMaxOrderLines, &buf_);
-    for (const auto& [k, v] : buf_) p.lines.push_back(Database::row<OrderLine>(v));
+    for (const auto& [k, v] : buf_) p.lines.push_back(db_.row<OrderLine>(v));
     pending.push_back(std::move(p));
   }
-  // Phase 2: writes.
+  // Phase 2: writes, after the undo log has their old values (rows in PM;
+  // rows.h). A Delivery that found no new order writes nothing.
+  UndoLog& log = db_.undo_log(client_);
+  log.discard();  // what an earlier failed transaction staged
+  for (const Pending& p : pending) {
+    log.will_remove(Table::kNewOrder, key::new_order(in.w_id, p.d_id, p.o_id), 0);
+    log.snapshot(&p.order->o_carrier_id, sizeof(p.order->o_carrier_id));
+    for (const OrderLine* ol : p.lines) log.snapshot(&ol->ol_delivery_d, sizeof(ol->ol_delivery_d));
+    // C_BALANCE .. C_DELIVERY_CNT: bytes [24, 48).
+    log.snapshot(&p.customer->c_balance, offsetof(Customer, c_delivery_cnt) + sizeof(uint32_t) -
+                                             offsetof(Customer, c_balance));
+  }
+  if (Status st = log.begin(); !st.ok()) return st;
   for (Pending& p : pending) {
     if (Status st = remove(Table::kNewOrder, key::new_order(in.w_id, p.d_id, p.o_id)); !st.ok()) {
       return st;
@@ -446,6 +497,7 @@ Status Executor::delivery(const DeliveryInput& in, DeliveryOutput* out, TxOutcom
     p.customer->c_delivery_cnt += 1;
     out->o_id[p.d_id - 1] = p.o_id;
   }
+  log.commit();
   locks_.release_all();
   *outcome = TxOutcome::kCommitted;
   return Status::Ok();
@@ -459,12 +511,12 @@ Status Executor::stock_level(const StockLevelInput& in, StockLevelOutput* out, T
                       kNextOrder)) {
     return abort(outcome);
   }
-  const uint32_t next = Database::row<District>(*dv)->d_next_o_id;
+  const uint32_t next = db_.row<District>(*dv)->d_next_o_id;
   const uint32_t first = next > 20 ? next - 20 : 1;
   scan(Table::kOrderLine, key::order_line(in.w_id, in.d_id, first, 0),
        key::order_line(in.w_id, in.d_id, next, 0), size_t{20} * kMaxOrderLines, &buf_);
   std::vector<uint32_t> items;
-  for (const auto& [k, v] : buf_) items.push_back(Database::row<OrderLine>(v)->ol_i_id);
+  for (const auto& [k, v] : buf_) items.push_back(db_.row<OrderLine>(v)->ol_i_id);
   std::sort(items.begin(), items.end());
   items.erase(std::unique(items.begin(), items.end()), items.end());
   uint32_t low = 0;
@@ -474,7 +526,7 @@ Status Executor::stock_level(const StockLevelInput& in, StockLevelOutput* out, T
     if (!locks_.acquire(Table::kStock, key::stock(in.w_id, i), LockMode::kShared)) {
       return abort(outcome);
     }
-    if (Database::row<Stock>(*sv)->s_quantity < in.threshold) ++low;
+    if (db_.row<Stock>(*sv)->s_quantity < in.threshold) ++low;
   }
   out->low_stock = low;
   locks_.release_all();
