@@ -124,7 +124,8 @@ class Database {
   /// is active (rows.h), then runs the rows pool's reachability pass (every
   /// row a primary table's index reaches is marked; the others are freed)
   /// and, after a clean close, compares the bytes reached with the pool's
-  /// close record. The database keeps its pools when destroyed. `clients`
+  /// close record (equal; at most, when a transaction was rolled back: its
+  /// new rows were counted at the close). The database keeps its pools when destroyed. `clients`
   /// (1..the log slots of the pool) sizes the row arenas and locks for a
   /// later run. Errors: InvalidArgument (no rows.pool in pool_dir, clients
   /// out of range, the load never finished: a crash during it), Corruption
