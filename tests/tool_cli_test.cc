@@ -108,6 +108,7 @@ TEST_F(Cli, BenchHelpMentionsEveryOption) {
                         "search",
                         "delete",
                         "--no-perf-counters",
+                        "--energy",
                         "--key-type",
                         "--key-size",
                         "--batch",
@@ -740,6 +741,80 @@ TEST_F(Cli, StringTraceRunOfSharedSamplesHasNoFailures) {
       fs::remove(out);
     }
   }
+}
+
+TEST_F(Cli, BenchEnergyGivesFiguresOrTheReasonThereAreNone) {
+  // This machine: figures, or the one line with the reason (never silence).
+  Outcome r = nvindex(std::string("bench --index btree --energy") + kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const bool figures =
+      r.out.find("Energy (RAPL, whole machine over the phase):") != std::string::npos;
+  const bool reason = r.out.find("Energy: not available on this machine (") != std::string::npos;
+  EXPECT_TRUE(figures != reason) << r.out;
+  r = nvindex(std::string("bench --index btree --energy --format json") + kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& e = j["options"]["energy"];
+  if (e["available"].get<bool>()) {
+    EXPECT_TRUE(j["results"][0]["run"]["energy"]["package_j"].is_number()) << j.dump();
+  } else {
+    EXPECT_FALSE(e["reason"].get<std::string>().empty()) << e.dump();
+    EXPECT_EQ(j["results"][0]["run"]["energy"]["reason"], e["reason"]);
+  }
+
+  // No powercap tree at all (this VM's case, forced on any machine).
+  r = nvindex(std::string("bench --index btree,fastfair --energy --powercap-root /nonexistent/pc") +
+              kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string line =
+      "Energy: not available on this machine (no /nonexistent/pc: the machine exposes no RAPL "
+      "counters)\n";
+  EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" J package"), std::string::npos) << r.out;
+  r = nvindex(
+      std::string("bench --index btree --energy --powercap-root /nonexistent/pc --format json") +
+      kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["options"]["energy"]["available"], false);
+  for (const char* phase : {"load", "run"}) {
+    EXPECT_EQ(j["results"][0][phase]["energy"]["available"], false) << phase;
+    EXPECT_NE(
+        j["results"][0][phase]["energy"]["reason"].get<std::string>().find("no /nonexistent/pc"),
+        std::string::npos);
+  }
+
+  // A fake powercap tree (a package zone and its DRAM subzone): figures for
+  // each phase. The fake counters stand still, so every figure is 0 J.
+  const fs::path tree = tmp_path("powercap");
+  for (const auto& [dir, name] : {std::pair<std::string, std::string>{"intel-rapl:0", "package-0"},
+                                  {"intel-rapl:0:0", "dram"}}) {
+    fs::create_directories(tree / dir);
+    std::ofstream(tree / dir / "name") << name << "\n";
+    std::ofstream(tree / dir / "energy_uj") << 123456 << "\n";
+    std::ofstream(tree / dir / "max_energy_range_uj") << 262143328850ull << "\n";
+  }
+  r = nvindex("bench --index btree --energy --powercap-root " + tree.string() + kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* s : {"Energy (RAPL, whole machine over the phase):\n",
+                        "\tload 0.000 J package, 0.000 J DRAM; 0.000 uJ/op package, 0.000 uJ/op "
+                        "DRAM\n",
+                        "\trun  0.000 J package, 0.000 J DRAM; 0.000 uJ/op package, 0.000 uJ/op "
+                        "DRAM\n"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("not available on this machine"), std::string::npos) << r.out;
+  r = nvindex("bench --index btree --energy --format json --powercap-root " + tree.string() +
+              kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["options"]["energy"], (nlohmann::json{{"available", true}, {"dram", true}}));
+  const nlohmann::json& run = j["results"][0]["run"]["energy"];
+  EXPECT_EQ(run["available"], true);
+  EXPECT_EQ(run["package_j"], 0.0);
+  EXPECT_EQ(run["dram_j"], 0.0);
+  EXPECT_EQ(run["package_j_per_op"], 0.0);
+  fs::remove_all(tree);
 }
 
 TEST_F(Cli, TpccRunsChecksAndReportsInBothFormats) {
