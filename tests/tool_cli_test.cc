@@ -1,7 +1,8 @@
 // Tests of the `nvindex` command line (src/tools/{bench,verify,info}.cc): runs
 // the binary named by $NVINDEX_BIN and checks exit codes (0 ok, 1 failed
 // check, 2 usage), error messages, the JSON report's schema, and a trace run
-// over the shared YCSB samples ($NVINDEX_DATA/ycsb).
+// over the shared YCSB samples ($NVINDEX_DATA/ycsb); and scripts/plot.py
+// --tpcc (make bench's TPC-C section) over two nvindex tpcc reports.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -833,6 +834,52 @@ TEST_F(Cli, TpccRunsChecksAndReportsInBothFormats) {
   EXPECT_TRUE(j["results"][0]["check"]["ok"].get<bool>());
   const nlohmann::json& e = j["options"]["energy"];
   EXPECT_TRUE(e["available"].get<bool>() || !e["reason"].get<std::string>().empty()) << e.dump();
+}
+
+// make bench's TPC-C section: scripts/plot.py --tpcc over two nvindex tpcc
+// reports (1 and 2 clients) writes the summary table and tpcc.png.
+TEST_F(Cli, PlotPyTpccSummaryAndPlot) {
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no /usr/bin/python3 with matplotlib";
+  }
+  const std::string here = __FILE__;  // <src>/tests/tool_cli_test.cc
+  const std::string plot = here.substr(0, here.rfind("/tests/")) + "/scripts/plot.py";
+  ASSERT_TRUE(fs::exists(plot)) << plot;
+  const std::string c1 = tmp_path("tpcc-c1.json"), c2 = tmp_path("tpcc-c2.json");
+  for (const auto& [clients, out] : {std::pair<int, std::string>{1, c1}, {2, c2}}) {
+    const Outcome r = nvindex("tpcc --index btree,fastfair -w 1 -n 400 --quiet --format json -c " +
+                              std::to_string(clients) + " --output " + out);
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+  const std::string dir = tmp_path("tpcc-plots"), summary = dir + "/summary.txt";
+  fs::create_directories(dir);
+  const std::string cmd = "/usr/bin/python3 " + plot + " --tpcc --summary " + summary + " " + dir +
+                          " " + c2 + " " + c1 + " " + tmp_path("missing.json") + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string t = slurp(summary);
+  // Columns by client count, sorted (c1 before c2 whatever the order given).
+  EXPECT_NE(t.find("tx/s c1    tx/s c2   c2/c1   /btree c1   /btree c2"), std::string::npos) << t;
+  std::istringstream lines(t);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("btree ", 0) == 0 || line.rfind("fastfair ", 0) == 0) {
+      ++rows;
+      EXPECT_NE(line.find(" ok"), std::string::npos) << line;  // the consistency check
+    }
+    // btree against itself: 1.00 with each client count.
+    if (line.rfind("btree ", 0) == 0) {
+      EXPECT_NE(line.find("1.00        1.00"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(rows, 2) << t;
+  EXPECT_NE(t.find("options: 1 warehouse(s), 400 transactions per run, clients 1, 2"),
+            std::string::npos)
+      << t;
+  EXPECT_GT(fs::file_size(dir + "/tpcc.png"), 1000u);
+  fs::remove_all(dir);
+  fs::remove(c1);
+  fs::remove(c2);
 }
 
 TEST_F(Cli, TpccRefusesBadUsage) {
