@@ -2,7 +2,7 @@
 # (scripts/install-deps) and builds what it needs.
 #   make bench   the main job: compare btree, fastfair, lbtree, fptree, wbtree and absl-btree on YCSB
 #                A, B, C, E with integer keys, then every string-capable index with 24 B string
-#                keys (scripts/bench; BENCH_ARGS)
+#                keys, then TPC-C over btree and the persistent trees (scripts/bench; BENCH_ARGS)
 #   make bench-lbtree  the LB+-tree paper's sec. 4.2 workloads over lbtree,
 #                fptree and wbtree (scripts/bench-lbtree; BENCH_LBTREE_ARGS)
 #   make bench-ni  Ni et al. 2020's B+-tree design space: the six variants,

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plots and a summary table from `nvindex bench` JSON reports (schema nvindex.bench/1).
 
-Usage: plot.py [--summary FILE] OUTDIR REPORT.json...
+Usage: plot.py [--summary FILE] [--tpcc] OUTDIR REPORT.json...
 
 Reads only the JSON files (one per workload, e.g. results/<stamp>/ycsb-a.json)
 and writes into OUTDIR:
@@ -17,6 +17,13 @@ count them; the reason is printed under the table); with both key types,
 also load and run throughput per key type with string / integer ratios per
 index and workload, and the fastest index per workload, phase (load, run)
 and key type with its ratio to the runner-up.
+
+With --tpcc, reads `nvindex tpcc` JSON reports (schema nvindex.tpcc/1, one per
+client count, e.g. results/<stamp>/tpcc/c1.json and c2.json) instead, and
+writes OUTDIR/tpcc.png (tx/s per index, one bar per client count) and, with
+--summary, a table per index: load time, tx/s per client count, the ratio of
+the largest client count's tx/s to the smallest's, the ratio to btree, aborts
+(and their share of the attempts), and the consistency check.
 
 Key types: a report's options.key_type and options.key_size (added to
 nvindex.bench/1; a report without them has integer keys). A workload is
@@ -342,12 +349,148 @@ def plots(reports, outdir):
         plt.close(fig)
 
 
+def load_tpcc(paths):
+    """Returns [(clients, report)] of the readable nvindex.tpcc/1 reports,
+    sorted by client count."""
+    out = []
+    for p in paths:
+        if not os.path.isfile(p):
+            print(f"plot.py: skipping missing {p}", file=sys.stderr)
+            continue
+        with open(p) as f:
+            rep = json.load(f)
+        if rep.get("schema") != "nvindex.tpcc/1":
+            print(f"plot.py: skipping {p}: schema {rep.get('schema')!r}", file=sys.stderr)
+            continue
+        out.append((rep["options"]["clients"], rep))
+    return sorted(out, key=lambda x: x[0])
+
+
+def tpcc_results(reports):
+    """{index: {clients: result}} over the reports, and the indexes in first-seen order."""
+    by_index, order = {}, []
+    for c, rep in reports:
+        for r in rep.get("results", []):
+            if r["index"] not in by_index:
+                by_index[r["index"]] = {}
+                order.append(r["index"])
+            by_index[r["index"]][c] = r
+    return by_index, order
+
+
+def tpcc_tps(r):
+    """tx/s of one result, None when the index could not run."""
+    return None if r is None or "error" in r else r["run"]["tx_per_s"]
+
+
+def tpcc_summary(reports, path):
+    by_index, order = tpcc_results(reports)
+    clients = [c for c, _ in reports]
+    lo, hi = clients[0], clients[-1]
+    base = by_index.get("btree", {})
+    ratio = f"; c{hi}/c{lo} = tx/s with {hi} clients over {lo}" if hi != lo else ""
+    lines = [f"TPC-C (nvindex tpcc): tx/s per index and client count{ratio}; /btree = ratio to "
+             f"btree with as many clients"]
+    head = f"{'index':<14} {'load s':>7}"
+    for c in clients:
+        head += f" {f'tx/s c{c}':>10}"
+    if hi != lo:
+        head += f" {f'c{hi}/c{lo}':>7}"
+    for c in clients:
+        head += f" {f'/btree c{c}':>11}"
+    for c in clients:
+        head += f" {f'aborts c{c}':>16}"
+    head += f" {'check':>6}"
+    lines.append(head)
+    errors = []
+    for i in order:
+        rs = by_index[i]
+        first = next((rs[c] for c in clients if tpcc_tps(rs.get(c)) is not None), None)
+        row = f"{i:<14} " + (f"{first['load']['seconds']:>7.2f}" if first else f"{'-':>7}")
+        for c in clients:
+            t = tpcc_tps(rs.get(c))
+            row += f" {t:>10.0f}" if t is not None else f" {'-':>10}"
+        if hi != lo:
+            a, b = tpcc_tps(rs.get(lo)), tpcc_tps(rs.get(hi))
+            row += f" {b / a:>7.2f}" if a and b is not None else f" {'-':>7}"
+        for c in clients:
+            t, bt = tpcc_tps(rs.get(c)), tpcc_tps(base.get(c))
+            row += f" {t / bt:>11.2f}" if t is not None and bt else f" {'-':>11}"
+        for c in clients:
+            r = rs.get(c)
+            if tpcc_tps(r) is None:
+                row += f" {'-':>16}"
+                continue
+            ab = sum(r["run"]["aborts"].values())
+            attempts = r["run"]["transactions"] + ab
+            row += f" {f'{ab} ({100.0 * ab / attempts:.2f}%)' if attempts else '0':>16}"
+        ok = all(r.get("check", {}).get("ok", False) for r in rs.values() if "error" not in r)
+        row += f" {'ok' if ok else 'FAILED':>6}"
+        lines.append(row)
+        for c, r in sorted(rs.items()):
+            if "error" in r:
+                errors.append(f"  {i} with {c} client(s): {r['error']}")
+    if errors:
+        lines.append("could not run:")
+        lines.extend(errors)
+    lines.append("load s: loading the warehouses (clause 4.3.3.1) with the smallest client "
+                 "count; aborts: NO_WAIT lock conflicts, each retried (share of the attempts); "
+                 "check: the 12 consistency conditions of clause 3.3.2 after every run")
+    m = reports[0][1]["machine"]
+    o = reports[0][1]["options"]
+    lines.append(f"machine: {m['hostname']}, {m['cpu_model']}, {m['cores']} cores, "
+                 f"flush {m['flush_instruction']}, {m['kernel']}, nvindex {m['version']}")
+    lines.append(f"options: {o['warehouses']} warehouse(s), {o['transactions']} transactions "
+                 f"per run, clients {', '.join(str(c) for c in clients)}, pm mode {o['pm_mode']}, "
+                 f"node size {o['node_size']} B, seed {o['seed']}, date {m['date']}")
+    text = "\n".join(lines) + "\n"
+    with open(path, "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+
+
+def tpcc_plot(reports, outdir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_index, order = tpcc_results(reports)
+    clients = [c for c, _ in reports]
+    width = 0.8 / max(1, len(clients))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(order)), 4))
+    for k, c in enumerate(clients):
+        ys = [(tpcc_tps(by_index[i].get(c)) or 0) / 1e3 for i in order]
+        xs = [x + (k - (len(clients) - 1) / 2) * width for x in range(len(order))]
+        ax.bar(xs, ys, width, label=f"{c} client{'s' if c != 1 else ''}")
+    ax.set_xticks(range(len(order)))
+    ax.set_xticklabels(order, rotation=20)
+    ax.set_ylabel("thousand transactions/s")
+    w = reports[0][1]["options"]["warehouses"]
+    ax.set_title(f"TPC-C, {w} warehouse{'s' if w != 1 else ''}: tx/s per index")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(os.path.join(outdir, "tpcc.png"), dpi=120)
+    plt.close(fig)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--summary", help="write the summary table to this file")
+    ap.add_argument("--tpcc", action="store_true",
+                    help="the reports are nvindex tpcc reports (nvindex.tpcc/1)")
     ap.add_argument("outdir")
     ap.add_argument("reports", nargs="+")
     a = ap.parse_args()
+    if a.tpcc:
+        treports = load_tpcc(a.reports)
+        if not treports:
+            print("plot.py: no readable nvindex.tpcc/1 report", file=sys.stderr)
+            return 1
+        os.makedirs(a.outdir, exist_ok=True)
+        if a.summary:
+            tpcc_summary(treports, a.summary)
+        tpcc_plot(treports, a.outdir)
+        return 0
     reports = load(a.reports)
     if not reports:
         print("plot.py: no readable nvindex.bench/1 report", file=sys.stderr)

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <string>
 
@@ -511,6 +512,64 @@ TEST(DriverPerfCounters, TurnedOffEveryPhaseSaysSo) {
       EXPECT_EQ(e->value, 0u);
       EXPECT_NE(e->reason.find("--no-perf-counters"), std::string::npos) << e->reason;
     }
+  }
+  EXPECT_EQ(r.failures, 0u);
+}
+
+// --- energy (--energy) ----------------------------------------------------------
+
+/// A fake powercap tree (the layout bench/energy.h reads): one package zone
+/// at 1 J and its DRAM subzone at 0.25 J; removed by the destructor.
+struct FakePowercapTree {
+  std::filesystem::path root = std::filesystem::temp_directory_path() /
+                               ("nvindex_driver_powercap_" + std::to_string(getpid()));
+  FakePowercapTree() {
+    std::filesystem::remove_all(root);
+    zone("intel-rapl:0", "package-0", 1000000);
+    zone("intel-rapl:0:0", "dram", 250000);
+  }
+  ~FakePowercapTree() { std::filesystem::remove_all(root); }
+  void zone(const std::string& dir, const std::string& name, uint64_t uj) {
+    std::filesystem::create_directories(root / dir);
+    std::ofstream(root / dir / "name") << name << "\n";
+    std::ofstream(root / dir / "energy_uj") << uj << "\n";
+    std::ofstream(root / dir / "max_energy_range_uj") << 262143328850ull << "\n";
+  }
+};
+
+TEST(DriverEnergy, EachPhaseReadsTheMeterOrSaysWhyNot) {
+  std::array<uint64_t, kOpTypes> counts;
+  Workload w = hand_made(2, &counts);
+  BenchOptions o = quiet_options();
+  IndexResult r;
+  // Not asked for: no figure, no reason.
+  ASSERT_TRUE(run_benchmark(o, w, "absl-btree", &r, nullptr).ok());
+  EXPECT_FALSE(r.energy_measured);
+  EXPECT_FALSE(r.load.energy.has_value());
+  EXPECT_FALSE(r.run.energy.has_value());
+
+  // No powercap tree: no figure in either phase, and the reason.
+  o.energy = true;
+  o.powercap_root = "/nonexistent/powercap";
+  ASSERT_TRUE(run_benchmark(o, w, "absl-btree", &r, nullptr).ok());
+  EXPECT_TRUE(r.energy_measured);
+  EXPECT_NE(r.energy_why.find("no /nonexistent/powercap"), std::string::npos) << r.energy_why;
+  EXPECT_FALSE(r.load.energy.has_value());
+  EXPECT_FALSE(r.run.energy.has_value());
+  EXPECT_EQ(r.failures, 0u);
+
+  // A readable tree: each phase has a reading. The fake counters stand
+  // still, so each phase spent exactly 0 J (a real meter's would grow).
+  FakePowercapTree fake;
+  o.powercap_root = fake.root.string();
+  ASSERT_TRUE(run_benchmark(o, w, "absl-btree", &r, nullptr).ok());
+  EXPECT_TRUE(r.energy_measured);
+  EXPECT_EQ(r.energy_why, "");
+  EXPECT_TRUE(r.energy_dram);
+  for (const PhaseResult* p : {&r.load, &r.run}) {
+    ASSERT_TRUE(p->energy.has_value());
+    EXPECT_EQ(p->energy->package, 0.0);
+    EXPECT_EQ(p->energy->dram, 0.0);
   }
   EXPECT_EQ(r.failures, 0u);
 }

@@ -24,8 +24,8 @@ IndexResult fake_result(const std::string& name, double throughput, bool persist
   r.info.dram_bytes = 1 << 20;
   r.info.pm_bytes = persistent ? 2 << 20 : 0;
   r.persistent = persistent;
-  r.load = PhaseResult{1000, 0.5, 2000, {}, {}};
-  r.run = PhaseResult{4000, 4000 / throughput, throughput, {}, {}};
+  r.load = PhaseResult{1000, 0.5, 2000, {}, {}, {}};
+  r.run = PhaseResult{4000, 4000 / throughput, throughput, {}, {}, {}};
   r.run.pm.flushes = persistent ? 8000 : 0;
   r.run.pm.lines_flushed = persistent ? 8000 : 0;
   r.run.pm.fences = persistent ? 4000 : 0;
@@ -351,6 +351,77 @@ TEST(ReportCpu, NotAvailableCarriesTheReasonAndNoNumber) {
   EXPECT_EQ(report_json(rep)["options"]["perf_counters"], false);
   EXPECT_EQ(result_json(fake_result("delta", 10, false))["run"]["cpu"]["instructions"]["reason"],
             "not measured");
+}
+
+TEST(ReportEnergy, FiguresPerPhaseAndPerOperation) {
+  BenchReport rep = fake_report();
+  rep.options.energy = true;
+  for (IndexResult& r : rep.results) {
+    r.energy_measured = true;
+    r.energy_dram = true;
+    r.load.energy = Joules{2.0, 0.5};  // 1000 load ops
+    r.run.energy = Joules{8.0, 1.0};   // 4000 run ops
+  }
+  rep.results[1].energy_dram = false;  // a CPU without a DRAM zone
+  rep.results[1].run.energy = Joules{8.0, 0.0};
+  const json j = report_json(rep);
+  EXPECT_EQ(j["options"]["energy"], (json{{"available", true}, {"dram", true}}));
+  const json& load = j["results"][0]["load"]["energy"];
+  EXPECT_EQ(load["available"], true);
+  EXPECT_DOUBLE_EQ(load["package_j"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(load["dram_j"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(load["package_j_per_op"].get<double>(), 0.002);
+  EXPECT_DOUBLE_EQ(load["dram_j_per_op"].get<double>(), 0.0005);
+  const json& run = j["results"][0]["run"]["energy"];
+  EXPECT_DOUBLE_EQ(run["package_j_per_op"].get<double>(), 0.002);
+  EXPECT_DOUBLE_EQ(run["dram_j_per_op"].get<double>(), 0.00025);
+  const json& no_dram = j["results"][1]["run"]["energy"];
+  EXPECT_DOUBLE_EQ(no_dram["package_j"].get<double>(), 8.0);
+  EXPECT_TRUE(no_dram["dram_j"].is_null());
+  EXPECT_TRUE(no_dram["dram_j_per_op"].is_null());
+
+  const std::string t = report_text(rep);
+  for (const char* s : {"Energy (RAPL, whole machine over the phase):",
+                        "\tload 2.000 J package, 0.500 J DRAM; 2000.000 uJ/op package, 500.000 "
+                        "uJ/op DRAM\n",
+                        "\trun  8.000 J package, 1.000 J DRAM; 2000.000 uJ/op package, 250.000 "
+                        "uJ/op DRAM\n",
+                        "\trun  8.000 J package, no DRAM zone; 2000.000 uJ/op package\n"}) {
+    EXPECT_NE(t.find(s), std::string::npos) << "missing '" << s << "' in\n" << t;
+  }
+  EXPECT_EQ(t.find("Energy: not available"), std::string::npos) << t;
+}
+
+TEST(ReportEnergy, NotAvailableIsOneLineWithTheReasonAndNoNumber) {
+  BenchReport rep = fake_report();
+  // Without --energy: null, and no energy line.
+  json j = report_json(rep);
+  EXPECT_TRUE(j["options"]["energy"].is_null());
+  EXPECT_TRUE(j["results"][0]["run"]["energy"].is_null());
+  EXPECT_EQ(report_text(rep).find("Energy"), std::string::npos);
+
+  const std::string why = "no /sys/class/powercap: the machine exposes no RAPL counters";
+  rep.options.energy = true;
+  for (IndexResult& r : rep.results) {
+    r.energy_measured = true;
+    r.energy_why = why;
+  }
+  j = report_json(rep);
+  EXPECT_EQ(j["options"]["energy"], (json{{"available", false}, {"reason", why}}));
+  for (const char* phase : {"load", "run"}) {
+    EXPECT_EQ(j["results"][0][phase]["energy"], (json{{"available", false}, {"reason", why}}))
+        << phase;
+  }
+  const std::string t = report_text(rep);
+  const std::string line = "Energy: not available on this machine (" + why + ")\n";
+  const size_t at = t.find(line);
+  ASSERT_NE(at, std::string::npos) << t;
+  EXPECT_NE(t.find(line, at + 1), std::string::npos) << "one line per index\n" << t;
+  EXPECT_EQ(t.find(" J package"), std::string::npos) << t;
+
+  // --energy with no index that ran: still says why.
+  rep.results.clear();
+  EXPECT_EQ(report_json(rep)["options"]["energy"]["available"], false);
 }
 
 TEST(ReportFailures, FailuresErrorsAndBadStructureCount) {

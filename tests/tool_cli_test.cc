@@ -1,7 +1,8 @@
 // Tests of the `nvindex` command line (src/tools/{bench,verify,info}.cc): runs
 // the binary named by $NVINDEX_BIN and checks exit codes (0 ok, 1 failed
 // check, 2 usage), error messages, the JSON report's schema, and a trace run
-// over the shared YCSB samples ($NVINDEX_DATA/ycsb).
+// over the shared YCSB samples ($NVINDEX_DATA/ycsb); and scripts/plot.py
+// --tpcc (make bench's TPC-C section) over two nvindex tpcc reports.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,6 +113,7 @@ TEST_F(Cli, BenchHelpMentionsEveryOption) {
                         "search",
                         "delete",
                         "--no-perf-counters",
+                        "--energy",
                         "--key-type",
                         "--key-size",
                         "--batch",
@@ -746,6 +748,80 @@ TEST_F(Cli, StringTraceRunOfSharedSamplesHasNoFailures) {
   }
 }
 
+TEST_F(Cli, BenchEnergyGivesFiguresOrTheReasonThereAreNone) {
+  // This machine: figures, or the one line with the reason (never silence).
+  Outcome r = nvindex(std::string("bench --index btree --energy") + kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const bool figures =
+      r.out.find("Energy (RAPL, whole machine over the phase):") != std::string::npos;
+  const bool reason = r.out.find("Energy: not available on this machine (") != std::string::npos;
+  EXPECT_TRUE(figures != reason) << r.out;
+  r = nvindex(std::string("bench --index btree --energy --format json") + kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& e = j["options"]["energy"];
+  if (e["available"].get<bool>()) {
+    EXPECT_TRUE(j["results"][0]["run"]["energy"]["package_j"].is_number()) << j.dump();
+  } else {
+    EXPECT_FALSE(e["reason"].get<std::string>().empty()) << e.dump();
+    EXPECT_EQ(j["results"][0]["run"]["energy"]["reason"], e["reason"]);
+  }
+
+  // No powercap tree at all (this VM's case, forced on any machine).
+  r = nvindex(std::string("bench --index btree,fastfair --energy --powercap-root /nonexistent/pc") +
+              kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string line =
+      "Energy: not available on this machine (no /nonexistent/pc: the machine exposes no RAPL "
+      "counters)\n";
+  EXPECT_NE(r.out.find(line), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" J package"), std::string::npos) << r.out;
+  r = nvindex(
+      std::string("bench --index btree --energy --powercap-root /nonexistent/pc --format json") +
+      kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["options"]["energy"]["available"], false);
+  for (const char* phase : {"load", "run"}) {
+    EXPECT_EQ(j["results"][0][phase]["energy"]["available"], false) << phase;
+    EXPECT_NE(
+        j["results"][0][phase]["energy"]["reason"].get<std::string>().find("no /nonexistent/pc"),
+        std::string::npos);
+  }
+
+  // A fake powercap tree (a package zone and its DRAM subzone): figures for
+  // each phase. The fake counters stand still, so every figure is 0 J.
+  const fs::path tree = tmp_path("powercap");
+  for (const auto& [dir, name] : {std::pair<std::string, std::string>{"intel-rapl:0", "package-0"},
+                                  {"intel-rapl:0:0", "dram"}}) {
+    fs::create_directories(tree / dir);
+    std::ofstream(tree / dir / "name") << name << "\n";
+    std::ofstream(tree / dir / "energy_uj") << 123456 << "\n";
+    std::ofstream(tree / dir / "max_energy_range_uj") << 262143328850ull << "\n";
+  }
+  r = nvindex("bench --index btree --energy --powercap-root " + tree.string() + kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* s : {"Energy (RAPL, whole machine over the phase):\n",
+                        "\tload 0.000 J package, 0.000 J DRAM; 0.000 uJ/op package, 0.000 uJ/op "
+                        "DRAM\n",
+                        "\trun  0.000 J package, 0.000 J DRAM; 0.000 uJ/op package, 0.000 uJ/op "
+                        "DRAM\n"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in\n" << r.out;
+  }
+  EXPECT_EQ(r.out.find("not available on this machine"), std::string::npos) << r.out;
+  r = nvindex("bench --index btree --energy --format json --powercap-root " + tree.string() +
+              kSmall);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["options"]["energy"], (nlohmann::json{{"available", true}, {"dram", true}}));
+  const nlohmann::json& run = j["results"][0]["run"]["energy"];
+  EXPECT_EQ(run["available"], true);
+  EXPECT_EQ(run["package_j"], 0.0);
+  EXPECT_EQ(run["dram_j"], 0.0);
+  EXPECT_EQ(run["package_j_per_op"], 0.0);
+  fs::remove_all(tree);
+}
+
 TEST_F(Cli, TpccRunsChecksAndReportsInBothFormats) {
   Outcome r = nvindex("tpcc --index btree -n 1000 --energy --quiet");
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -813,6 +889,52 @@ TEST_F(Cli, TpccRowsPmSurvivesAKilledRunAndChecksOnly) {
   EXPECT_EQ(nvindex("tpcc --check-only --pool " + dir).rc, 1);
   EXPECT_EQ(nvindex("tpcc --index btree --rows pm -n 10").rc, 2);
   EXPECT_EQ(nvindex("tpcc --index fastfair --rows pm --pm-mode dram -n 10").rc, 2);
+}
+
+// make bench's TPC-C section: scripts/plot.py --tpcc over two nvindex tpcc
+// reports (1 and 2 clients) writes the summary table and tpcc.png.
+TEST_F(Cli, PlotPyTpccSummaryAndPlot) {
+  if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no /usr/bin/python3 with matplotlib";
+  }
+  const std::string here = __FILE__;  // <src>/tests/tool_cli_test.cc
+  const std::string plot = here.substr(0, here.rfind("/tests/")) + "/scripts/plot.py";
+  ASSERT_TRUE(fs::exists(plot)) << plot;
+  const std::string c1 = tmp_path("tpcc-c1.json"), c2 = tmp_path("tpcc-c2.json");
+  for (const auto& [clients, out] : {std::pair<int, std::string>{1, c1}, {2, c2}}) {
+    const Outcome r = nvindex("tpcc --index btree,fastfair -w 1 -n 400 --quiet --format json -c " +
+                              std::to_string(clients) + " --output " + out);
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+  const std::string dir = tmp_path("tpcc-plots"), summary = dir + "/summary.txt";
+  fs::create_directories(dir);
+  const std::string cmd = "/usr/bin/python3 " + plot + " --tpcc --summary " + summary + " " + dir +
+                          " " + c2 + " " + c1 + " " + tmp_path("missing.json") + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  const std::string t = slurp(summary);
+  // Columns by client count, sorted (c1 before c2 whatever the order given).
+  EXPECT_NE(t.find("tx/s c1    tx/s c2   c2/c1   /btree c1   /btree c2"), std::string::npos) << t;
+  std::istringstream lines(t);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("btree ", 0) == 0 || line.rfind("fastfair ", 0) == 0) {
+      ++rows;
+      EXPECT_NE(line.find(" ok"), std::string::npos) << line;  // the consistency check
+    }
+    // btree against itself: 1.00 with each client count.
+    if (line.rfind("btree ", 0) == 0) {
+      EXPECT_NE(line.find("1.00        1.00"), std::string::npos) << line;
+    }
+  }
+  EXPECT_EQ(rows, 2) << t;
+  EXPECT_NE(t.find("options: 1 warehouse(s), 400 transactions per run, clients 1, 2"),
+            std::string::npos)
+      << t;
+  EXPECT_GT(fs::file_size(dir + "/tpcc.png"), 1000u);
+  fs::remove_all(dir);
+  fs::remove(c1);
+  fs::remove(c2);
 }
 
 TEST_F(Cli, TpccRefusesBadUsage) {

@@ -274,8 +274,15 @@ template <class K>
 /// after its body; their sum over the workers is the phase's PhaseResult::cpu.
 class PhaseRunner {
  public:
-  PhaseRunner(unsigned threads, bool pin, const pm::PersistConfig& pm, bool perf)
-      : n_(threads), pin_(pin), media_model_(pm.media_model), perf_(perf), states_(threads) {}
+  /// `energy`: the meter read around the phase (null: no energy figure).
+  PhaseRunner(unsigned threads, bool pin, const pm::PersistConfig& pm, bool perf,
+              const EnergyMeter* energy)
+      : n_(threads),
+        pin_(pin),
+        media_model_(pm.media_model),
+        perf_(perf),
+        energy_(energy),
+        states_(threads) {}
 
   using Body = std::function<void(unsigned t, ThreadState& ts, std::optional<Clock::time_point>)>;
 
@@ -314,6 +321,7 @@ class PhaseRunner {
     // before the phase's counters start, so no phase pays for another's.
     if (media_model_) pm::media_drain();
     const pm::CounterSnapshot before = pm::snapshot();
+    const EnergySample energy_before = energy_ ? energy_->sample() : EnergySample{};
     start = Clock::now();
     if (duration_s > 0) {
       deadline = start + std::chrono::duration_cast<Clock::duration>(
@@ -326,6 +334,7 @@ class PhaseRunner {
     for (std::thread& w : workers) w.join();
     if (media_model_) pm::media_drain();
     const pm::CounterSnapshot after = pm::snapshot();
+    if (energy_) out->energy = energy_->between(energy_before, energy_->sample());
 
     Clock::time_point end = start;
     uint64_t ops = 0;
@@ -396,6 +405,7 @@ class PhaseRunner {
   const bool pin_;
   const bool media_model_;
   const bool perf_;
+  const EnergyMeter* energy_;
   std::vector<ThreadState> states_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -750,6 +760,12 @@ class BenchRun {
   Status open() {
     out_->persistent = entry_.caps.persistent;
     out_->media_model = options_.pm.media_model;
+    if (options_.energy) {
+      meter_.emplace(options_.powercap_root);
+      out_->energy_measured = true;
+      out_->energy_why = meter_->why();
+      out_->energy_dram = meter_->has_dram();
+    }
     pm::configure(options_.pm);
     Status st = create_pool();
     if (st.ok()) st = create_index();
@@ -771,7 +787,8 @@ class BenchRun {
   /// with the run's time limit; per-type counts, PM cost, latencies and the
   /// timeline go to the result (driver.h, step 3).
   void run() {
-    PhaseRunner runner(threads_, options_.pin_threads, options_.pm, options_.perf_counters);
+    PhaseRunner runner(threads_, options_.pin_threads, options_.pm, options_.perf_counters,
+                       energy_meter());
     auto body = [this](unsigned t, ThreadState& ts, std::optional<Clock::time_point> deadline) {
       if (options_.lookup_batch > 1) {
         run_thread<true>(t, ts, deadline);
@@ -841,6 +858,12 @@ class BenchRun {
   }
 
  private:
+  /// The energy meter a phase reads: null without BenchOptions::energy or
+  /// when the machine has no readable RAPL counter (no figure then).
+  const EnergyMeter* energy_meter() const {
+    return meter_ && meter_->available() ? &*meter_ : nullptr;
+  }
+
   /// Pool setup for a persistent index: an anonymous pool in kDram mode,
   /// else a new pool file (BenchOptions::pool_path, or a temporary file
   /// named after the label), of BenchOptions::pool_size bytes or the
@@ -934,7 +957,8 @@ class BenchRun {
     for (size_t i = 0; i < n; ++i)
       sorted.emplace_back(load_key(i), make_value(load_value_key(i), 0));
     std::sort(sorted.begin(), sorted.end());
-    PhaseRunner runner(1, options_.pin_threads, options_.pm, options_.perf_counters);
+    PhaseRunner runner(1, options_.pin_threads, options_.pm, options_.perf_counters,
+                       energy_meter());
     auto body = [&](unsigned, ThreadState& ts, std::optional<Clock::time_point>) {
       Status st = index_->bulk_load(sorted);
       ++ts.checked;
@@ -955,7 +979,8 @@ class BenchRun {
   /// Thread t inserts its contiguous share of the load keys, value
   /// make_value(key, 0), each result checked.
   void load_by_inserts() {
-    PhaseRunner runner(threads_, options_.pin_threads, options_.pm, options_.perf_counters);
+    PhaseRunner runner(threads_, options_.pin_threads, options_.pm, options_.perf_counters,
+                       energy_meter());
     const uint64_t n = workload_.load_keys.size();
     auto body = [&](unsigned t, ThreadState& ts, std::optional<Clock::time_point>) {
       const uint64_t begin = n * t / threads_, end = n * (t + 1) / threads_;
@@ -1119,6 +1144,7 @@ class BenchRun {
   Capabilities caps_;                   ///< the index's, from info() after creation
   int64_t key_delta_ = 0;               ///< run: inserts minus removes expected to succeed
   bool delta_unknown_ = false;          ///< run: an insert or remove had Expect::kAny
+  std::optional<EnergyMeter> meter_;    ///< BenchOptions::energy: the RAPL meter
 };
 
 /// The phases of one run (driver.h, steps 1-5) with keys of type K.

@@ -38,6 +38,12 @@
 // around its loop (bench/perf.h; PhaseResult::cpu), unless
 // BenchOptions::perf_counters is false; a counter the machine does not offer
 // is reported as not available with the reason.
+// With BenchOptions::energy, an EnergyMeter (bench/energy.h: RAPL through
+// powercap) is read right before the phase's clock starts and right after
+// its last worker ends (next to the PM counters' snapshots), so a phase's
+// joules are the whole machine's package and DRAM energy over the phase;
+// a machine without RAPL gets no figure, only the reason
+// (IndexResult::energy_why).
 // Keys: Workload::spec.key_type. Integer keys are the workload's ids;
 // string keys (Index<std::string_view> from make_index<std::string_view>, a
 // persistent index's pool laid out as pool_layout(name, KeyType::kString))
@@ -64,10 +70,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "bench/energy.h"
 #include "bench/perf.h"
 #include "bench/stats.h"
 #include "bench/workload.h"
@@ -139,6 +147,12 @@ struct BenchOptions {
   /// perf_event_open(2) (bench/perf.h: per worker thread, read before and
   /// after its loop). false: not opened, reported as turned off.
   bool perf_counters = true;
+  /// Read the package and DRAM energy of each phase from RAPL
+  /// (bench/energy.h), when the machine offers it (see the file comment).
+  bool energy = false;
+  /// The powercap directory the energy meter reads (tests point it at a
+  /// fake tree).
+  std::string powercap_root = "/sys/class/powercap";
   /// The name reports show for this run (e.g. the CLI's index spec
   /// "wbtree:inner=dram"); empty = the registry name.
   std::string label;
@@ -166,6 +180,10 @@ struct PhaseResult {
   /// Instructions, cycles and task-clock ns of the worker threads in the
   /// phase (bench/perf.h), each with whether it could be counted and why not.
   CpuCounters cpu;
+  /// Package and DRAM joules of the whole machine over the phase, with
+  /// BenchOptions::energy on a machine whose RAPL counters can be read;
+  /// nullopt otherwise (IndexResult::energy_why says why).
+  std::optional<Joules> energy;
 };
 
 /// Completed and succeeded operations of one OpType in the run phase.
@@ -233,9 +251,14 @@ struct IndexResult {
   /// info().recovery_seconds of the reopened index: its own rebuild time
   /// (inner nodes, allocator), s; part of recovery_seconds.
   double rebuild_seconds = 0;
-  Status recovery;           ///< outcome of that reopen
-  bool media_model = false;  ///< media model was on (media_writes meaningful)
-  std::string pool_path;     ///< file used ("" for volatile or anonymous)
+  Status recovery;               ///< outcome of that reopen
+  bool media_model = false;      ///< media model was on (media_writes meaningful)
+  std::string pool_path;         ///< file used ("" for volatile or anonymous)
+  bool energy_measured = false;  ///< BenchOptions::energy was on
+  /// With energy_measured and no figure: why the meter had none (e.g. "no
+  /// /sys/class/powercap: the machine exposes no RAPL counters"); "" else.
+  std::string energy_why;
+  bool energy_dram = false;  ///< the meter found a DRAM zone (Joules::dram meaningful)
 };
 
 /// Media write amplification of a phase: media_writes * 256 B over

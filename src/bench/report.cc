@@ -81,6 +81,37 @@ json event_json(const EventCount& e, uint64_t ops) {
               {"reason", nullptr}};
 }
 
+/// A phase's "energy" (see report.h): null without --energy; {"available":
+/// false, "reason"} when the meter had no figure; else the joules, whole and
+/// per operation ("dram_j" and "dram_j_per_op" null without a DRAM zone).
+json energy_json(const IndexResult& r, const PhaseResult& p) {
+  if (!r.energy_measured) return json(nullptr);
+  if (!p.energy) {
+    return json{{"available", false},
+                {"reason", r.energy_why.empty() ? "no reading" : r.energy_why}};
+  }
+  const double n = p.operations ? static_cast<double>(p.operations) : 0.0;
+  const json dram = r.energy_dram ? json(p.energy->dram) : json(nullptr);
+  const json dram_per_op = r.energy_dram ? json(n > 0 ? p.energy->dram / n : 0.0) : json(nullptr);
+  return json{{"available", true},
+              {"package_j", p.energy->package},
+              {"dram_j", dram},
+              {"package_j_per_op", n > 0 ? p.energy->package / n : 0.0},
+              {"dram_j_per_op", dram_per_op}};
+}
+
+/// The text line of a phase's energy, e.g. "\trun  12.300 J package, 1.200 J
+/// DRAM; 1.230 uJ/op package, 0.120 uJ/op DRAM\n".
+std::string energy_text(std::string_view phase, const IndexResult& r, const PhaseResult& p) {
+  if (!p.energy) return fmt::format("\t{} no reading\n", phase);
+  const double n = p.operations ? static_cast<double>(p.operations) : 1.0;
+  std::string s = fmt::format("\t{} {:.3f} J package", phase, p.energy->package);
+  s += r.energy_dram ? fmt::format(", {:.3f} J DRAM", p.energy->dram) : ", no DRAM zone";
+  s += fmt::format("; {:.3f} uJ/op package", 1e6 * p.energy->package / n);
+  if (r.energy_dram) s += fmt::format(", {:.3f} uJ/op DRAM", 1e6 * p.energy->dram / n);
+  return s + "\n";
+}
+
 json cpu_json(const CpuCounters& c, uint64_t ops) {
   const std::optional<double> ipc = instructions_per_cycle(c);
   return json{{"instructions", event_json(c.instructions, ops)},
@@ -213,6 +244,16 @@ json options_json(const BenchReport& r) {
          {"insert_pattern", insert_pattern_name(w.insert_pattern)},
          {"dense_gap", w.dense_gap},
          {"perf_counters", o.perf_counters}};
+  // --energy: the shape of nvindex.tpcc/1's options.energy.
+  if (!o.energy) {
+    j["energy"] = nullptr;
+  } else if (r.results.empty()) {
+    j["energy"] = {{"available", false}, {"reason", "no index ran"}};
+  } else if (const IndexResult& x = r.results.front(); x.energy_why.empty()) {
+    j["energy"] = {{"available", true}, {"dram", x.energy_dram}};
+  } else {
+    j["energy"] = {{"available", false}, {"reason", x.energy_why}};
+  }
   if (r.extra_options.is_object()) {
     for (auto it = r.extra_options.begin(); it != r.extra_options.end(); ++it) j[it.key()] = *it;
   }
@@ -253,7 +294,8 @@ json result_json(const IndexResult& r) {
         {"seconds", r.load.seconds},
         {"throughput", r.load.throughput},
         {"pm", pm_json(r.load.pm, r.load.operations)},
-        {"cpu", cpu_json(r.load.cpu, r.load.operations)}}},
+        {"cpu", cpu_json(r.load.cpu, r.load.operations)},
+        {"energy", energy_json(r, r.load)}}},
       {"run",
        {{"operations", r.run.operations},
         {"seconds", r.run.seconds},
@@ -272,6 +314,7 @@ json result_json(const IndexResult& r) {
           {"max", l.max}}},
         {"pm", pm_json(r.run.pm, r.run.operations)},
         {"cpu", cpu_json(r.run.cpu, r.run.operations)},
+        {"energy", energy_json(r, r.run)},
         {"timeline", r.timeline},
         {"timeline_last_seconds", r.timeline_last_fraction}}},
       {"verification",
@@ -491,6 +534,13 @@ std::string report_text(const BenchReport& r) {
     s += "CPU counters (worker threads, user space, harness loop included):\n";
     s += cpu_counters_text("load", x.load.cpu, x.load.operations);
     s += cpu_counters_text("run ", x.run.cpu, x.run.operations);
+    if (x.energy_measured && !x.energy_why.empty()) {
+      s += fmt::format("Energy: not available on this machine ({})\n", x.energy_why);
+    } else if (x.energy_measured) {
+      s += "Energy (RAPL, whole machine over the phase):\n";
+      s += energy_text("load", x, x.load);
+      s += energy_text("run ", x, x.run);
+    }
     s += fmt::format("Memory: DRAM {}, PM {}\n", bytes_str(x.info.dram_bytes),
                      bytes_str(x.info.pm_bytes));
     if (x.persistent) {

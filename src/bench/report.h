@@ -63,7 +63,18 @@
 //   "instructions" and "cycles" are user-space only; they are null with a
 //   reason (e.g. "no instructions counter on this CPU or VM (ENOENT)") on a
 //   machine without hardware counters: never an estimate.
-// Units: seconds (s), throughput (operations/s), latency (ns), bytes.
+//   options: "energy" (the shape of nvindex.tpcc/1's options.energy): null
+//            without --energy, {"available": true, "dram": bool (a DRAM zone
+//            was found)}, or {"available": false, "reason": string} (e.g. "no
+//            /sys/class/powercap: the machine exposes no RAPL counters");
+//   "load" and "run": "energy": null without --energy, {"available": false,
+//   "reason"} on a machine without readable RAPL counters, else
+//   {"available": true, "package_j", "dram_j", "package_j_per_op",
+//   "dram_j_per_op"}: joules of the whole machine over the phase
+//   (bench/energy.h), "dram_j" and "dram_j_per_op" null without a DRAM zone;
+//   never an estimate.
+// Units: seconds (s), throughput (operations/s), latency (ns), energy
+// (joules), bytes.
 //
 // Thread-safety: pure functions of their arguments, except
 // collect_machine_info() which reads /proc and the clock.

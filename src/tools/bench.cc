@@ -150,6 +150,8 @@ struct BenchArgs {
   bool quiet = false;
   bool no_pin = false;
   bool no_perf_counters = false;
+  bool energy = false;
+  std::string powercap_root = "/sys/class/powercap";
   bool bulk_load = false;
   double fill = 1.0;
   std::string insert_pattern = "random";
@@ -449,6 +451,8 @@ Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
   opts->node_size = a.node_size;
   opts->pin_threads = !a.no_pin;
   opts->perf_counters = !a.no_perf_counters;
+  opts->energy = a.energy;
+  opts->powercap_root = a.powercap_root;
   opts->bulk_load = a.bulk_load;
   opts->fill_factor = a.fill;
   opts->recovery_threads = a.recovery_threads;
@@ -712,6 +716,14 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-perf-counters", a.no_perf_counters,
                 "Do not count instructions, cycles and task-clock per phase with "
                 "perf_event_open");
+  cmd->add_flag("--energy", a.energy,
+                "Package and DRAM energy of each phase (load, run) from RAPL "
+                "(/sys/class/powercap), joules and joules per operation, or the reason there is "
+                "none on this machine");
+  // For tests: the powercap tree --energy reads (hidden from --help).
+  cmd->add_option("--powercap-root", a.powercap_root,
+                  "Directory of the powercap interface --energy reads")
+      ->group("");
   cmd->add_flag("-q,--quiet", a.quiet, "No progress line on stderr");
   cmd->callback([args, cmd, exit_code] { *exit_code = run_bench(*args, cmd); });
 }
