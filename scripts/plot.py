@@ -440,8 +440,9 @@ def tpcc_summary(reports, path):
     o = reports[0][1]["options"]
     lines.append(f"machine: {m['hostname']}, {m['cpu_model']}, {m['cores']} cores, "
                  f"flush {m['flush_instruction']}, {m['kernel']}, nvindex {m['version']}")
-    lines.append(f"options: {o['warehouses']} warehouse(s), {o['transactions']} transactions "
-                 f"per run, clients {', '.join(str(c) for c in clients)}, pm mode {o['pm_mode']}, "
+    runs = "; ".join(f"{c} client(s): {r['options']['warehouses']} warehouse(s), "
+                     f"{r['options']['transactions']} transactions" for c, r in reports)
+    lines.append(f"options: {runs}; pm mode {o['pm_mode']}, "
                  f"node size {o['node_size']} B, seed {o['seed']}, date {m['date']}")
     text = "\n".join(lines) + "\n"
     with open(path, "w") as f:
@@ -465,8 +466,9 @@ def tpcc_plot(reports, outdir):
     ax.set_xticks(range(len(order)))
     ax.set_xticklabels(order, rotation=20)
     ax.set_ylabel("thousand transactions/s")
-    w = reports[0][1]["options"]["warehouses"]
-    ax.set_title(f"TPC-C, {w} warehouse{'s' if w != 1 else ''}: tx/s per index")
+    c, r = reports[0]
+    w = r["options"]["warehouses"] / c
+    ax.set_title(f"TPC-C, {w:g} warehouse{'s' if w != 1 else ''} per client: tx/s per index")
     ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "tpcc.png"), dpi=120)

@@ -928,7 +928,8 @@ TEST_F(Cli, PlotPyTpccSummaryAndPlot) {
     }
   }
   EXPECT_EQ(rows, 2) << t;
-  EXPECT_NE(t.find("options: 1 warehouse(s), 400 transactions per run, clients 1, 2"),
+  EXPECT_NE(t.find("options: 1 client(s): 1 warehouse(s), 400 transactions; 2 client(s): 1 "
+                   "warehouse(s), 400 transactions;"),
             std::string::npos)
       << t;
   EXPECT_GT(fs::file_size(dir + "/tpcc.png"), 1000u);

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -761,7 +762,7 @@ class BenchRun {
     out_->persistent = entry_.caps.persistent;
     out_->media_model = options_.pm.media_model;
     if (options_.energy) {
-      meter_.emplace(options_.powercap_root);
+      meter_ = std::make_unique<EnergyMeter>(options_.powercap_root);
       out_->energy_measured = true;
       out_->energy_why = meter_->why();
       out_->energy_dram = meter_->has_dram();
@@ -861,7 +862,7 @@ class BenchRun {
   /// The energy meter a phase reads: null without BenchOptions::energy or
   /// when the machine has no readable RAPL counter (no figure then).
   const EnergyMeter* energy_meter() const {
-    return meter_ && meter_->available() ? &*meter_ : nullptr;
+    return meter_ && meter_->available() ? meter_.get() : nullptr;
   }
 
   /// Pool setup for a persistent index: an anonymous pool in kDram mode,
@@ -1144,7 +1145,8 @@ class BenchRun {
   Capabilities caps_;                   ///< the index's, from info() after creation
   int64_t key_delta_ = 0;               ///< run: inserts minus removes expected to succeed
   bool delta_unknown_ = false;          ///< run: an insert or remove had Expect::kAny
-  std::optional<EnergyMeter> meter_;    ///< BenchOptions::energy: the RAPL meter
+  std::unique_ptr<EnergyMeter> meter_;  ///< BenchOptions::energy: the RAPL meter (a pointer: GCC 12
+                                        ///< at -O1 warned maybe-uninitialized on an optional)
 };
 
 /// The phases of one run (driver.h, steps 1-5) with keys of type K.
