@@ -150,6 +150,15 @@ class EpochManager {
     }
   }
 
+  /// Advances the epoch and frees what this thread retired that no Guard
+  /// can reach any more: what retire() does every kReclaimBatch calls, on
+  /// demand (a caller short of items, e.g. PMwCAS descriptors).
+  void collect() {
+    Slot& s = slots_[epoch_detail::thread_slot()];
+    s.since_reclaim = 0;
+    reclaim(s);
+  }
+
   /// Frees every retired item of every slot at once. Only with no thread
   /// inside the manager (an index's destructor, a quiescent test).
   void drain() {

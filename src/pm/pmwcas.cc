@@ -1,0 +1,324 @@
+// PMwCAS (pmwcas.h): descriptor pool, the three-step protocol, helping,
+// recovery.
+#include "pm/pmwcas.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "nvindex/pm/allocator.h"
+#include "nvindex/pm/persist.h"
+
+namespace nvindex::pm {
+
+namespace {
+
+constexpr uint32_t kBlockBytes = Allocator::kMaxBlock;  // 4096
+
+uint64_t strip(uint64_t v) { return v & ~kPmwcasDirty; }
+
+}  // namespace
+
+Pmwcas::Pmwcas(Pool* pool) : pool_(pool), epoch_(&Pmwcas::reclaim, this) {}
+
+Status Pmwcas::create(Pool* pool, uint32_t descriptors, uint64_t* directory,
+                      std::unique_ptr<Pmwcas>* out) {
+  const uint32_t blocks = (descriptors + kDescriptorsPerBlock - 1) / kDescriptorsPerBlock;
+  if (descriptors == 0 || blocks > kMaxBlocks) {
+    return Status::InvalidArgument("pmwcas: descriptors must be in 1.." +
+                                   std::to_string(kMaxBlocks * kDescriptorsPerBlock) + ", got " +
+                                   std::to_string(descriptors));
+  }
+  Allocator& alloc = pool->allocator();
+  uint64_t dir = 0;
+  if (Status st = alloc.allocate(kBlockBytes, &dir); !st.ok()) return st;
+  auto* offs = pool->ptr<uint64_t>(dir);
+  std::memset(offs, 0, kBlockBytes);
+  std::unique_ptr<Pmwcas> p(new Pmwcas(pool));
+  for (uint32_t b = 0; b < blocks; ++b) {
+    uint64_t off = 0;
+    if (Status st = alloc.allocate(kBlockBytes, &off); !st.ok()) return st;
+    char* block = pool->ptr<char>(off);
+    std::memset(block, 0, kBlockBytes);  // every status kPmwcasFree
+    flush(block, kBlockBytes, {"pmwcas.create"});
+    offs[b] = off;
+    for (uint32_t i = 0; i < kDescriptorsPerBlock; ++i) {
+      auto* d = reinterpret_cast<PmwcasDescriptor*>(block + i * kSlotBytes);
+      p->all_.push_back(d);
+      p->free_.push_back(d);
+    }
+  }
+  // The blocks and the directory are durable before the caller publishes
+  // the directory's offset: a crash before that leaves unreachable blocks
+  // (freed by the next recovery), never a directory naming garbage.
+  persist(offs, kBlockBytes, {"pmwcas.create"});
+  p->directory_ = dir;
+  *directory = dir;
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+Status Pmwcas::open(Pool* pool, uint64_t directory, std::unique_ptr<Pmwcas>* out) {
+  if (directory == 0 || !pool->contains(directory, kBlockBytes)) {
+    return Status::Corruption("pmwcas: the descriptor directory at offset " +
+                              std::to_string(directory) + " is outside the pool");
+  }
+  std::unique_ptr<Pmwcas> p(new Pmwcas(pool));
+  p->directory_ = directory;
+  const auto* offs = pool->ptr<uint64_t>(directory);
+  for (uint32_t b = 0; b < kMaxBlocks && offs[b] != 0; ++b) {
+    if (!pool->contains(offs[b], kBlockBytes) || offs[b] % kBlockBytes != 0) {
+      return Status::Corruption("pmwcas: descriptor block " + std::to_string(b) + " at offset " +
+                                std::to_string(offs[b]) + " is not a block of the pool");
+    }
+    char* block = pool->ptr<char>(offs[b]);
+    for (uint32_t i = 0; i < kDescriptorsPerBlock; ++i) {
+      auto* d = reinterpret_cast<PmwcasDescriptor*>(block + i * kSlotBytes);
+      if (d->count > kPmwcasMaxWords) {
+        return Status::Corruption("pmwcas: a descriptor of " + std::to_string(d->count) +
+                                  " words (at most " + std::to_string(kPmwcasMaxWords) + ")");
+      }
+      p->all_.push_back(d);
+      if (strip(d->status.load(std::memory_order_relaxed)) == kPmwcasFree) p->free_.push_back(d);
+    }
+  }
+  if (p->all_.empty()) return Status::Corruption("pmwcas: an empty descriptor directory");
+  *out = std::move(p);
+  return Status::Ok();
+}
+
+Status Pmwcas::recover(RecoveryStats* stats) {
+  RecoveryStats s;
+  for (PmwcasDescriptor* d : all_) {
+    const uint64_t status = strip(d->status.load(std::memory_order_relaxed));
+    if (status == kPmwcasFree) continue;
+    if (status > kPmwcasFailed) {
+      return Status::Corruption("pmwcas: descriptor status " + std::to_string(status));
+    }
+    for (uint32_t i = 0; i < d->count; ++i) {
+      const uint64_t a = d->words[i].address;
+      if (a % 8 != 0 || !pool_->contains(a, 8)) {
+        return Status::Corruption("pmwcas: a descriptor names target offset " + std::to_string(a));
+      }
+    }
+    // Roll forward only what was durably decided "succeeded": every
+    // installed pointer was durable before that decision (step 1), so every
+    // word the operation owns still names it or already has its new value.
+    const bool forward = status == kPmwcasSucceeded;
+    const uint64_t mine = pool_->offset(d) | kPmwcasDescriptor;
+    for (uint32_t i = 0; i < d->count; ++i) {
+      PmwcasWord& w = d->words[i];
+      auto* word = pool_->ptr<std::atomic<uint64_t>>(w.address);
+      const uint64_t v = strip(word->load(std::memory_order_relaxed));
+      const uint64_t entry = pool_->offset(&w) | kPmwcasRdcss;
+      if (v == mine || v == entry) {
+        word->store(forward && v == mine ? w.new_value : w.old_value, std::memory_order_relaxed);
+        flush(word, sizeof(*word), {"pmwcas.recover.word"});
+        ++s.words_written;
+      }
+    }
+    fence({"pmwcas.recover.word"});
+    // Freed only after its words are durable: a crash before this NAW runs
+    // the same (idempotent) roll again.
+    naw(&d->status, kPmwcasFree, {"pmwcas.recover.free"});
+    ++(forward ? s.rolled_forward : s.rolled_back);
+    free_.push_back(d);
+  }
+  if (stats != nullptr) *stats = s;
+  return Status::Ok();
+}
+
+Status Pmwcas::mark_reachable(Allocator& alloc) const {
+  if (Status st = alloc.mark_reachable(directory_); !st.ok()) return st;
+  const auto* offs = pool_->ptr<uint64_t>(directory_);
+  for (uint32_t b = 0; b < kMaxBlocks && offs[b] != 0; ++b) {
+    if (Status st = alloc.mark_reachable(offs[b]); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+void Pmwcas::persist_clear(std::atomic<uint64_t>* word, uint64_t v) {
+  flush(word, sizeof(*word), {"pmwcas.dirty"});
+  fence({"pmwcas.dirty"});
+  word->compare_exchange_strong(v, v & ~kPmwcasDirty, std::memory_order_acq_rel);
+}
+
+void Pmwcas::complete_install(std::atomic<uint64_t>* word, uint64_t entry) {
+  auto* w = pool_->ptr<PmwcasWord>(entry & ~kPmwcasFlags);
+  auto* d = pool_->ptr<PmwcasDescriptor>(w->descriptor);
+  const bool undecided = strip(d->status.load(std::memory_order_acquire)) == kPmwcasUndecided;
+  const uint64_t to = undecided ? (w->descriptor | kPmwcasDescriptor | kPmwcasDirty) : w->old_value;
+  word->compare_exchange_strong(entry, to, std::memory_order_acq_rel);
+}
+
+uint64_t Pmwcas::install(PmwcasWord* w) {
+  auto* word = pool_->ptr<std::atomic<uint64_t>>(w->address);
+  const uint64_t entry = pool_->offset(w) | kPmwcasRdcss;
+  for (;;) {
+    uint64_t seen = w->old_value;
+    if (word->compare_exchange_strong(seen, entry, std::memory_order_acq_rel)) {
+      complete_install(word, entry);
+      return w->old_value;
+    }
+    if (seen & kPmwcasRdcss) {
+      complete_install(word, seen);  // another operation's install: finish it
+      continue;
+    }
+    if ((seen & kPmwcasDirty) && !(seen & kPmwcasDescriptor)) {
+      persist_clear(word, seen);  // a value not durable yet: flush it first
+      continue;
+    }
+    return seen;
+  }
+}
+
+bool Pmwcas::run(PmwcasDescriptor* d) {
+  const uint64_t mine = pool_->offset(d) | kPmwcasDescriptor;
+  const uint32_t n = d->count;
+  if (strip(d->status.load(std::memory_order_acquire)) == kPmwcasUndecided) {
+    uint64_t decision = kPmwcasSucceeded;
+    for (uint32_t i = 0; i < n && decision == kPmwcasSucceeded; ++i) {
+      PmwcasWord* w = &d->words[i];
+      auto* word = pool_->ptr<std::atomic<uint64_t>>(w->address);
+      for (;;) {
+        const uint64_t v = install(w);
+        if (v == w->old_value || strip(v) == mine) {
+          // Installed (by us or a helper), or the decision came meanwhile:
+          // make the pointer durable before the decision.
+          const uint64_t now = word->load(std::memory_order_acquire);
+          if (strip(now) == mine && (now & kPmwcasDirty)) persist_clear(word, now);
+          break;
+        }
+        if (v & kPmwcasDescriptor) {
+          // Another operation owns the word: help it, then try again.
+          if (v & kPmwcasDirty) persist_clear(word, v);
+          run(pool_->ptr<PmwcasDescriptor>(v & ~kPmwcasFlags));
+          continue;
+        }
+        decision = kPmwcasFailed;  // the word holds neither old value nor us
+        break;
+      }
+      if (strip(d->status.load(std::memory_order_acquire)) != kPmwcasUndecided) break;
+    }
+    uint64_t expected = kPmwcasUndecided;
+    d->status.compare_exchange_strong(expected, decision | kPmwcasDirty, std::memory_order_acq_rel);
+  }
+  // The decision is durable before any word gets its final value.
+  const uint64_t s = d->status.load(std::memory_order_acquire);
+  if (s & kPmwcasDirty) {
+    flush(&d->status, sizeof(d->status), {"pmwcas.decide"});
+    fence({"pmwcas.decide"});
+    uint64_t e = s;
+    d->status.compare_exchange_strong(e, s & ~kPmwcasDirty, std::memory_order_acq_rel);
+  }
+  const bool succeeded = strip(s) == kPmwcasSucceeded;
+  // Step 3: each word we still own gets its final value (dirty), all are
+  // flushed, one fence, then the dirty bits are cleared.
+  for (uint32_t i = 0; i < n; ++i) {
+    PmwcasWord& w = d->words[i];
+    auto* word = pool_->ptr<std::atomic<uint64_t>>(w.address);
+    uint64_t v = word->load(std::memory_order_acquire);
+    const uint64_t to = (succeeded ? w.new_value : w.old_value) | kPmwcasDirty;
+    while (strip(v) == mine && !word->compare_exchange_weak(v, to, std::memory_order_acq_rel)) {
+    }
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    flush(pool_->ptr<void>(d->words[i].address), 8, {"pmwcas.complete"});
+  }
+  fence({"pmwcas.complete"});
+  for (uint32_t i = 0; i < n; ++i) {
+    PmwcasWord& w = d->words[i];
+    auto* word = pool_->ptr<std::atomic<uint64_t>>(w.address);
+    uint64_t dirty = (succeeded ? w.new_value : w.old_value) | kPmwcasDirty;
+    word->compare_exchange_strong(dirty, dirty & ~kPmwcasDirty, std::memory_order_acq_rel);
+  }
+  return succeeded;
+}
+
+uint64_t Pmwcas::read(std::atomic<uint64_t>* word) {
+  for (;;) {
+    uint64_t v = word->load(std::memory_order_acquire);
+    if (v & kPmwcasRdcss) {
+      complete_install(word, v);
+      continue;
+    }
+    if (v & kPmwcasDirty) {
+      persist_clear(word, v);
+      v &= ~kPmwcasDirty;
+    }
+    if (v & kPmwcasDescriptor) {
+      run(pool_->ptr<PmwcasDescriptor>(v & ~kPmwcasFlags));
+      continue;
+    }
+    return v;
+  }
+}
+
+Status Pmwcas::begin(std::unique_ptr<Op>* op) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      std::lock_guard<std::mutex> g(free_mu_);
+      if (!free_.empty()) {
+        PmwcasDescriptor* d = free_.back();
+        free_.pop_back();
+        d->count = 0;
+        op->reset(new Op(this, d));
+        return Status::Ok();
+      }
+    }
+    // Short of descriptors: free what this thread retired and no guard
+    // still sees (the callback takes free_mu_, so not under it).
+    if (attempt == 0) epoch_.collect();
+  }
+  return Status::Busy("pmwcas: all " + std::to_string(all_.size()) +
+                      " descriptors are in use or not yet reclaimed");
+}
+
+void Pmwcas::reclaim(void* ctx, uint64_t item) {
+  auto* p = static_cast<Pmwcas*>(ctx);
+  auto* d = p->pool_->ptr<PmwcasDescriptor>(item);
+  // No fence: the next use persists the whole descriptor before it
+  // installs anything, and recovery ignores a completed one either way.
+  d->status.store(kPmwcasFree, std::memory_order_relaxed);
+  flush(&d->status, sizeof(d->status), {"pmwcas.reclaim"});
+  std::lock_guard<std::mutex> g(p->free_mu_);
+  p->free_.push_back(d);
+}
+
+Pmwcas::Op::~Op() {
+  if (d_ == nullptr) return;
+  std::lock_guard<std::mutex> g(p_->free_mu_);
+  p_->free_.push_back(d_);
+}
+
+bool Pmwcas::Op::add(std::atomic<uint64_t>* word, uint64_t old_value, uint64_t new_value) {
+  if (d_ == nullptr || d_->count == kPmwcasMaxWords || old_value > kPmwcasMaxValue ||
+      new_value > kPmwcasMaxValue) {
+    return false;
+  }
+  const uint64_t a = p_->pool_->offset(word);
+  if (a % 8 != 0 || !p_->pool_->contains(a, 8)) return false;
+  for (uint32_t i = 0; i < d_->count; ++i) {
+    if (d_->words[i].address == a) return false;
+  }
+  d_->words[d_->count++] = {a, old_value, new_value, p_->pool_->offset(d_)};
+  return true;
+}
+
+bool Pmwcas::Op::execute() {
+  PmwcasDescriptor* d = d_;
+  d_ = nullptr;
+  // Sorted by address: helping never waits in a cycle.
+  std::sort(d->words, d->words + d->count,
+            [](const PmwcasWord& a, const PmwcasWord& b) { return a.address < b.address; });
+  // Step 0: the entries are durable before the descriptor turns undecided,
+  // and that before any word names it.
+  flush(d, sizeof(*d), {"pmwcas.prepare"});
+  fence({"pmwcas.prepare"});
+  naw(&d->status, kPmwcasUndecided, {"pmwcas.prepare"});
+  const bool ok = p_->run(d);
+  p_->epoch_.retire(p_->pool_->offset(d));
+  return ok;
+}
+
+}  // namespace nvindex::pm
