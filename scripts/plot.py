@@ -41,18 +41,25 @@ PERCENTILES = [("p50", "50"), ("p90", "90"), ("p99", "99"), ("p99_9", "99.9"),
 BASELINES = ["btree", "absl-btree"]
 
 
-def load(paths):
-    """Returns [(workload name, report)] for the readable reports, in order."""
-    out = []
+def reports_of(paths, schema):
+    """Yields (path, report) for each file of `paths` that exists and holds
+    a report of `schema`, saying on stderr why any other is skipped."""
     for p in paths:
         if not os.path.isfile(p):
             print(f"plot.py: skipping missing {p}", file=sys.stderr)
             continue
         with open(p) as f:
             rep = json.load(f)
-        if rep.get("schema") != "nvindex.bench/1":
+        if rep.get("schema") != schema:
             print(f"plot.py: skipping {p}: schema {rep.get('schema')!r}", file=sys.stderr)
             continue
+        yield p, rep
+
+
+def load(paths):
+    """Returns [(workload name, report)] for the readable reports, in order."""
+    out = []
+    for p, rep in reports_of(paths, "nvindex.bench/1"):
         name = rep.get("workload", {}).get("name") or os.path.splitext(os.path.basename(p))[0]
         kind, size = key_type(rep)
         if kind == "string":
@@ -352,17 +359,7 @@ def plots(reports, outdir):
 def load_tpcc(paths):
     """Returns [(clients, report)] of the readable nvindex.tpcc/1 reports,
     sorted by client count."""
-    out = []
-    for p in paths:
-        if not os.path.isfile(p):
-            print(f"plot.py: skipping missing {p}", file=sys.stderr)
-            continue
-        with open(p) as f:
-            rep = json.load(f)
-        if rep.get("schema") != "nvindex.tpcc/1":
-            print(f"plot.py: skipping {p}: schema {rep.get('schema')!r}", file=sys.stderr)
-            continue
-        out.append((rep["options"]["clients"], rep))
+    out = [(rep["options"]["clients"], rep) for _, rep in reports_of(paths, "nvindex.tpcc/1")]
     return sorted(out, key=lambda x: x[0])
 
 
