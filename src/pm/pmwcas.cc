@@ -33,15 +33,15 @@ Status Pmwcas::create(Pool* pool, uint32_t descriptors, uint64_t* directory,
   uint64_t dir = 0;
   if (Status st = alloc.allocate(kBlockBytes, &dir); !st.ok()) return st;
   auto* offs = pool->ptr<uint64_t>(dir);
-  std::memset(offs, 0, kBlockBytes);
+  fill(offs, 0, kBlockBytes);
   std::unique_ptr<Pmwcas> p(new Pmwcas(pool));
   for (uint32_t b = 0; b < blocks; ++b) {
     uint64_t off = 0;
     if (Status st = alloc.allocate(kBlockBytes, &off); !st.ok()) return st;
     char* block = pool->ptr<char>(off);
-    std::memset(block, 0, kBlockBytes);  // every status kPmwcasFree
+    fill(block, 0, kBlockBytes);  // every status kPmwcasFree
     flush(block, kBlockBytes, {"pmwcas.create"});
-    offs[b] = off;
+    store(&offs[b], off);
     for (uint32_t i = 0; i < kDescriptorsPerBlock; ++i) {
       auto* d = reinterpret_cast<PmwcasDescriptor*>(block + i * kSlotBytes);
       p->all_.push_back(d);
@@ -112,7 +112,7 @@ Status Pmwcas::recover(RecoveryStats* stats) {
       const uint64_t v = strip(word->load(std::memory_order_relaxed));
       const uint64_t entry = pool_->offset(&w) | kPmwcasRdcss;
       if (v == mine || v == entry) {
-        word->store(forward && v == mine ? w.new_value : w.old_value, std::memory_order_relaxed);
+        store(word, forward && v == mine ? w.new_value : w.old_value);
         flush(word, sizeof(*word), {"pmwcas.recover.word"});
         ++s.words_written;
       }
@@ -279,7 +279,7 @@ void Pmwcas::reclaim(void* ctx, uint64_t item) {
   auto* d = p->pool_->ptr<PmwcasDescriptor>(item);
   // No fence: the next use persists the whole descriptor before it
   // installs anything, and recovery ignores a completed one either way.
-  d->status.store(kPmwcasFree, std::memory_order_relaxed);
+  store(&d->status, uint64_t{kPmwcasFree});
   flush(&d->status, sizeof(d->status), {"pmwcas.reclaim"});
   std::lock_guard<std::mutex> g(p->free_mu_);
   p->free_.push_back(d);
