@@ -98,6 +98,14 @@ std::string registered_names() {
 
 Database::Database(const DbOptions& options) : options_(options) {}
 
+IndexOptions Database::index_options() const {
+  IndexOptions o;
+  o.node_size = options_.node_size;
+  o.threads = options_.clients;
+  o.extra = options_.index_opts;
+  return o;
+}
+
 Database::~Database() {
   const std::vector<std::string> paths = pool_paths();  // the pools made
   for (auto& ix : indexes_) ix.reset();
@@ -174,10 +182,7 @@ Status Database::create(const DbOptions& options, std::unique_ptr<Database>* out
     return st;
   };
   const std::string layout = pool_layout(options.index, KeyType::kInteger);
-  IndexOptions iopts;
-  iopts.node_size = options.node_size;
-  iopts.threads = options.clients;
-  iopts.extra = options.index_opts;
+  IndexOptions iopts = db->index_options();
   for (int i = 0; i < kTables; ++i) {
     const Table t = static_cast<Table>(i);
     if (persistent) {
@@ -249,21 +254,21 @@ Status Database::create_rows_pool() {
   uint64_t root_off = 0;
   if (Status st = alloc.allocate(sizeof(RowsRoot), &root_off); !st.ok()) return st;
   auto* root = rows_pool_->ptr<RowsRoot>(root_off);
-  std::memset(static_cast<void*>(root), 0, sizeof(RowsRoot));
-  std::memcpy(root->magic, kRowsMagic, sizeof(kRowsMagic));
-  root->version = kRowsVersion;
-  root->warehouses = options_.warehouses;
-  root->node_size = options_.node_size;
-  root->log_slots = options_.clients;
-  std::memcpy(root->index, options_.index.data(), options_.index.size());
-  std::memcpy(root->index_opts, opts.data(), opts.size());
+  pm::fill(root, 0, sizeof(RowsRoot));
+  pm::copy(root->magic, kRowsMagic, sizeof(kRowsMagic));
+  pm::store(&root->version, kRowsVersion);
+  pm::store(&root->warehouses, options_.warehouses);
+  pm::store(&root->node_size, options_.node_size);
+  pm::store(&root->log_slots, uint32_t{options_.clients});
+  pm::copy(root->index, options_.index.data(), options_.index.size());
+  pm::copy(root->index_opts, opts.data(), opts.size());
   for (unsigned c = 0; c < options_.clients; ++c) {
     for (uint32_t i = 0; i < kLogBlocks; ++i) {
       uint64_t off = 0;
       if (Status st = alloc.allocate(pm::Allocator::kMaxBlock, &off); !st.ok()) return st;
-      std::memset(rows_pool_->ptr<char>(off), 0, pm::Allocator::kMaxBlock);
+      pm::fill(rows_pool_->ptr<char>(off), 0, pm::Allocator::kMaxBlock);
       pm::flush(rows_pool_->ptr<char>(off), pm::Allocator::kMaxBlock, {"tpcc.rows.create"});
-      root->logs[c][i] = off;
+      pm::store(&root->logs[c][i], off);
     }
   }
   // The root and the zeroed logs are durable before the root is published:
@@ -284,7 +289,7 @@ Status Database::new_pm_row(size_t bytes, void** p, Value* handle) {
                                  " bytes in the rows pool: " + st.message());
   }
   *p = rows_pool_->ptr<void>(off);
-  std::memset(*p, 0, bytes);  // a reused block may hold an old row
+  pm::fill(*p, 0, bytes);  // a reused block may hold an old row
   *handle = off;
   return Status::Ok();
 }
@@ -370,10 +375,7 @@ Status Database::open(const std::string& pool_dir, pm::Mode mode, unsigned clien
   db->rows_pool_ = std::move(rows);
   db->row_base_ = reinterpret_cast<uintptr_t>(db->rows_pool_->base());
   const std::string layout = pool_layout(options.index, KeyType::kInteger);
-  IndexOptions iopts;
-  iopts.node_size = options.node_size;
-  iopts.threads = clients;
-  iopts.extra = options.index_opts;
+  IndexOptions iopts = db->index_options();
   for (int i = 0; i < kTables; ++i) {
     const Table t = static_cast<Table>(i);
     const std::string path = pool_dir + "/" + table_name(t) + ".pool";

@@ -196,6 +196,9 @@ class Database {
 
  private:
   explicit Database(const DbOptions& options);
+  /// The IndexOptions of every table's index (node size, clients as
+  /// threads, index options; no pool yet), for create() and open().
+  IndexOptions index_options() const;
   /// new_row's PM path: allocate, zero.
   Status new_pm_row(size_t bytes, void** p, Value* handle);
   /// Creates the rows pool and its root and logs (create()).

@@ -31,14 +31,12 @@ static_assert(sizeof(LogHeader) == kLogHeaderBytes);
 /// A log entry's fixed part, 24 B; a snapshot's old bytes follow, padded to
 /// a multiple of 8.
 struct LogEntry {
-  uint32_t kind;  ///< EntryKind
+  uint32_t kind;  ///< UndoEntryKind
   uint32_t len;   ///< snapshot: bytes; insert / remove: the Table
   uint64_t a;     ///< snapshot: pool offset of the range; insert / remove: the key
   uint64_t b;     ///< insert / remove: the value
 };
 static_assert(sizeof(LogEntry) == 24);
-
-enum EntryKind : uint32_t { kSnapshot = 1, kInsert = 2, kRemove = 3 };
 
 /// Largest range one snapshot covers, bytes (a CUSTOMER row's C_DATA is 501).
 constexpr size_t kMaxSnapshot = 1024;
@@ -92,9 +90,8 @@ uint64_t rows_pool_size(uint64_t warehouses, uint64_t transactions) {
 
 UndoLog::UndoLog(pm::Pool* pool, const uint64_t* blocks) : pool_(pool), blocks_(blocks) {}
 
-void UndoLog::snapshot(const void* p, size_t n) {
-  if (pool_ == nullptr) return;
-  const LogEntry e{kSnapshot, static_cast<uint32_t>(n), pool_->offset(p), 0};
+void UndoLog::stage_snapshot(const void* p, size_t n) {
+  const LogEntry e{kUndoSnapshot, static_cast<uint32_t>(n), pool_->offset(p), 0};
   const size_t at = staged_.size();
   staged_.resize(at + sizeof(e) + padded(n));
   std::memcpy(staged_.data() + at, &e, sizeof(e));
@@ -102,28 +99,14 @@ void UndoLog::snapshot(const void* p, size_t n) {
   dirty_.emplace_back(p, n);
 }
 
-void UndoLog::will_insert(Table t, uint64_t key, Value value) {
-  stage_index_call(kInsert, t, key, value);
-}
-
-void UndoLog::will_remove(Table t, uint64_t key, Value value) {
-  stage_index_call(kRemove, t, key, value);
-}
-
 void UndoLog::stage_index_call(uint32_t kind, Table t, uint64_t key, Value value) {
-  if (pool_ == nullptr) return;
   const LogEntry e{kind, static_cast<uint32_t>(t), key, value};
   const size_t at = staged_.size();
   staged_.resize(at + sizeof(e));
   std::memcpy(staged_.data() + at, &e, sizeof(e));
 }
 
-void UndoLog::new_row(const void* p, size_t n) {
-  if (pool_ != nullptr) dirty_.emplace_back(p, n);
-}
-
-Status UndoLog::begin() {
-  if (pool_ == nullptr || staged_.empty()) return Status::Ok();
+Status UndoLog::write_log() {
   if (staged_.size() > kLogCapacity) {
     const size_t staged = staged_.size();
     discard();
@@ -135,33 +118,23 @@ Status UndoLog::begin() {
   for (size_t pos = 0, i = 0; pos < staged_.size(); pos += kLogBlockData, ++i) {
     char* dst = pool_->ptr<char>(blocks_[i]) + kLogHeaderBytes;
     const size_t n = std::min(kLogBlockData, staged_.size() - pos);
-    std::memcpy(dst, staged_.data() + pos, n);
+    pm::copy(dst, staged_.data() + pos, n);
     pm::flush(dst, n, {"tpcc.undo.entries"});
   }
   auto* header = pool_->ptr<LogHeader>(blocks_[0]);
-  header->bytes = staged_.size();
+  pm::store(&header->bytes, uint64_t{staged_.size()});
   pm::flush(&header->bytes, sizeof(header->bytes), {"tpcc.undo.bytes"});
   pm::fence({"tpcc.undo.entries"});
   pm::naw(&header->active, 1, {"tpcc.undo.begin"});
   return Status::Ok();
 }
 
-void UndoLog::commit() {
-  if (pool_ == nullptr || staged_.empty()) {
-    discard();
-    return;
-  }
+void UndoLog::finish() {
   // Every overwritten range and new row is durable before the log turns
   // inactive; a crash before the NAW rolls the transaction back.
   for (const auto& [p, n] : dirty_) pm::flush(p, n, {"tpcc.undo.rows"});
   pm::fence({"tpcc.undo.rows"});
   pm::naw(&pool_->ptr<LogHeader>(blocks_[0])->active, 0, {"tpcc.undo.commit"});
-  discard();
-}
-
-void UndoLog::discard() {
-  staged_.clear();
-  dirty_.clear();
 }
 
 Status undo_active_logs(Database& db, uint32_t log_slots, RowsRecovery* recovery) {
@@ -197,7 +170,7 @@ Status undo_active_logs(Database& db, uint32_t log_slots, RowsRecovery* recovery
       LogEntry e;
       std::memcpy(&e, bytes.data() + pos, sizeof(e));
       size_t size = sizeof(e);
-      if (e.kind == kSnapshot) {
+      if (e.kind == kUndoSnapshot) {
         if (e.len > kMaxSnapshot || !pool.contains(e.a, e.len) ||
             bytes.size() - pos - sizeof(e) < padded(e.len)) {
           return Status::Corruption(where + "a snapshot of " + std::to_string(e.len) +
@@ -205,7 +178,7 @@ Status undo_active_logs(Database& db, uint32_t log_slots, RowsRecovery* recovery
                                     " is outside the pool or the log");
         }
         size += padded(e.len);
-      } else if (e.kind != kInsert && e.kind != kRemove) {
+      } else if (e.kind != kUndoInsert && e.kind != kUndoRemove) {
         return Status::Corruption(where + "unknown entry kind " + std::to_string(e.kind));
       } else if (e.len >= static_cast<uint32_t>(kTables)) {
         return Status::Corruption(where + "an entry names table " + std::to_string(e.len));
@@ -216,9 +189,9 @@ Status undo_active_logs(Database& db, uint32_t log_slots, RowsRecovery* recovery
     for (auto it = starts.rbegin(); it != starts.rend(); ++it) {
       LogEntry e;
       std::memcpy(&e, bytes.data() + *it, sizeof(e));
-      if (e.kind == kSnapshot) {
+      if (e.kind == kUndoSnapshot) {
         char* dst = pool.ptr<char>(e.a);
-        std::memcpy(dst, bytes.data() + *it + sizeof(e), e.len);
+        pm::copy(dst, bytes.data() + *it + sizeof(e), e.len);
         pm::flush(dst, e.len, {"tpcc.undo.restore"});
         continue;
       }
@@ -226,11 +199,11 @@ Status undo_active_logs(Database& db, uint32_t log_slots, RowsRecovery* recovery
       Index<uint64_t>& index = db.index(t);
       const std::optional<Value> now = index.lookup(e.a);
       Status st;
-      if (e.kind == kInsert && now && *now == e.b) st = index.remove(e.a);
-      if (e.kind == kRemove && !now) st = index.insert(e.a, e.b);
+      if (e.kind == kUndoInsert && now && *now == e.b) st = index.remove(e.a);
+      if (e.kind == kUndoRemove && !now) st = index.insert(e.a, e.b);
       if (!st.ok()) {
         return Status(st.code(), where + "undoing an " +
-                                     (e.kind == kInsert ? "insert into " : "remove from ") +
+                                     (e.kind == kUndoInsert ? "insert into " : "remove from ") +
                                      table_name(t) + ": " + st.message());
       }
     }

@@ -101,6 +101,13 @@ static_assert(sizeof(RowsRoot) == 4096);
 inline constexpr char kRowsMagic[8] = {'T', 'P', 'C', 'C', 'R', 'O', 'W', 'S'};
 inline constexpr uint32_t kRowsVersion = 1;
 
+/// Kinds of undo log entry (the kind field of an entry, rows.cc).
+enum UndoEntryKind : uint32_t {
+  kUndoSnapshot = 1,  ///< old bytes of a row range
+  kUndoInsert = 2,    ///< an index insert to undo
+  kUndoRemove = 3,    ///< an index remove to undo
+};
+
 /// Bytes of one row of table `t` (sizeof its struct, schema.h); 0 for the
 /// tables that hold no row (new_order) or point at another table's rows
 /// (customer_last, order_customer).
@@ -124,30 +131,55 @@ class UndoLog {
 
   /// True when rows are in PM (the log does something).
   bool enabled() const { return pool_ != nullptr; }
+  // Every call below is inline and does nothing but one test when rows are
+  // in DRAM (the default), so the transactions' timed loop pays no call.
+
   /// Stages the current bytes of [p, p + n), a range of a row in the rows
   /// pool the transaction is about to overwrite (n <= 1024).
-  void snapshot(const void* p, size_t n);
+  void snapshot(const void* p, size_t n) {
+    if (pool_ != nullptr) stage_snapshot(p, n);
+  }
   /// Stages an index insert of (key, value) into table `t`.
-  void will_insert(Table t, uint64_t key, Value value);
+  void will_insert(Table t, uint64_t key, Value value) {
+    if (pool_ != nullptr) stage_index_call(kUndoInsert, t, key, value);
+  }
   /// Stages an index remove of `key` (which holds `value`) from table `t`.
-  void will_remove(Table t, uint64_t key, Value value);
+  void will_remove(Table t, uint64_t key, Value value) {
+    if (pool_ != nullptr) stage_index_call(kUndoRemove, t, key, value);
+  }
   /// Notes a new row [p, p + n) to flush at commit().
-  void new_row(const void* p, size_t n);
+  void new_row(const void* p, size_t n) {
+    if (pool_ != nullptr) dirty_.emplace_back(p, n);
+  }
   /// Writes the staged entries to the log and makes it active (step 2 of
-  /// the protocol): one fence and one NAW. Errors: OutOfSpace when the
-  /// entries exceed the log's capacity (kLogBlocks x 4032 B; no TPC-C
-  /// transaction comes near it); nothing is written then.
-  Status begin();
+  /// the protocol): one fence and one NAW; nothing when nothing is staged.
+  /// Errors: OutOfSpace when the entries exceed the log's capacity
+  /// (kLogBlocks x 4032 B; no TPC-C transaction comes near it); nothing is
+  /// written then.
+  Status begin() { return pool_ == nullptr || staged_.empty() ? Status::Ok() : write_log(); }
   /// Step 4: flushes every snapshot range (now overwritten) and new row,
-  /// fences, NAWs the log inactive, and clears the staging.
-  void commit();
+  /// fences, NAWs the log inactive, and clears the staging (only clears it
+  /// when nothing was staged).
+  void commit() {
+    if (pool_ != nullptr && !staged_.empty()) finish();
+    discard();
+  }
   /// Clears the staging without touching PM (a transaction that aborts or
   /// rolls back before begin()).
-  void discard();
+  void discard() {
+    staged_.clear();
+    dirty_.clear();
+  }
 
  private:
-  /// An insert (kind 2) or remove (kind 3) entry, staged.
+  /// snapshot()'s work: a snapshot entry and its old bytes, staged.
+  void stage_snapshot(const void* p, size_t n);
+  /// An insert or remove entry (kUndoInsert, kUndoRemove), staged.
   void stage_index_call(uint32_t kind, Table t, uint64_t key, Value value);
+  /// begin()'s work with entries staged.
+  Status write_log();
+  /// commit()'s PM work: flush, fence, NAW inactive.
+  void finish();
 
   pm::Pool* pool_ = nullptr;
   const uint64_t* blocks_ = nullptr;
