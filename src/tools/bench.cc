@@ -166,13 +166,6 @@ int fail_usage(const std::string& msg) {
   return 2;
 }
 
-bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return false;
-  f << text;
-  return static_cast<bool>(f.flush());
-}
-
 /// The pool file of one --index entry: --pool PATH itself, or PATH-<label,
 /// file-safe> when several indexes run ("" without --pool: a temporary file).
 std::string pool_path_for(const std::string& pool, size_t entries, const std::string& label) {
