@@ -163,9 +163,9 @@ constexpr IndexEntry kIndexes[] = {
                   .persistent = true,
                   .thread_safe = true,
                   .placement = Placement::kPmOnly},
-     4096,
-     "4096 or 16384 B (the normal buckets of a segment: 16 or 64 buckets of 256 B; 16384 is "
-     "the paper's)",
+     1024,
+     "a power of two in 1024..16384 B (the normal buckets of a segment, 256 B each; 16384, "
+     "64 buckets, is the paper's)",
      &dash_node_size_ok,
      {},
      &make_dash},

@@ -301,15 +301,15 @@ Status Dash::new_segment(uint64_t* off) {
   uint64_t head = 0;
   if (Status s = alloc.allocate(kHeadBytes, &head); !s.ok()) return s;
   SegmentHead* s = at<SegmentHead>(head);
-  const uint32_t ngroups = node_size_ / kGroupBytes;
+  const uint32_t gb = group_bytes(node_size_);
   uint64_t groups[kMaxGroups] = {};
-  for (uint32_t g = 0; g < ngroups; ++g) {
-    if (Status st = alloc.allocate(kGroupBytes, &groups[g]); !st.ok()) {
+  for (uint32_t g = 0; g < ngroups(); ++g) {
+    if (Status st = alloc.allocate(gb, &groups[g]); !st.ok()) {
       for (uint32_t k = 0; k < g; ++k) alloc.free(groups[k]);
       alloc.free(head);
       return st;
     }
-    pm::fill(at<char>(groups[g]), 0, kGroupBytes);
+    pm::fill(at<char>(groups[g]), 0, gb);
   }
   pm::fill(s, 0, sizeof(SegmentHead));
   for (uint32_t g = 0; g < kMaxGroups; ++g) pm::store(&s->groups[g], groups[g]);
@@ -320,15 +320,17 @@ Status Dash::new_segment(uint64_t* off) {
 void Dash::free_segment(uint64_t off) {
   pm::Allocator& alloc = pool_->allocator();
   const SegmentHead* s = at<SegmentHead>(off);
-  for (uint32_t g = 0; g < node_size_ / kGroupBytes; ++g) alloc.free(s->groups[g]);
+  for (uint32_t g = 0; g < ngroups(); ++g) alloc.free(s->groups[g]);
   alloc.free(off);
 }
 
-// Flushes a whole segment (header line, stash, every bucket).
-static void flush_segment(const Dash& d, const SegmentHead* s, uint32_t ngroups, const char* site) {
+// Flushes a whole segment (header line, stash, every bucket) of node_size
+// bytes of normal buckets.
+static void flush_segment(const Dash& d, const SegmentHead* s, uint32_t node_size,
+                          const char* site) {
   pm::flush(s, sizeof(SegmentHead), {site});
-  for (uint32_t g = 0; g < ngroups; ++g) {
-    pm::flush(d.at<char>(s->groups[g]), kGroupBytes, {site});
+  for (uint32_t g = 0; g * kGroupBytes < node_size; ++g) {
+    pm::flush(d.at<char>(s->groups[g]), group_bytes(node_size), {site});
   }
 }
 
@@ -352,7 +354,7 @@ Status Dash::create(uint32_t node_size) {
   // Pool::set_root (a NAW) publishes them; a crash earlier leaves a pool with
   // no root, whose blocks the next create reclaims (allocate_root_object).
   SegmentHead* sh = at<SegmentHead>(seg);
-  flush_segment(*this, sh, node_size_ / kGroupBytes, "dash.create.segment");
+  flush_segment(*this, sh, node_size_, "dash.create.segment");
   DirHeader* d = at<DirHeader>(dh);
   pm::fill(d, 0, sizeof(DirHeader));
   pm::store(&d->nblocks, uint64_t{1});
@@ -787,7 +789,7 @@ Status Dash::split(uint64_t seg, uint64_t h) {
   pm::store(&n->local_depth, l + 1);
   pm::store(&n->pattern, (p << 1) | 1);
   pm::store(&n->version, version_);
-  flush_segment(*this, n, node_size_ / kGroupBytes, "dash.split.new_segment");
+  flush_segment(*this, n, node_size_, "dash.split.new_segment");
   if (doubling) {
     DirHeader* ndh = at<DirHeader>(nd);
     pm::fill(ndh, 0, sizeof(DirHeader));
@@ -1001,7 +1003,8 @@ Status Dash::walk(pm::Allocator* alloc, uint64_t* keys, VerifyReport* r, bool ch
     bytes += sizeof(DirBlock);
   }
   const uint32_t nb = nbuckets();
-  const uint32_t ngroups = node_size_ / kGroupBytes;
+  const uint32_t ng = ngroups();
+  const uint32_t gb = group_bytes(node_size_);
   auto segment_ok = [&](uint64_t seg) -> Status {
     if (!block_ok(seg, kHeadBytes)) {
       return Status::Corruption("dash-eh: segment offset " + hex(seg) + " is not a 1 KiB block");
@@ -1009,9 +1012,10 @@ Status Dash::walk(pm::Allocator* alloc, uint64_t* keys, VerifyReport* r, bool ch
     const SegmentHead* s = at<SegmentHead>(seg);
     for (uint32_t k = 0; k < kMaxGroups; ++k) {
       const uint64_t go = s->groups[k];
-      if (k < ngroups ? !block_ok(go, kGroupBytes) : go != 0) {
+      if (k < ng ? !block_ok(go, gb) : go != 0) {
         return Status::Corruption("dash-eh: segment " + hex(seg) + " group " + std::to_string(k) +
-                                  " offset " + hex(go) + " is not a 4 KiB block");
+                                  " offset " + hex(go) + " is not a block of " +
+                                  std::to_string(gb) + " B");
       }
     }
     if (s->local_depth.load(kRlx) > kMaxDepth || s->state.load(kRlx) > 1) {
@@ -1036,11 +1040,11 @@ Status Dash::walk(pm::Allocator* alloc, uint64_t* keys, VerifyReport* r, bool ch
     const SegmentHead* s = at<SegmentHead>(seg);
     if (alloc != nullptr) {
       if (Status m = alloc->mark_reachable(seg); !m.ok()) return m;
-      for (uint32_t k = 0; k < ngroups; ++k) {
+      for (uint32_t k = 0; k < ng; ++k) {
         if (Status m = alloc->mark_reachable(s->groups[k]); !m.ok()) return m;
       }
     }
-    bytes += kHeadBytes + uint64_t{ngroups} * kGroupBytes;
+    bytes += kHeadBytes + uint64_t{ng} * gb;
     for (uint32_t b = 0; b < nb + kStashBuckets; ++b) {
       const Bucket* bk = b < nb ? bucket(s, b) : &s->stash[b - nb];
       total += static_cast<uint64_t>(std::popcount(alloc_bits(bk->bitmap.load(kRlx))));
@@ -1151,13 +1155,17 @@ Status Dash::recover() {
                               std::to_string(root_->node_size));
   }
   node_size_ = static_cast<uint32_t>(root_->node_size);
+  // Clean: the flag of our clean shutdown and the pool's close record (a
+  // pool left unclean after our destructor ran, e.g. a process killed before
+  // the pool's close, is recovered as after a crash: slower, never wrong).
+  const bool clean = root_->clean.load(kRlx) == 1 && pool_->close_record().bytes != 0;
   if (Status s = reclaim_unreachable(
           kLayout,
           [&](pm::Allocator& alloc, uint64_t* keys) { return walk(&alloc, keys, nullptr, false); });
       !s.ok()) {
     return s;
   }
-  if (root_->clean.load(kRlx) == 1) {
+  if (clean) {
     version_ = root_->global_version.load(kRlx);
     pm::store(&root_->clean, uint64_t{0});
     pm::persist(&root_->clean, sizeof(uint64_t), {"dash.recover.clean"});

@@ -19,9 +19,10 @@
 // Persistent layout (pool layout name "dash-eh"): the byte tables directly
 // above RootObject, DirHeader, DirBlock, Bucket and SegmentHead below. A
 // segment of node_size bytes of normal buckets (16 KiB: 64 buckets, the
-// paper's; 4 KiB: 16 buckets) is node_size / 4096 allocator blocks of 4 KiB
-// (16 buckets each: the allocator's largest class is 4 KiB) plus a 1 KiB
-// head block with the segment's header line and its 2 stash buckets.
+// paper's; down to 1 KiB, 4 buckets, for tests) is node_size / 4096
+// allocator blocks of 4 KiB (16 buckets each: the allocator's largest class
+// is 4 KiB; one block of node_size bytes below 4 KiB) plus a 1 KiB head
+// block with the segment's header line and its 2 stash buckets.
 //
 // Concurrency (paper §4.4, no HTM): every bucket (normal and stash) has a
 // 32-bit version lock in its first word, in PM as in the paper: bit 31 the
@@ -62,8 +63,9 @@ inline constexpr char kDashDescription[] =
 /// otherwise) and must have layout "dash-eh" (InvalidArgument naming both
 /// layouts otherwise). On a pool with no root: creates an empty table (global
 /// depth 0, one segment) whose segments have options.node_size bytes of
-/// normal buckets (16384: 64 buckets, the paper's segment; 4096: 16 buckets;
-/// anything else is InvalidArgument, checked by make_index). On a pool with a
+/// normal buckets (16384: 64 buckets, the paper's segment; any power of two
+/// down to 1024, 4 buckets, for tests; anything else is InvalidArgument,
+/// checked by make_index). On a pool with a
 /// root: recovers (paper §5: instant; a clean shutdown changes nothing, a
 /// crash bumps the global version so that each segment is recovered on its
 /// first access); the stored node size wins over options.node_size. Errors:
@@ -103,8 +105,18 @@ inline constexpr uint32_t kMaxDepth = 17;
 inline constexpr uint32_t kRootBytes = 64;
 
 /// True for the node sizes (bytes of normal buckets per segment) a new
-/// table accepts: 4096 (16 buckets) and 16384 (64 buckets, the paper's).
-inline bool valid_node_size(uint32_t bytes) { return bytes == 4096 || bytes == 16384; }
+/// table accepts: a power of two from 1024 (4 buckets) to 16384 (64
+/// buckets, the paper's segment). Below 16384 B a segment exists so that
+/// tests and the crash lab reach splits and directory doublings within a
+/// few dozen operations.
+inline bool valid_node_size(uint32_t bytes) {
+  return bytes >= 1024 && bytes <= 16384 && (bytes & (bytes - 1)) == 0;
+}
+/// Bytes of one bucket group block of a segment with node_size bytes of
+/// normal buckets: node_size up to 4096, else 4096.
+inline uint32_t group_bytes(uint32_t node_size) {
+  return node_size < kGroupBytes ? node_size : kGroupBytes;
+}
 
 /// The root object (one 64 B allocator block; Pool::root() -> it):
 ///   offset size  field
@@ -226,7 +238,8 @@ static_assert(sizeof(Bucket) == kBucketBytes);
 ///       24    8  version: the global version at the segment's creation or
 ///                last recovery; another value means "recover me first"
 ///       32   32  groups[4]: offsets of the bucket group blocks (4 KiB, 16
-///                buckets each; node_size / 4096 in use), written once
+///                buckets each; node_size / 4096 in use; below 16 KiB one
+///                block of node_size bytes), written once
 ///       64  512  stash[2]: the stash buckets (same layout as Bucket; their
 ///                membership bits and overflow fields are unused)
 struct SegmentHead {
@@ -316,6 +329,7 @@ class Dash final : public PersistentIndex {
   uint64_t segment_of(uint64_t h) const;
   Bucket* bucket(const SegmentHead* s, uint32_t b) const;
   uint32_t nbuckets() const { return node_size_ / kBucketBytes; }
+  uint32_t ngroups() const { return (node_size_ + kGroupBytes - 1) / kGroupBytes; }
   bool covers(const SegmentHead* s, uint64_t h) const;
   bool ensure_recovered(uint64_t seg);
   void recover_segment(uint64_t seg);
