@@ -965,9 +965,11 @@ void Dash::recover_all() const {
 // reachability pass): validates every offset before reading through it,
 // marks every block (directory header and blocks, each segment's head and
 // groups, the new segment of a split in flight) and counts records;
-// tolerates a split in flight. check = true (verify()): every invariant of a
-// table at rest, filling *r. Never reads outside the pool.
-Status Dash::walk(pm::Allocator* alloc, uint64_t* keys, VerifyReport* r, bool check) const {
+// tolerates a split in flight unless `clean` (a cleanly closed pool, which
+// must also have no bucket locked). check = true (verify()): every
+// invariant of a table at rest, filling *r. Never reads outside the pool.
+Status Dash::walk(pm::Allocator* alloc, uint64_t* keys, VerifyReport* r, bool check,
+                  bool clean) const {
   const pm::Allocator& a = pool_->allocator();
   auto block_ok = [&](uint64_t off, uint32_t bytes) {
     return off != 0 && pool_->contains(off, bytes) && a.block_size(off) == bytes;
@@ -1056,8 +1058,52 @@ Status Dash::walk(pm::Allocator* alloc, uint64_t* keys, VerifyReport* r, bool ch
     if (Status s = take(seg); !s.ok()) return s;
     const SegmentHead* s = at<SegmentHead>(seg);
     if (s->state.load(kRlx) == 1) {
-      if (check) return Status::Corruption("dash-eh: segment " + hex(seg) + " is splitting");
+      if (check || clean) {
+        return Status::Corruption("dash-eh: segment " + hex(seg) + " is splitting" +
+                                  (clean ? " in a cleanly closed pool" : ""));
+      }
       if (Status st = take(s->split_new.load(kRlx)); !st.ok()) return st;
+    }
+  }
+  // Every entry within its segment's range, so that no operation retries
+  // forever on a segment that does not cover the hashes routed to it (a
+  // split in flight: by the new segment's depth and pattern, as recovery
+  // will finish or undo it), and (on a clean pool, where no recovery resets
+  // them) no bucket locked.
+  for (uint64_t x = 0; x < n; ++x) {
+    const uint64_t seg = dir_entry(d, x)->load(kRlx);
+    const SegmentHead* s = at<SegmentHead>(seg);
+    const uint32_t l = s->local_depth.load(kRlx);
+    const uint64_t p = s->pattern.load(kRlx);
+    bool ok = l <= g && (x >> (g - l)) == p;
+    if (s->state.load(kRlx) == 1) {
+      const SegmentHead* ns = at<SegmentHead>(s->split_new.load(kRlx));
+      const uint32_t nl = ns->local_depth.load(kRlx);
+      const uint64_t np = ns->pattern.load(kRlx);
+      const bool n_ok = nl >= 1 && nl <= kMaxDepth && (np & 1) == 1 && (np >> nl) == 0;
+      if (n_ok && nl <= g) {
+        ok = (x >> (g - nl + 1)) == (np >> 1);
+      } else {
+        ok = n_ok && ok && nl == l + 1 && (np >> 1) == p;
+      }
+    }
+    if (!ok) {
+      return Status::Corruption("dash-eh: directory entry " + std::to_string(x) +
+                                " names segment " + hex(seg) + " of local depth " +
+                                std::to_string(l) + " and pattern " + std::to_string(p) +
+                                ", which does not cover it");
+    }
+  }
+  if (clean) {
+    for (uint64_t seg : order) {
+      const SegmentHead* s = at<SegmentHead>(seg);
+      for (uint32_t b = 0; b < nb + kStashBuckets; ++b) {
+        const Bucket* bk = b < nb ? bucket(s, b) : &s->stash[b - nb];
+        if ((bk->lock.load(kRlx) & kLockBit) != 0) {
+          return Status::Corruption("dash-eh: segment " + hex(seg) + " has a bucket locked in " +
+                                    "a cleanly closed pool");
+        }
+      }
     }
   }
   if (keys != nullptr) *keys = total;
@@ -1159,9 +1205,10 @@ Status Dash::recover() {
   // pool left unclean after our destructor ran, e.g. a process killed before
   // the pool's close, is recovered as after a crash: slower, never wrong).
   const bool clean = root_->clean.load(kRlx) == 1 && pool_->close_record().bytes != 0;
-  if (Status s = reclaim_unreachable(
-          kLayout,
-          [&](pm::Allocator& alloc, uint64_t* keys) { return walk(&alloc, keys, nullptr, false); });
+  if (Status s = reclaim_unreachable(kLayout,
+                                     [&](pm::Allocator& alloc, uint64_t* keys) {
+                                       return walk(&alloc, keys, nullptr, false, clean);
+                                     });
       !s.ok()) {
     return s;
   }
@@ -1206,7 +1253,7 @@ IndexInfo Dash::info() const {
 Status Dash::verify(VerifyReport* report) const {
   recover_all();
   VerifyReport r;
-  if (Status s = walk(nullptr, nullptr, &r, true); !s.ok()) return s;
+  if (Status s = walk(nullptr, nullptr, &r, true, false); !s.ok()) return s;
   *report = r;
   return Status::Ok();
 }

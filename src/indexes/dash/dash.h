@@ -343,7 +343,7 @@ class Dash final : public PersistentIndex {
   bool stash_insert(SegmentHead* s, uint32_t y, uint64_t key, Value value, uint8_t fp, bool* retry);
   int search(const Bucket* b, uint64_t key, uint8_t fp, uint32_t member_want) const;
   bool find_locked(SegmentHead* s, uint32_t y, uint64_t key, uint8_t fp, Found* f) const;
-  Status walk(pm::Allocator* alloc, uint64_t* keys, VerifyReport* r, bool check) const;
+  Status walk(pm::Allocator* alloc, uint64_t* keys, VerifyReport* r, bool check, bool clean) const;
 
   RootObject* root_ = nullptr;
   uint32_t node_size_ = 0;
