@@ -356,7 +356,7 @@ Status Dash::create(uint32_t node_size) {
   SegmentHead* sh = at<SegmentHead>(seg);
   flush_segment(*this, sh, node_size_, "dash.create.segment");
   DirHeader* d = at<DirHeader>(dh);
-  pm::fill(d, 0, sizeof(DirHeader));
+  pm::fill(d, 0, 64);  // blocks[] past nblocks is never read
   pm::store(&d->nblocks, uint64_t{1});
   pm::store(&d->blocks[0], db);
   pm::flush(d, 64 + sizeof(uint64_t), {"dash.create.directory"});
@@ -792,7 +792,7 @@ Status Dash::split(uint64_t seg, uint64_t h) {
   flush_segment(*this, n, node_size_, "dash.split.new_segment");
   if (doubling) {
     DirHeader* ndh = at<DirHeader>(nd);
-    pm::fill(ndh, 0, sizeof(DirHeader));
+    pm::fill(ndh, 0, 64);  // blocks[] past nblocks is never read
     pm::store(&ndh->depth, static_cast<uint64_t>(g + 1));
     pm::store(&ndh->nblocks, static_cast<uint64_t>(nblocks.size()));
     for (size_t i = 0; i < nblocks.size(); ++i) pm::store(&ndh->blocks[i], nblocks[i]);
@@ -874,6 +874,8 @@ bool Dash::ensure_recovered(uint64_t seg) {
 //     redo: N's range of the directory := N, S's pattern and local depth
 //     from N's, clear from S every record N's pattern claims (persisted),
 //     then state = 0 persisted.
+//  2b) A log word left at rest (state 0, split_new != 0: a log written or
+//     reset in part): split_new = 0, persisted.
 //  3) Remove the duplicates an interrupted displacement left: a record of
 //     bucket b whose home is b and that b + 1 also holds as a member: the
 //     member copy is cleared (persisted).
@@ -923,6 +925,14 @@ void Dash::recover_segment(uint64_t seg) {
       pm::store(&s->split_new, uint64_t{0});
       pm::persist(s, pm::kLineSize, {"dash.recover.split_done"});
     }
+  }
+  if (s->state.load(kRlx) == 0 && s->split_new.load(kRlx) != 0) {
+    // A log whose state word reached PM without its split_new word: a split
+    // finished (e: state = 0 is stored first), or one logged only in part
+    // (b: split_new first, then state = 1), whose new segment is unreachable
+    // and reclaimed by the next recovery's pass. Either way: clear it.
+    pm::store(&s->split_new, uint64_t{0});
+    pm::persist(&s->split_new, sizeof(uint64_t), {"dash.recover.log_reset"});
   }
   bool cleared = false;
   for (uint32_t b = 0; b < nb; ++b) {
