@@ -687,7 +687,11 @@ void Dash::publish_split(uint64_t, uint64_t nseg, bool in_recovery) {
 }
 
 // Segment split (paper §4.5) of the segment at `seg`, which was full for
-// hash h. Locks every bucket of the segment, then the directory mutex.
+// hash h. Locks every bucket of the segment, then the directory mutex, held
+// from a) to e): so at most one split is in flight at a crash, and the new
+// segment N (reachable once c) is durable, and then open to inserts) is not
+// split itself before S's log is reset durably; recovery reads N's depth
+// and pattern as the split's.
 //
 // Steps and crash argument (S = the segment, local depth L, pattern p; N =
 // the new segment; G = the global depth):
@@ -867,7 +871,8 @@ bool Dash::ensure_recovered(uint64_t seg) {
 // Recovers one segment after a crash (paper §5), idempotent (a crash during
 // it repeats it at the next access after the next recovery):
 //  1) Reset every bucket lock (a crash may have left one set).
-//  2) A split in flight (state 1, N = split_new): when N's local depth
+//  2) A split in flight (state 1, N = split_new; recover() runs this for
+//     it at open, before any operation): when N's local depth
 //     exceeds the global depth, the doubling that would have published N
 //     never became durable: undo (state = 0 persisted, then N freed; a crash
 //     between leaves N unreachable for the next recovery to reclaim). Else
@@ -1201,9 +1206,10 @@ Status Dash::walk(pm::Allocator* alloc, uint64_t* keys, VerifyReport* r, bool ch
 //  3) Clean shutdown (clean = 1): clear the flag (persisted) and return:
 //     instant recovery. After a crash: global version + 1 (persisted), so
 //     that every segment is stale and is recovered on its first access
-//     (recover_segment). Nothing else runs here: the cost of a crash
-//     recovery is the reachability pass (which every open of every
-//     persistent index here runs) and one persist.
+//     (recover_segment). The cost of a crash recovery is the reachability
+//     pass (which every open of every persistent index here runs), one
+//     persist, and the recovery of the one segment a split in flight left
+//     (step 4 below).
 Status Dash::recover() {
   if (Status s = open_root_object(kLayout, kRootMagic, &root_, kRootBytes); !s.ok()) return s;
   if (root_->node_size > 16384 || !valid_node_size(static_cast<uint32_t>(root_->node_size))) {
@@ -1231,6 +1237,16 @@ Status Dash::recover() {
   version_ = root_->global_version.load(kRlx) + 1;
   pm::store(&root_->global_version, version_);
   pm::persist(&root_->global_version, sizeof(uint64_t), {"dash.recover.global_version"});
+  // 4) The split in flight, if any (splits hold the directory mutex from
+  //    their first step to their last persist, so there is at most one), is
+  //    finished or undone now, not lazily: its new segment N is reachable
+  //    through the directory and could otherwise be split before S is
+  //    recovered, and the redo reads N's depth and pattern.
+  const DirHeader* d = dir();
+  for (uint64_t x = 0; x < (uint64_t{1} << d->depth); ++x) {
+    const uint64_t seg = dir_entry(d, x)->load(kRlx);
+    if (at<SegmentHead>(seg)->state.load(kRlx) != 0) recover_segment(seg);
+  }
   return Status::Ok();
 }
 
