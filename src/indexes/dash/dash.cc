@@ -55,10 +55,9 @@ uint32_t read_version(const std::atomic<uint32_t>& w) {
     vlock::backoff(&spins);
   }
 }
-bool validate(const std::atomic<uint32_t>& w, uint32_t v) {
-  std::atomic_thread_fence(kAcq);
-  return w.load(kRlx) == v;
-}
+// As vlock::validate: every bucket word a reader loads is an acquire load
+// (no fence here).
+bool validate(const std::atomic<uint32_t>& w, uint32_t v) { return w.load(kAcq) == v; }
 // The lock word is in PM (as in the paper): set by pm::cas, cleared by
 // pm::store, never flushed for its own sake (a crash may leave it set;
 // segment recovery resets it).
@@ -171,7 +170,7 @@ uint32_t stash_mask(const Bucket* by, const Bucket* by1, uint8_t fp) {
     const uint8_t idx = b->ofl_index.load(kAcq);
     for (uint32_t k = 0; k < kOverflowFps; ++k) {
       if (((used >> k) & 1) == 0 || ((mem >> k) & 1) != static_cast<uint32_t>(pass)) continue;
-      if (b->ofp[k].load(kRlx) == fp) m |= 1u << ((idx >> (2 * k)) & 3);
+      if (b->ofp[k].load(kAcq) == fp) m |= 1u << ((idx >> (2 * k)) & 3);
     }
   }
   return m & ((1u << kStashBuckets) - 1);
@@ -257,7 +256,7 @@ int Dash::search(const Bucket* b, uint64_t key, uint8_t fp, uint32_t member_want
   while (cand != 0) {
     const uint32_t i = static_cast<uint32_t>(std::countr_zero(cand));
     cand &= cand - 1;
-    if (b->fp[i].load(kRlx) == fp && b->records[i].key.load(kAcq) == key) {
+    if (b->fp[i].load(kAcq) == fp && b->records[i].key.load(kAcq) == key) {
       return static_cast<int>(i);
     }
   }
