@@ -1076,7 +1076,12 @@ Status Dash::walk(pm::Allocator* alloc, uint64_t* keys, VerifyReport* r, bool ch
         return Status::Corruption("dash-eh: segment " + hex(seg) + " is splitting" +
                                   (clean ? " in a cleanly closed pool" : ""));
       }
-      if (Status st = take(s->split_new.load(kRlx)); !st.ok()) return st;
+      const uint64_t nseg = s->split_new.load(kRlx);
+      if (Status st = take(nseg); !st.ok()) return st;
+      if (nseg == seg || at<SegmentHead>(nseg)->state.load(kRlx) != 0) {
+        return Status::Corruption("dash-eh: segment " + hex(seg) + " splits into " + hex(nseg) +
+                                  ", itself or a segment that splits");
+      }
     }
   }
   // Every entry within its segment's range, so that no operation retries
