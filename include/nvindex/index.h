@@ -307,7 +307,23 @@ struct IndexEntry {
   /// index's string instance lives in a pool of layout
   /// pool_layout(name, KeyType::kString).
   Status (*make_string)(const IndexOptions&, std::unique_ptr<Index<std::string_view>>*) = nullptr;
+  /// The node size (bytes) the harness gives this index when the run's
+  /// common node size (`nvindex bench --node-size`, default 512) is not one
+  /// it accepts, e.g. dash-eh's 16384 B segment; 0 = none (the common size
+  /// must then be one it accepts). See run_node_size().
+  uint32_t default_node_size = 0;
 };
+
+/// The node size a run whose common node size is `common` (bytes) gives the
+/// index of `entry`: `common` when the index accepts it or has no nodes,
+/// else entry.default_node_size when set, else `common` (which the factory
+/// then refuses with InvalidArgument).
+inline uint32_t run_node_size(const IndexEntry& entry, uint32_t common) {
+  if (entry.node_size_ok == nullptr || entry.node_size_ok(common) || entry.default_node_size == 0) {
+    return common;
+  }
+  return entry.default_node_size;
+}
 
 /// True for registry names ending in "-test": indexes that exist only to test
 /// the harness and the crash lab (some deliberately broken). They are never in

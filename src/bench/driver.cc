@@ -894,7 +894,7 @@ class BenchRun {
   /// thread-safe.
   Status create_index() {
     iopts_.pool = pool_.get();
-    iopts_.node_size = options_.node_size;
+    iopts_.node_size = run_node_size(entry_, options_.node_size);
     iopts_.threads = threads_;
     iopts_.fill_factor = options_.fill_factor;
     iopts_.extra = options_.index_extra;

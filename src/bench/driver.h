@@ -106,7 +106,9 @@ struct BenchOptions {
   bool keep_pool = false;
   /// PM mode, injected flush/fence latency (ns), media model.
   pm::PersistConfig pm;
-  /// Node size for indexes that take one, bytes.
+  /// Node size for indexes that take one, bytes; an index that does not take
+  /// it and declares IndexEntry::default_node_size runs at that
+  /// (run_node_size, e.g. dash-eh at 16384).
   uint32_t node_size = 512;
   /// Index-specific knobs passed through to IndexOptions::extra.
   std::map<std::string, std::string> index_extra;

@@ -504,6 +504,7 @@ std::string report_text(const BenchReport& r) {
   for (const IndexResult& x : r.results) {
     s += fmt::format("\n== {} ({})\n", x.index, x.info.description);
     s += "Overview:\n";
+    if (x.info.node_size != 0) s += fmt::format("\tNode size: {} B\n", x.info.node_size);
     s += fmt::format("\tLoad: {}\n", load_description(x));
     // Throughput that includes charged media time is a model's figure, and says so.
     const char* modelled = o.pm.media_write_latency_ns > 0 ? ", modelled media time" : "";

@@ -168,7 +168,9 @@ constexpr IndexEntry kIndexes[] = {
      "64 buckets, is the paper's)",
      &dash_node_size_ok,
      {},
-     &make_dash},
+     &make_dash,
+     nullptr,
+     16384},
 };
 
 }  // namespace

@@ -142,7 +142,7 @@ struct BenchArgs {
   std::string pm_latency;
   bool media_model = false;
   uint32_t media_cache_kib = pm::kDefaultCacheKiB;
-  uint32_t node_size = 512;
+  uint32_t node_size = 0;  ///< --node-size; 0 = not given (512, or an index's own default)
   std::vector<std::string> index_opts;
   std::string format = "text";
   std::string output;
@@ -181,6 +181,11 @@ std::string pool_path_for(const std::string& pool, size_t entries, const std::st
 /// error). InvalidArgument with the message to print as a usage error.
 Status resolve_index_options(const std::map<std::string, std::string>& global_opts,
                              uint32_t node_size, std::vector<IndexSpec>* specs) {
+  // Not given: the common size is IndexOptions' default, and an index that
+  // does not take it but declares its own default runs at that
+  // (run_node_size); given: it must suit at least one selected index.
+  const bool node_size_given = node_size != 0;
+  if (!node_size_given) node_size = IndexOptions{}.node_size;
   for (const auto& [k, v] : global_opts) {
     bool taken = false;
     std::string offered;
@@ -203,6 +208,7 @@ Status resolve_index_options(const std::map<std::string, std::string>& global_op
   for (const IndexSpec& is : *specs) {
     const IndexEntry& e = *find_index_entry(is.name);
     if (is.node_size != 0 || e.node_size_ok == nullptr) continue;
+    if (!node_size_given && e.default_node_size != 0) continue;
     any_nodes = true;
     const Status st = check_node_size(e, node_size);
     taken = taken || st.ok();
@@ -442,7 +448,7 @@ Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
   opts->duration_seconds = a.duration;
   opts->latency_sample = a.latency_sample;
   opts->keep_pool = a.keep_pool;
-  opts->node_size = a.node_size;
+  opts->node_size = a.node_size != 0 ? a.node_size : IndexOptions{}.node_size;
   opts->pin_threads = !a.no_pin;
   opts->perf_counters = !a.no_perf_counters;
   opts->energy = a.energy;
@@ -696,7 +702,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0u, 1u << 22));
   cmd->add_option("--node-size", a.node_size,
                   "Node size in bytes for indexes that take one (each index's sizes: "
-                  "--list-indexes)")
+                  "--list-indexes); default 512, and an index that does not take 512 runs at "
+                  "its own default (dash-eh: 16384, the paper's segment)")
       ->check(count_in(64, 65536, "64..65536"));
   cmd->add_option("--index-opt", a.index_opts, "Index-specific knob name=value (repeatable)");
   cmd->add_option("--format", a.format, "Report format: text|json")

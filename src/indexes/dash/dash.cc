@@ -717,6 +717,7 @@ void Dash::publish_split(uint64_t, uint64_t nseg, bool in_recovery) {
 // Recovery of a splitting S (recover_segment) redoes c) to e) from N's
 // header, or undoes the split when c) did not happen.
 Status Dash::split(uint64_t seg, uint64_t h) {
+  pm::SmoTimer smo_timer;  // the split's wall time, when it happens (pm/counters.h)
   SegmentHead* s = at<SegmentHead>(seg);
   const uint32_t nb = nbuckets();
   const uint32_t mask = nb - 1;
