@@ -9,6 +9,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -54,6 +55,42 @@ uint64_t dead_meta(uint32_t node_size, uint32_t i) {
 
 /// What a leaf or SMO step tells its operation's loop.
 enum class Step { kDone, kRetry };
+
+/// An operation's two epoch guards: PMwCAS words (the descriptor pool's
+/// manager) and tree nodes (the tree's own). A thread that must wait for
+/// another one leaves the words guard while it waits: a thread inside it
+/// holds back the reuse of every descriptor retired since, so waiting
+/// inside could starve the very thread waited for of descriptors
+/// (Pmwcas::begin() Busy, which makes every thread wait). The nodes guard
+/// stays, so every node pointer the operation holds stays valid.
+class OpGuards {
+ public:
+  OpGuards(EpochManager& words, EpochManager& nodes)
+      : words_(words), nodes_guard_(nodes), outer_(current_) {
+    words_guard_.emplace(words_);
+    current_ = this;
+  }
+  ~OpGuards() { current_ = outer_; }
+  OpGuards(const OpGuards&) = delete;
+  OpGuards& operator=(const OpGuards&) = delete;
+  /// Leaves the words guard, yields, enters it again: every word must be
+  /// read again (through Pmwcas::read) after it.
+  void pause() {
+    words_guard_.reset();
+    std::this_thread::yield();
+    words_guard_.emplace(words_);
+  }
+  /// The guards of this thread's operation in progress (nullptr outside).
+  static OpGuards* current() { return current_; }
+
+ private:
+  EpochManager& words_;
+  EpochManager::Guard nodes_guard_;
+  std::optional<EpochManager::Guard> words_guard_;
+  OpGuards* outer_;
+  static thread_local OpGuards* current_;
+};
+thread_local OpGuards* OpGuards::current_ = nullptr;
 
 }  // namespace
 
@@ -178,11 +215,12 @@ class BzTree final : public PersistentIndex {
   bool below_merge(uint32_t live) const { return kHeaderBytes + 24 * live < node_size_ / 4; }
   uint32_t inner_capacity() const { return (node_size_ - kHeaderBytes) / kEntryBytes; }
 
-  /// Runs one PMwCAS over `words`; true when it succeeded. Waits (yield)
-  /// while every descriptor is in use. Inside the PMwCAS guard.
+  /// Runs one PMwCAS over `words`; true when it succeeded. Inside an
+  /// operation's OpGuards; while every descriptor is in use it waits
+  /// outside the words guard (OpGuards::pause).
   bool pmwcas(std::initializer_list<Word> words) {
     std::unique_ptr<pm::Pmwcas::Op> op;
-    while (!mw_->begin(&op).ok()) std::this_thread::yield();
+    while (!mw_->begin(&op).ok()) OpGuards::current()->pause();
     for (const Word& w : words) {
       if (!op->add(w.word, w.old_value, w.new_value)) {
         std::fprintf(stderr, "bztree: PMwCAS word refused (a bug)\n");
@@ -210,15 +248,27 @@ class BzTree final : public PersistentIndex {
 
   /// The operations, one attempt each inside the guards (kRetry: traverse
   /// again after leaving them).
-  Step try_insert(uint64_t key, Value value, Status* out);
+  Step try_insert(uint64_t key, Value value, OpGuards& g, Status* out);
   Step try_update(uint64_t key, Value value, bool slack, Status* out);
   Step try_remove(uint64_t key, Status* out);
 
   /// Freezes the leaf of path p (if nobody else has) and consolidates or
   /// splits it. kRetry when done or when another thread owns it.
   Step leaf_smo(Path& p, uint64_t key, Status* out);
-  /// Merges the leaf of p with a sibling when both are small (best effort).
-  void try_merge(Path& p, uint64_t key);
+  /// Merges the node of level `level` on key's path with a sibling under
+  /// the same parent when it is small and the two fit in one (best effort);
+  /// true when it did and the new parent is small in turn.
+  bool merge_at(uint64_t key, uint32_t level);
+  /// Below the merge threshold: a leaf's live records need < 1/4 S, an
+  /// inner node's entries too.
+  bool small(uint64_t n) const {
+    const NodeHeader* h = hdr(n);
+    if (h->level > 0) return kHeaderBytes + kEntryBytes * h->count < node_size_ / 4;
+    const auto count = static_cast<uint32_t>(rd(&hdr(n)->status) & kCountMask);
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < count; ++i) live += (rd(meta(n, i)) & kVisible) ? 1 : 0;
+    return below_merge(live);
+  }
   /// Installs `repl` in place of the frozen node at depth `d` of p (owned
   /// by `smo`), freezing and copying ancestors as needed; on success the
   /// frozen nodes are retired. OutOfSpace: every frozen node is unfrozen
@@ -448,9 +498,8 @@ Status BzTree::insert(uint64_t key, Value value) {
   for (;;) {
     Step st;
     {
-      EpochManager::Guard g1(mw_->epoch());
-      EpochManager::Guard g2(epoch_);
-      st = try_insert(key, value, &s);
+      OpGuards g(mw_->epoch(), epoch_);
+      st = try_insert(key, value, g, &s);
     }
     if (st == Step::kDone) return s;
     std::this_thread::yield();
@@ -463,8 +512,7 @@ Status BzTree::update(uint64_t key, Value value) {
   for (;;) {
     Step st;
     {
-      EpochManager::Guard g1(mw_->epoch());
-      EpochManager::Guard g2(epoch_);
+      OpGuards g(mw_->epoch(), epoch_);  // pmwcas() finds it (OpGuards::current)
       st = try_update(key, value, slack, &s);
     }
     if (st == Step::kDone && s.code() == Code::kOutOfSpace && !slack) {
@@ -481,8 +529,7 @@ Status BzTree::remove(uint64_t key) {
   for (;;) {
     Step st;
     {
-      EpochManager::Guard g1(mw_->epoch());
-      EpochManager::Guard g2(epoch_);
+      OpGuards g(mw_->epoch(), epoch_);  // pmwcas() finds it (OpGuards::current)
       st = try_remove(key, &s);
     }
     if (st == Step::kDone) return s;
@@ -495,7 +542,7 @@ Status BzTree::remove(uint64_t key) {
 // write and persist the record, check again against the reservations made
 // before ours, then publish with a 2-word PMwCAS (status unchanged and not
 // frozen; metadata: reserved -> visible).
-Step BzTree::try_insert(uint64_t key, Value value, Status* out) {
+Step BzTree::try_insert(uint64_t key, Value value, OpGuards& g, Status* out) {
   Path p;
   descend(key, &p);
   const uint64_t leaf = p.node[p.depth];
@@ -506,17 +553,28 @@ Step BzTree::try_insert(uint64_t key, Value value, Status* out) {
     const uint64_t s = rd(&h->status);
     if (s & kFrozen) return Step::kRetry;  // its owner replaces it
     const auto count = static_cast<uint32_t>(s & kCountMask);
+    // One read of each unsorted slot's metadata: a slot read as reserved is
+    // checked again after our reservation, one read as anything else is
+    // final for this key (a reserved slot becomes visible or garbage, never
+    // reserved again), so no publication slips between two reads.
+    recheck.clear();
+    const uint32_t sorted = std::min(h->count, count);
+    bool exists = false;
+    for (uint32_t i = sorted; i < count && !exists; ++i) {
+      const uint64_t v = rd(meta(leaf, i));
+      if (v & kReserved) {
+        recheck.push_back(i);
+      } else if ((v & kVisible) && rec(leaf, i)->key == key) {
+        exists = true;
+      }
+    }
     uint32_t at = 0;
     uint64_t m = 0;
-    if (find_visible(leaf, count, key, &at, &m)) {
+    if (exists || find_visible(leaf, sorted, key, &at, &m)) {
       *out = Status::AlreadyExists();
       return Step::kDone;
     }
     if (count + 1 > leaf_slots()) return leaf_smo(p, key, out);
-    recheck.clear();
-    for (uint32_t i = std::min(h->count, count); i < count; ++i) {
-      if (rd(meta(leaf, i)) & kReserved) recheck.push_back(i);
-    }
     // Crash argument: the reservation is durable when execute() returns; a
     // crash leaves a reserved slot, which recovery turns into garbage.
     if (pmwcas({{&h->status, s, s + 1}, {meta(leaf, count), 0, kReserved}})) {
@@ -531,30 +589,48 @@ Step BzTree::try_insert(uint64_t key, Value value, Status* out) {
   auto* dst = const_cast<Record*>(rec(leaf, slot));
   pm::copy(dst, &r, sizeof(r));
   pm::persist(dst, sizeof(r), {"bztree.insert.record"});
-  // Reservations made before ours may hold the same key: wait for each to
-  // be published or dropped (their owners are live threads: recovery turns
-  // every reservation of a crashed run into garbage), or for a freeze.
-  for (uint32_t i : recheck) {
-    for (;;) {
-      const uint64_t v = rd(meta(leaf, i));
-      if (v & kReserved) {
-        if (rd(&h->status) & kFrozen) return Step::kRetry;
-        std::this_thread::yield();
-        continue;
+  // Giving our slot up (one word, without the status word, so also in a
+  // frozen node, whose SMO may be abandoned): it becomes garbage, and no
+  // later insert waits for it. Recovery does the same after a crash.
+  auto drop = [&] { (void)pmwcas({{meta(leaf, slot), kReserved, dead_meta(node_size_, slot)}}); };
+  if (!recheck.empty()) {
+    // Reservations made before ours may hold the same key: wait for each to
+    // be published or dropped (their owners are live threads: recovery
+    // turns every reservation of a crashed run into garbage), or for a
+    // freeze.
+    for (uint32_t i : recheck) {
+      while (rd(meta(leaf, i)) & kReserved) {
+        if (rd(&h->status) & kFrozen) {
+          drop();
+          return Step::kRetry;
+        }
+        g.pause();  // the leaf stays valid (the nodes guard stays)
       }
-      if ((v & kVisible) && rec(leaf, i)->key == key) {
-        // A duplicate: our slot becomes garbage (one word; recovery does the
-        // same for a crash before it).
-        (void)pmwcas({{meta(leaf, slot), kReserved, dead_meta(node_size_, slot)}});
-        *out = Status::AlreadyExists();
-        return Step::kDone;
-      }
-      break;
+    }
+    // Then the leaf again, in the order a key moves in it (an update moves
+    // it to a new slot, above every existing one): the sorted part, then
+    // the unsorted part upwards. A key published meanwhile by one of those
+    // reservations, or moved by an update since, is seen.
+    const auto now = static_cast<uint32_t>(rd(&h->status) & kCountMask);
+    const uint32_t sorted = std::min(h->count, now);
+    uint32_t at = 0;
+    uint64_t m = 0;
+    bool exists = find_visible(leaf, sorted, key, &at, &m);
+    for (uint32_t i = sorted; i < now && !exists; ++i) {
+      exists = i != slot && (rd(meta(leaf, i)) & kVisible) && rec(leaf, i)->key == key;
+    }
+    if (exists) {
+      drop();
+      *out = Status::AlreadyExists();
+      return Step::kDone;
     }
   }
   for (;;) {
     const uint64_t s = rd(&h->status);
-    if (s & kFrozen) return Step::kRetry;  // our slot stays garbage in the frozen node
+    if (s & kFrozen) {
+      drop();
+      return Step::kRetry;
+    }
     // Crash argument: the publication is one PMwCAS, durable on return.
     if (pmwcas(
             {{&h->status, s, s}, {meta(leaf, slot), kReserved, visible_meta(node_size_, slot)}})) {
@@ -604,13 +680,18 @@ Step BzTree::try_update(uint64_t key, Value value, bool slack, Status* out) {
   pm::copy(dst, &r, sizeof(r));
   // Crash argument: as insert's record, persisted before its publication.
   pm::persist(dst, sizeof(r), {"bztree.update.record"});
+  // As insert's: our slot becomes garbage.
+  auto drop = [&] { (void)pmwcas({{meta(leaf, slot), kReserved, dead_meta(node_size_, slot)}}); };
   for (;;) {
     const uint64_t s = rd(&h->status);
-    if (s & kFrozen) return Step::kRetry;
+    if (s & kFrozen) {
+      drop();
+      return Step::kRetry;
+    }
     uint32_t at = 0;
     uint64_t m = 0;
     if (!find_visible(leaf, static_cast<uint32_t>(s & kCountMask), key, &at, &m)) {
-      (void)pmwcas({{meta(leaf, slot), kReserved, dead_meta(node_size_, slot)}});
+      drop();
       *out = Status::NotFound();
       return Step::kDone;
     }
@@ -646,10 +727,8 @@ Step BzTree::try_remove(uint64_t key, Status* out) {
     if (pmwcas({{&h->status, s, s + kDeleteUnit}, {meta(leaf, at), m, m & ~kVisible}})) break;
   }
   *out = Status::Ok();
-  uint32_t live = 0;
-  const auto count = static_cast<uint32_t>(rd(&h->status) & kCountMask);
-  for (uint32_t i = 0; i < count; ++i) live += (rd(meta(leaf, i)) & kVisible) ? 1 : 0;
-  if (below_merge(live)) try_merge(p, key);
+  for (uint32_t level = 0; level < kMaxHeight && merge_at(key, level); ++level) {
+  }
   return Step::kDone;
 }
 
@@ -667,8 +746,7 @@ Step BzTree::leaf_smo(Path& p, uint64_t key, Status* out) {
     // recovery (its content is whole: freezing changes nothing else).
     if (pmwcas({{&h->status, s, s | kFrozen}})) break;
   }
-  Smo smo;
-  smo.frozen.push_back(leaf);
+  Smo smo{{leaf}, {}};
   std::vector<Record> recs;
   live_records(leaf, static_cast<uint32_t>(rd(&h->status) & kCountMask), &recs);
   std::vector<Repl> repl;
@@ -727,39 +805,60 @@ Step BzTree::leaf_smo(Path& p, uint64_t key, Status* out) {
   return Step::kRetry;  // the operation runs again on the new leaf
 }
 
-void BzTree::try_merge(Path& p, uint64_t key) {
-  if (p.depth == 0) return;
-  const uint64_t leaf = p.node[p.depth];
-  const uint64_t parent = p.node[p.depth - 1];
+bool BzTree::merge_at(uint64_t key, uint32_t level) {
+  Path p;
+  descend(key, &p, level);
+  const uint32_t d = p.depth;
+  const uint64_t n = p.node[d];
+  if (d == 0 || hdr(n)->level != level) return false;
+  if (!small(n)) return false;
+  const uint64_t parent = p.node[d - 1];
   NodeHeader* ph = hdr(parent);
-  if (ph->count < 2) return;
-  const uint32_t j = p.slot[p.depth - 1];
+  if (ph->count < 2) return false;
+  const uint32_t j = p.slot[d - 1];
   const uint32_t a = j + 1 < ph->count ? j : j - 1;  // the left one of the pair
   const uint64_t sp = rd(&ph->status);
-  if (sp & kFrozen) return;
+  if (sp & kFrozen) return false;
   const uint64_t left = rd(&entry(parent, a)->child);
   const uint64_t right = rd(&entry(parent, a + 1)->child);
-  if ((left != leaf && right != leaf) || hdr(left)->level != 0 || hdr(right)->level != 0) return;
+  if (left != n && right != n) return false;
   const uint64_t sl = rd(&hdr(left)->status);
   const uint64_t sr = rd(&hdr(right)->status);
-  if ((sl | sr) & kFrozen) return;
-  std::vector<Record> lr, rr;
-  live_records(left, static_cast<uint32_t>(sl & kCountMask), &lr);
-  live_records(right, static_cast<uint32_t>(sr & kCountMask), &rr);
-  if (lr.size() + rr.size() > compact_records()) return;
-  // Merge (§5.4): freeze both leaves and the parent in one PMwCAS, so none
-  // of them changes after the records were read (crash argument: as any
-  // freeze, undone by recovery).
+  if ((sl | sr) & kFrozen) return false;
+  // Merge (VLDB'18 §5.4): freeze both nodes and the parent in one PMwCAS
+  // (crash argument: as any freeze, undone by recovery); only then read
+  // what they hold (a reserved record may be published without a change
+  // of the status word, but not into a frozen node).
   if (!pmwcas({{&hdr(left)->status, sl, sl | kFrozen},
                {&hdr(right)->status, sr, sr | kFrozen},
                {&ph->status, sp, sp | kFrozen}})) {
-    return;
+    return false;
   }
-  Smo smo;
-  smo.frozen = {left, right, parent};
-  lr.insert(lr.end(), rr.begin(), rr.end());
+  Smo smo{{left, right, parent}, {}};
   uint64_t m = 0;
-  Status s = new_leaf(lr, &m);
+  Status s;
+  if (level == 0) {
+    std::vector<Record> lr, rr;
+    live_records(left, static_cast<uint32_t>(sl & kCountMask), &lr);
+    live_records(right, static_cast<uint32_t>(sr & kCountMask), &rr);
+    lr.insert(lr.end(), rr.begin(), rr.end());
+    s = lr.size() <= compact_records() ? new_leaf(lr, &m)
+                                       : Status::InvalidArgument("the pair does not fit");
+  } else {
+    // The right node's entries follow the left's; its first entry takes the
+    // parent's separator as key.
+    std::vector<Repl> es;
+    for (uint32_t i = 0; i < hdr(left)->count; ++i) {
+      es.push_back({entry(left, i)->key, rd(&entry(left, i)->child)});
+    }
+    const size_t first_right = es.size();
+    for (uint32_t i = 0; i < hdr(right)->count; ++i) {
+      es.push_back({entry(right, i)->key, rd(&entry(right, i)->child)});
+    }
+    es[first_right].key = entry(parent, a + 1)->key;
+    s = es.size() <= inner_capacity() / 2 ? new_inner(level, es, &m)
+                                          : Status::InvalidArgument("the pair does not fit");
+  }
   std::vector<Repl> entries;
   if (s.ok()) {
     smo.fresh.push_back(m);
@@ -769,25 +868,26 @@ void BzTree::try_merge(Path& p, uint64_t key) {
     }
   }
   std::vector<Repl> repl;
+  uint64_t np = 0;
   // The parent stays the root while we hold it frozen (a root is replaced
   // only by the owner of its freeze).
   if (s.ok() && entries.size() == 1 && rd(&root_->root) == parent) {
-    repl.push_back({0, m});  // the root had two children: the merged leaf is the root
+    repl.push_back({0, m});  // the root had two children: the merged node is the root
   } else if (s.ok()) {
-    uint64_t np = 0;
     s = new_inner(ph->level, entries, &np);
     if (s.ok()) {
       smo.fresh.push_back(np);
       repl.push_back({0, np});
     }
   }
-  if (s.ok()) s = install(p, p.depth - 1, std::move(repl), key, &smo);
+  if (s.ok()) s = install(p, d - 1, std::move(repl), key, &smo);
   if (!s.ok()) {
-    abandon(&smo);  // the delete stands; the leaves stay small
-    return;
+    abandon(&smo);  // the delete stands; the nodes stay small
+    return false;
   }
   ev_merges_.fetch_add(1, kRlx);
   pm::count_smo();
+  return np != 0 && small(np);
 }
 
 void BzTree::abandon(Smo* smo) {
@@ -842,8 +942,9 @@ Status BzTree::install(Path& p, uint32_t d, std::vector<Repl> repl, uint64_t key
     const bool owned =
         std::find(smo->frozen.begin(), smo->frozen.end(), parent) != smo->frozen.end();
     if ((sp & kFrozen) && !owned) {
-      // Its owner replaces it; then our node hangs under the copy.
-      std::this_thread::yield();
+      // Its owner replaces it; then our node hangs under the copy. We wait
+      // outside the guards (OpGuards); the nodes we own and built stay.
+      OpGuards::current()->pause();
       refind(key, n, hdr(n)->level, &p, &d);
       continue;
     }
