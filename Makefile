@@ -8,6 +8,10 @@
 #   make bench-ni  Ni et al. 2020's B+-tree design space: the six variants,
 #                selective persistence, interleaving, group flushing
 #                (scripts/bench-ni; BENCH_NI_ARGS)
+#   make bench-pibench  the PiBench-style comparison (issue 13): dash-eh, lbtree,
+#                bztree, fastfair, fptree; read-only, 10%/50% updates or inserts,
+#                uniform and Zipfian, 1 and 2 threads, tail latency and split
+#                time (scripts/bench-pibench; BENCH_PIBENCH_ARGS)
 #   make test    every test: the doc-link check, a release build, then the installed library
 #                (scripts/test-install: cmake --install, then examples/embed built
 #                against it with find_package), then an ASan+UBSan build, then
@@ -19,13 +23,14 @@ JOBS ?= $(shell nproc)
 BENCH_ARGS ?=
 BENCH_LBTREE_ARGS ?=
 BENCH_NI_ARGS ?=
+BENCH_PIBENCH_ARGS ?=
 # Pool-file fuzzing in make test (tests/fuzz/run-fuzz.sh): a fixed number of
 # inputs from a fixed seed, so a commit's result does not depend on luck or
 # machine speed; FUZZ_SECONDS bounds the time. Longer: see README.
 FUZZ_RUNS ?= 100000
 FUZZ_SECONDS ?= 120
 
-.PHONY: test-long all deps build bench bench-lbtree bench-ni test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
+.PHONY: test-long all deps build bench bench-lbtree bench-ni bench-pibench test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
 
 all: build
 
@@ -44,6 +49,9 @@ bench-lbtree: build
 
 bench-ni: build
 	@scripts/bench-ni $(BENCH_NI_ARGS)
+
+bench-pibench: build
+	@scripts/bench-pibench $(BENCH_PIBENCH_ARGS)
 
 test: deps format-check doc-links test-release test-install test-asan test-tsan test-fuzz
 

@@ -66,15 +66,16 @@ class Runner:
         self.commands = []
         self.failed = []
 
-    def bench(self, name, indexes, extra, threads=None):
-        """One `nvindex bench` over `indexes` with `extra` arguments; writes
-        <name>.json and <name>.txt; returns the report (None when nvindex
-        could not run it). A run whose checks failed is recorded in .failed
-        and its report still returned."""
+    def bench(self, name, indexes, extra, threads=None, latency_sample=0.001):
+        """One `nvindex bench` over `indexes` with `extra` arguments, timing
+        the fraction `latency_sample` of run operations; writes <name>.json
+        and <name>.txt; returns the report (None when nvindex could not run
+        it). A run whose checks failed is recorded in .failed and its report
+        still returned."""
         base = os.path.join(self.out, name)
         cmd = [self.args.bin, "bench", "--quiet", "--index", ",".join(indexes),
                "--threads", str(threads or self.args.threads), "--pm-mode", "emulated",
-               "--seed", str(self.args.seed), "--latency-sample", "0.001",
+               "--seed", str(self.args.seed), "--latency-sample", str(latency_sample),
                "--format", "json", "--output", base + ".json"] + extra
         if self.args.node_size and "--node-size" not in extra:
             cmd += ["--node-size", str(self.args.node_size)]

@@ -461,6 +461,42 @@ TEST(ReportKeyType, IntegerAndStringKeysInTextAndJson) {
   EXPECT_NE(t.find("the file's keys as they are"), std::string::npos) << t;
 }
 
+TEST(ReportSmoTime, PercentilesAreBucketMidpointsAndTheJsonHasTheBuckets) {
+  IndexResult r = fake_result("alpha", 1000, true);
+  // 90 SMOs of about 1 us, 9 of about 10 us, 1 of about 100 us.
+  r.run.pm.smo_time[pm::smo_time_bucket(1000)] = 90;
+  r.run.pm.smo_time[pm::smo_time_bucket(10000)] = 9;
+  r.run.pm.smo_time[pm::smo_time_bucket(100000)] = 1;
+  r.run.pm.smo_ns = 90 * 1000 + 9 * 10000 + 100000;
+  const SmoTimeSummary m = smo_time_summary(r.run.pm);
+  EXPECT_EQ(m.timed, 100u);
+  EXPECT_DOUBLE_EQ(m.mean_ns, 2800.0);
+  const auto mid = [](uint64_t ns) {
+    const int b = pm::smo_time_bucket(ns);
+    return (pm::smo_time_bucket_floor(b) + pm::smo_time_bucket_floor(b + 1)) / 2;
+  };
+  EXPECT_EQ(m.p50_ns, mid(1000));
+  EXPECT_EQ(m.p90_ns, mid(1000));
+  EXPECT_EQ(m.p99_ns, mid(10000));
+  EXPECT_EQ(m.p99_9_ns, mid(100000));
+  EXPECT_EQ(m.max_ns, pm::smo_time_bucket_floor(pm::smo_time_bucket(100000) + 1));
+  EXPECT_EQ(smo_time_summary(pm::CounterSnapshot{}).timed, 0u);
+  EXPECT_EQ(smo_time_text(pm::CounterSnapshot{}), "");
+
+  BenchReport rep = fake_report();
+  rep.results[1] = r;
+  const json j = report_json(rep);
+  const json& t = j["results"][1]["run"]["pm"]["smo_time"];
+  EXPECT_EQ(t["timed"].get<uint64_t>(), 100u);
+  EXPECT_EQ(t["p99_ns"].get<uint64_t>(), m.p99_ns);
+  ASSERT_EQ(t["buckets"].size(), 3u);
+  EXPECT_EQ(t["buckets"][0][0].get<uint64_t>(),
+            pm::smo_time_bucket_floor(pm::smo_time_bucket(1000)));
+  EXPECT_EQ(t["buckets"][0][1].get<uint64_t>(), 90u);
+  const std::string text = report_text(rep);
+  EXPECT_NE(text.find("SMO time: 100 timed, mean 2800 ns"), std::string::npos) << text;
+}
+
 TEST(Stats, NearestRankPercentilesOfOneToHundred) {
   std::vector<uint64_t> v(100);
   std::iota(v.begin(), v.end(), 1);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "nvindex/index.h"
+#include "nvindex/pm/counters.h"
 #include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
 #include "testing/test_indexes.h"
@@ -237,6 +238,29 @@ TEST(Registry, AFailedRecoveryLeavesThePoolNotClean) {
     ASSERT_TRUE(pm::Pool::read_header(path, &info).ok());
     EXPECT_FALSE(info.clean_shutdown);
     ::unlink(path.c_str());
+  }
+}
+
+// Every index that counts SMOs also times them (pm::SmoTimer, issue 13):
+// after inserting enough keys to split at its smallest node size, timed SMO
+// scopes are at least one and at most the SMOs counted (a cascade is timed
+// once). An index that counts none (the btree template, divided-skiplist,
+// the volatile yardstick) times none.
+TEST(Registry, EveryIndexThatCountsSmosTimesThem) {
+  for (const IndexEntry& e : registered_indexes()) {
+    if (is_test_only_index(e.name)) continue;
+    SCOPED_TRACE(e.name);
+    Made<> m(e, 1);
+    ASSERT_TRUE(m.status.ok()) << m.status.ToString();
+    const pm::CounterSnapshot before = pm::snapshot();
+    for (uint64_t i = 0; i < 20000; ++i) {
+      ASSERT_TRUE(m.index->insert((i * 0x9E3779B97F4A7C15ull) >> 1, i).ok()) << i;
+    }
+    const pm::CounterSnapshot d = pm::snapshot() - before;
+    EXPECT_LE(d.smos_timed(), d.smos);
+    if (d.smos > 0) {
+      EXPECT_GE(d.smos_timed(), 1u) << d.smos << " SMOs counted, none timed";
+    }
   }
 }
 

@@ -498,5 +498,36 @@ TEST_F(Persist, FlushLatencyIsPerLine) {
   EXPECT_GE(dt, std::chrono::nanoseconds(200'000));
 }
 
+TEST(SmoTime, BucketsAreQuarterOctavesAndContainTheirFloors) {
+  for (int b = 1; b < kSmoTimeBuckets; ++b) {
+    const uint64_t lo = smo_time_bucket_floor(b);
+    EXPECT_EQ(smo_time_bucket(lo), b) << b;
+    EXPECT_EQ(smo_time_bucket(lo - 1), b - 1) << b;
+    if (b + 1 < kSmoTimeBuckets) {
+      // At most 25% wide.
+      EXPECT_LE(smo_time_bucket_floor(b + 1) - lo, lo / 4) << b;
+    }
+  }
+}
+
+TEST(SmoTime, TimerRecordsOnlyAScopeThatCountedAnSmoAndCascadesOnce) {
+  const CounterSnapshot before = snapshot();
+  { SmoTimer t; }  // no SMO: nothing recorded
+  {
+    SmoTimer outer;
+    count_smo();
+    {
+      SmoTimer inner;  // a cascade: the parent split inside the leaf split
+      count_smo();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  const CounterSnapshot d = snapshot() - before;
+  EXPECT_EQ(d.smos, 2u);
+  EXPECT_EQ(d.smos_timed(), 1u);
+  EXPECT_GE(d.smo_ns, 200'000u);
+  EXPECT_EQ(d.smo_time[smo_time_bucket(d.smo_ns)], 1u);
+}
+
 }  // namespace
 }  // namespace nvindex::pm

@@ -893,6 +893,40 @@ TEST_F(Cli, TpccRowsPmSurvivesAKilledRunAndChecksOnly) {
 
 // make bench's TPC-C section: scripts/plot.py --tpcc over two nvindex tpcc
 // reports (1 and 2 clients) writes the summary table and tpcc.png.
+TEST_F(Cli, BenchPibenchSummaryHasEveryIndexAndTheSmoTimeTable) {
+  const std::string here = __FILE__;  // <src>/tests/tool_cli_test.cc
+  const std::string script = here.substr(0, here.rfind("/tests/")) + "/scripts/bench-pibench";
+  ASSERT_TRUE(fs::exists(script)) << script;
+  const char* bin = std::getenv("NVINDEX_BIN");
+  ASSERT_NE(bin, nullptr);
+  const std::string dir = tmp_path("pibench");
+  fs::create_directories(dir);
+  // Bad usage: exit 2, nothing run.
+  std::string cmd = "/usr/bin/python3 " + script + " --bin " + bin + " --mixes nosuch --results " +
+                    dir + " >/dev/null 2>&1";
+  EXPECT_EQ(WEXITSTATUS(std::system(cmd.c_str())), 2) << cmd;
+  cmd = "/usr/bin/python3 " + script + " --bin " + bin +
+        " --indexes lbtree,fastfair,no-such-index --subject lbtree --records 3000 --operations "
+        "3000 --mixes ins50 --dists uniform --threads 1 --results " +
+        dir + " 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096] = {};
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, p);
+  ASSERT_EQ(WEXITSTATUS(::pclose(p)), 0) << cmd;
+  std::string path(buf, n);
+  while (!path.empty() && path.back() == '\n') path.pop_back();
+  const std::string t = slurp(path);
+  EXPECT_NE(t.find("| lbtree | uniform | 1 |"), std::string::npos) << t;
+  EXPECT_NE(t.find("| fastfair | uniform | 1 |"), std::string::npos) << t;
+  EXPECT_EQ(t.find("no-such-index |"), std::string::npos) << t;
+  // Both trees split while loading 3000 keys: timed SMOs in the load row.
+  EXPECT_NE(t.find("| lbtree | load | "), std::string::npos) << t;
+  EXPECT_EQ(t.find("| lbtree | load | 0 |"), std::string::npos) << t;
+  EXPECT_EQ(t.find("FAILED"), std::string::npos) << t;
+  fs::remove_all(dir);
+}
+
 TEST_F(Cli, PlotPyTpccSummaryAndPlot) {
   if (std::system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "no /usr/bin/python3 with matplotlib";

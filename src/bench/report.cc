@@ -32,6 +32,17 @@ double per_op(uint64_t count, uint64_t ops) {
   return ops ? static_cast<double>(count) / static_cast<double>(ops) : 0.0;
 }
 
+json smo_time_json(const pm::CounterSnapshot& c) {
+  const SmoTimeSummary m = smo_time_summary(c);
+  json buckets = json::array();
+  for (int b = 0; b < pm::kSmoTimeBuckets; ++b) {
+    if (c.smo_time[b] != 0) buckets.push_back({pm::smo_time_bucket_floor(b), c.smo_time[b]});
+  }
+  return json{{"timed", m.timed},   {"mean_ns", m.mean_ns}, {"p50_ns", m.p50_ns},
+              {"p90_ns", m.p90_ns}, {"p99_ns", m.p99_ns},   {"p99_9_ns", m.p99_9_ns},
+              {"max_ns", m.max_ns}, {"total_ns", c.smo_ns}, {"buckets", buckets}};
+}
+
 json pm_json(const pm::CounterSnapshot& c, uint64_t ops) {
   return json{{"flushes", c.flushes},
               {"lines_flushed", c.lines_flushed},
@@ -40,6 +51,7 @@ json pm_json(const pm::CounterSnapshot& c, uint64_t ops) {
               {"media_writes", c.media_writes},
               {"lines_written_back", c.lines_written_back},
               {"smos", c.smos},
+              {"smo_time", smo_time_json(c)},
               {"nt_bytes", c.nt_bytes},
               {"log_bytes", c.log_bytes},
               {"allocs", c.allocs},
@@ -522,6 +534,11 @@ std::string report_text(const BenchReport& r) {
         }
       }
     }
+    for (const auto& [phase, snap] : {std::pair{"load", &x.load.pm}, std::pair{"run", &x.run.pm}}) {
+      if (const std::string t = smo_time_text(*snap); !t.empty()) {
+        s += fmt::format("\t{} ({}; cascades timed once)\n", t, phase);
+      }
+    }
     const LatencySummary& l = x.latency;
     s += fmt::format("Latencies (ns, {} samples):\n", l.samples);
     s += fmt::format(
@@ -579,6 +596,46 @@ std::string load_description(const IndexResult& r) {
       return "bulk load by inserts: fill factor not applied";
   }
   return "?";
+}
+
+SmoTimeSummary smo_time_summary(const pm::CounterSnapshot& c) {
+  SmoTimeSummary m;
+  m.timed = c.smos_timed();
+  if (m.timed == 0) return m;
+  m.mean_ns = static_cast<double>(c.smo_ns) / static_cast<double>(m.timed);
+  const auto upper = [](int b) {
+    return b + 1 < pm::kSmoTimeBuckets ? pm::smo_time_bucket_floor(b + 1)
+                                       : pm::smo_time_bucket_floor(b);
+  };
+  const auto at = [&](double q) {
+    const auto rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(m.timed)));
+    uint64_t seen = 0;
+    for (int b = 0; b < pm::kSmoTimeBuckets; ++b) {
+      seen += c.smo_time[b];
+      if (seen >= rank && c.smo_time[b] != 0) return (pm::smo_time_bucket_floor(b) + upper(b)) / 2;
+    }
+    return uint64_t{0};
+  };
+  m.p50_ns = at(0.5);
+  m.p90_ns = at(0.9);
+  m.p99_ns = at(0.99);
+  m.p99_9_ns = at(0.999);
+  for (int b = pm::kSmoTimeBuckets - 1; b >= 0; --b) {
+    if (c.smo_time[b] != 0) {
+      m.max_ns = upper(b);
+      break;
+    }
+  }
+  return m;
+}
+
+std::string smo_time_text(const pm::CounterSnapshot& c) {
+  const SmoTimeSummary m = smo_time_summary(c);
+  if (m.timed == 0) return "";
+  return fmt::format(
+      "SMO time: {} timed, mean {} ns, 50% {} ns, 90% {} ns, 99% {} ns, 99.9% {} ns, max < {} ns",
+      m.timed, static_cast<uint64_t>(m.mean_ns + 0.5), m.p50_ns, m.p90_ns, m.p99_ns, m.p99_9_ns,
+      m.max_ns);
 }
 
 std::string smo_split_text(std::string_view op, const TypeCounts& c) {

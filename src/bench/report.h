@@ -34,6 +34,9 @@
 //            "fill_factor" (number when applied, else null), "description" },
 //            "recovery_threads", "rebuild_seconds" (persistent only);
 //   PM: "smos" (structure modification operations: splits, merges);
+//   PM: "smo_time": { "timed", "mean_ns", "p50_ns", "p90_ns", "p99_ns",
+//       "p99_9_ns", "max_ns", "total_ns", "buckets": [[floor_ns, count]] }
+//       (the indexes' pm::SmoTimer scopes; SmoTimeSummary);
 //   PM: "lines_written_back" (and per_op): 64 B lines that reached the media
 //       model's XPLine buffer, the denominator of media_write_amplification;
 //   options: "media_cache_kib" (the media model's modelled CPU cache, KiB;
@@ -166,6 +169,27 @@ std::string load_description(const IndexResult& result);
 /// SMO: 40.2 lines/op over 200 ops (204 SMOs)" (flushes and fences likewise).
 /// Empty when `c` completed nothing.
 std::string smo_split_text(std::string_view op, const TypeCounts& c);
+
+/// The SMO time histogram of a phase (pm::CounterSnapshot::smo_time,
+/// recorded by the indexes' pm::SmoTimer) summarised: scopes timed, their
+/// mean (exact, from smo_ns) and percentiles, ns. A percentile is the
+/// midpoint of the quarter-octave bucket it falls in (within 12.5%); max is
+/// the upper bound of the highest non-empty bucket. All 0 when nothing was
+/// timed.
+struct SmoTimeSummary {
+  uint64_t timed = 0;   ///< SMO scopes timed (a cascade counts once)
+  double mean_ns = 0;   ///< smo_ns / timed
+  uint64_t p50_ns = 0;  ///< median
+  uint64_t p90_ns = 0;
+  uint64_t p99_ns = 0;
+  uint64_t p99_9_ns = 0;
+  uint64_t max_ns = 0;  ///< upper bound of the highest non-empty bucket
+};
+/// Summarises `c`'s SMO time histogram (see SmoTimeSummary).
+SmoTimeSummary smo_time_summary(const pm::CounterSnapshot& c);
+/// "SMO time: 412 timed, mean 1.9 us, 50% 1.7 us, 90% ..., max < 30 us", or
+/// "" when nothing was timed.
+std::string smo_time_text(const pm::CounterSnapshot& c);
 
 /// True when some index failed a check: verification failures, a structural
 /// verify() error, a failed recovery, or an index that could not run. The

@@ -54,8 +54,18 @@ CounterSnapshot snapshot() {
     s.media_writes += c->media_writes.load(std::memory_order_relaxed);
     s.lines_written_back += c->lines_written_back.load(std::memory_order_relaxed);
     s.smos += c->smos.load(std::memory_order_relaxed);
+    s.smo_ns += c->smo_ns.load(std::memory_order_relaxed);
+    for (int b = 0; b < kSmoTimeBuckets; ++b) {
+      s.smo_time[b] += c->smo_time[b].load(std::memory_order_relaxed);
+    }
   }
   return s;
+}
+
+uint64_t CounterSnapshot::smos_timed() const {
+  uint64_t n = 0;
+  for (uint64_t c : smo_time) n += c;
+  return n;
 }
 
 CounterSnapshot CounterSnapshot::operator-(const CounterSnapshot& o) const {
@@ -71,6 +81,8 @@ CounterSnapshot CounterSnapshot::operator-(const CounterSnapshot& o) const {
   d.media_writes = media_writes - o.media_writes;
   d.lines_written_back = lines_written_back - o.lines_written_back;
   d.smos = smos - o.smos;
+  d.smo_ns = smo_ns - o.smo_ns;
+  for (int b = 0; b < kSmoTimeBuckets; ++b) d.smo_time[b] = smo_time[b] - o.smo_time[b];
   return d;
 }
 
@@ -86,6 +98,8 @@ CounterSnapshot& CounterSnapshot::operator+=(const CounterSnapshot& o) {
   media_writes += o.media_writes;
   lines_written_back += o.lines_written_back;
   smos += o.smos;
+  smo_ns += o.smo_ns;
+  for (int b = 0; b < kSmoTimeBuckets; ++b) smo_time[b] += o.smo_time[b];
   return *this;
 }
 

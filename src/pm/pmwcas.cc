@@ -140,7 +140,7 @@ Status Pmwcas::mark_reachable(Allocator& alloc) const {
 void Pmwcas::persist_clear(std::atomic<uint64_t>* word, uint64_t v) {
   flush(word, sizeof(*word), {"pmwcas.dirty"});
   fence({"pmwcas.dirty"});
-  word->compare_exchange_strong(v, v & ~kPmwcasDirty, std::memory_order_acq_rel);
+  (void)cas_strong(word, &v, v & ~kPmwcasDirty);
 }
 
 void Pmwcas::complete_install(std::atomic<uint64_t>* word, uint64_t entry) {
@@ -148,7 +148,7 @@ void Pmwcas::complete_install(std::atomic<uint64_t>* word, uint64_t entry) {
   auto* d = pool_->ptr<PmwcasDescriptor>(w->descriptor);
   const bool undecided = strip(d->status.load(std::memory_order_acquire)) == kPmwcasUndecided;
   const uint64_t to = undecided ? (w->descriptor | kPmwcasDescriptor | kPmwcasDirty) : w->old_value;
-  word->compare_exchange_strong(entry, to, std::memory_order_acq_rel);
+  (void)cas_strong(word, &entry, to);
 }
 
 uint64_t Pmwcas::install(PmwcasWord* w) {
@@ -156,7 +156,7 @@ uint64_t Pmwcas::install(PmwcasWord* w) {
   const uint64_t entry = pool_->offset(w) | kPmwcasRdcss;
   for (;;) {
     uint64_t seen = w->old_value;
-    if (word->compare_exchange_strong(seen, entry, std::memory_order_acq_rel)) {
+    if (cas_strong(word, &seen, entry)) {
       complete_install(word, entry);
       return w->old_value;
     }
@@ -201,7 +201,7 @@ bool Pmwcas::run(PmwcasDescriptor* d) {
       if (strip(d->status.load(std::memory_order_acquire)) != kPmwcasUndecided) break;
     }
     uint64_t expected = kPmwcasUndecided;
-    d->status.compare_exchange_strong(expected, decision | kPmwcasDirty, std::memory_order_acq_rel);
+    (void)cas_strong(&d->status, &expected, decision | kPmwcasDirty);
   }
   // The decision is durable before any word gets its final value.
   const uint64_t s = d->status.load(std::memory_order_acquire);
@@ -209,7 +209,7 @@ bool Pmwcas::run(PmwcasDescriptor* d) {
     flush(&d->status, sizeof(d->status), {"pmwcas.decide"});
     fence({"pmwcas.decide"});
     uint64_t e = s;
-    d->status.compare_exchange_strong(e, s & ~kPmwcasDirty, std::memory_order_acq_rel);
+    (void)cas_strong(&d->status, &e, s & ~kPmwcasDirty);
   }
   const bool succeeded = strip(s) == kPmwcasSucceeded;
   // Step 3: each word we still own gets its final value (dirty), all are
@@ -219,7 +219,7 @@ bool Pmwcas::run(PmwcasDescriptor* d) {
     auto* word = pool_->ptr<std::atomic<uint64_t>>(w.address);
     uint64_t v = word->load(std::memory_order_acquire);
     const uint64_t to = (succeeded ? w.new_value : w.old_value) | kPmwcasDirty;
-    while (strip(v) == mine && !word->compare_exchange_weak(v, to, std::memory_order_acq_rel)) {
+    while (strip(v) == mine && !cas_strong(word, &v, to)) {
     }
   }
   for (uint32_t i = 0; i < n; ++i) {
@@ -230,7 +230,7 @@ bool Pmwcas::run(PmwcasDescriptor* d) {
     PmwcasWord& w = d->words[i];
     auto* word = pool_->ptr<std::atomic<uint64_t>>(w.address);
     uint64_t dirty = (succeeded ? w.new_value : w.old_value) | kPmwcasDirty;
-    word->compare_exchange_strong(dirty, dirty & ~kPmwcasDirty, std::memory_order_acq_rel);
+    (void)cas_strong(word, &dirty, dirty & ~kPmwcasDirty);
   }
   return succeeded;
 }
@@ -261,7 +261,7 @@ Status Pmwcas::begin(std::unique_ptr<Op>* op) {
       if (!free_.empty()) {
         PmwcasDescriptor* d = free_.back();
         free_.pop_back();
-        d->count = 0;
+        store(&d->count, uint32_t{0});  // not durable until execute()'s persist
         op->reset(new Op(this, d));
         return Status::Ok();
       }
@@ -301,16 +301,27 @@ bool Pmwcas::Op::add(std::atomic<uint64_t>* word, uint64_t old_value, uint64_t n
   for (uint32_t i = 0; i < d_->count; ++i) {
     if (d_->words[i].address == a) return false;
   }
-  d_->words[d_->count++] = {a, old_value, new_value, p_->pool_->offset(d_)};
+  const PmwcasWord w{a, old_value, new_value, p_->pool_->offset(d_)};
+  copy(&d_->words[d_->count], &w, sizeof(w));
+  store(&d_->count, d_->count + 1);
   return true;
 }
 
 bool Pmwcas::Op::execute() {
   PmwcasDescriptor* d = d_;
   d_ = nullptr;
-  // Sorted by address: helping never waits in a cycle.
-  std::sort(d->words, d->words + d->count,
-            [](const PmwcasWord& a, const PmwcasWord& b) { return a.address < b.address; });
+  // Sorted by address: helping never waits in a cycle. Sorted in DRAM and
+  // copied back: the descriptor is free (no word names it) until the NAW
+  // below, so a crash in between leaves an entry list recovery ignores.
+  // (An insertion sort of at most kPmwcasMaxWords entries.)
+  const uint32_t n = std::min(d->count, kPmwcasMaxWords);
+  PmwcasWord sorted[kPmwcasMaxWords];
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t j = i;
+    for (; j > 0 && sorted[j - 1].address > d->words[i].address; --j) sorted[j] = sorted[j - 1];
+    sorted[j] = d->words[i];
+  }
+  copy(d->words, sorted, n * sizeof(PmwcasWord));
   // Step 0: the entries are durable before the descriptor turns undecided,
   // and that before any word names it.
   flush(d, sizeof(*d), {"pmwcas.prepare"});

@@ -58,9 +58,10 @@
 // Thread-safety: read(), Op and execute() from any threads, each inside an
 // Epoch guard of this Pmwcas; create/open/recover/mark_reachable alone.
 //
-// Not yet: target words change by CAS, not through the pm:: store helpers,
-// so the crash simulator does not follow them (the crash lab at every fence
-// of the protocol is issue 13's next step); no index uses PMwCAS yet.
+// Crash simulator: every write to a descriptor or a target word goes
+// through the pm:: helpers (pm::cas_strong for the protocol's CASes), so the
+// crash lab sees them; tests/crash_pmwcas_test.cc recovers every image at
+// every fence of the protocol and checks all-or-nothing.
 #pragma once
 
 #include <atomic>

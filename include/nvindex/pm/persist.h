@@ -299,6 +299,25 @@ inline bool cas(std::atomic<T>* dst, T* expected, T desired,
   }
   return true;
 }
+/// PM compare-and-swap helper for a word that other threads also CAS (a
+/// PMwCAS target word or descriptor status, pm/pmwcas.h): one
+/// compare_exchange_strong with acq_rel order on success (the new value
+/// publishes everything the caller wrote before it); true when it stored
+/// `desired` (reported to the crash simulator as a store, not flushed);
+/// false with *expected updated otherwise (never spuriously).
+template <class T>
+inline bool cas_strong(std::atomic<T>* dst, T* expected, T desired,
+                       std::source_location loc = std::source_location::current()) {
+  static_assert(sizeof(T) <= 8, "pm::cas_strong is for words");
+  if (!dst->compare_exchange_strong(*expected, desired, std::memory_order_acq_rel,
+                                    std::memory_order_acquire)) {
+    return false;
+  }
+  if (__builtin_expect(detail::g.store_hook, 0)) {
+    detail::on_store(dst, sizeof(T), loc, false);
+  }
+  return true;
+}
 /// PM copy helper: memcpy into PM (regions must not overlap). The crash
 /// simulator sees it as aligned chunks of <= 8 bytes in ascending order.
 inline void copy(void* dst, const void* src, size_t n,

@@ -407,6 +407,7 @@ Status BtreeLs::write_delta(uint64_t lnid, Kind kind, uint64_t key, Value value)
 // than the newest base). Errors: OutOfSpace (log or mapping table full;
 // nothing changed but a skipped LNID number).
 Status BtreeLs::consolidate(uint64_t lnid, bool* split) {
+  pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
   Slot& s = slot(lnid);
   Entries e;
   const bool ok = materialize(lnid, s.head.load(kRlx), s.chain.load(kRlx), &e);

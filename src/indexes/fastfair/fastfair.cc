@@ -997,6 +997,7 @@ Status FastFairT<K>::insert(K k, Value value) {
   }
   // Split. Allocate every node the SMO may need (one per level plus a new
   // root) before changing anything, so OutOfSpace leaves the tree unchanged.
+  pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
   Stash stash{this, {}};
   Status s = stash.fill(node(root_offset())->level() + 2);
   if (!s.ok()) {
@@ -1142,7 +1143,10 @@ Status FastFairT<K>::remove(K k) {
   retire_record(word);
   // inner=dram: no merge (the InnerTree removes no separator); an empty
   // leaf stays on the chain and takes the later inserts of its range.
-  if (!inner_dram_ && n - 1 < cap_ / 4) try_merge(0, key);
+  if (!inner_dram_ && n - 1 < cap_ / 4) {
+    pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
+    try_merge(0, key);
+  }
   reclaim_records();
   return Status::Ok();
 }

@@ -350,6 +350,7 @@ void FpTree::release_log(uint32_t i) { log_busy_.fetch_and(~(1u << i), kRel); }
 // stays locked until that is done) and, when key < sep, (key, value) goes
 // into a slot of L freed by the split (an ordinary leaf insert).
 Status FpTree::split_insert(uint64_t off, uint64_t key, Value value) {
+  pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
   uint64_t noff = 0;
   Status s = pool_->allocator().allocate(layout_.node_size, &noff);
   if (!s.ok()) return s;

@@ -497,6 +497,7 @@ Status LbTreeT<K>::insert(K key, Value value) {
 // free while the separator stays.
 template <class K>
 Status LbTreeT<K>::split_and_insert(uint64_t off, K key, uint8_t f, uint64_t word, Value value) {
+  pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
   uint64_t noff = 0;
   Status s = pool_->allocator().allocate(leaf_size_, &noff);
   if (!s.ok()) {

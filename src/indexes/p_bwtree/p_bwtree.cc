@@ -746,6 +746,7 @@ class PBwTree final : public PersistentIndexOf<K> {
   /// Replaces chain `head` of node `id` by one base (or splits it when its
   /// content is over the node size).
   Fold consolidate(uint64_t id, uint64_t head, uint64_t parent) {
+    pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
     // One view per thread, reused (a split's tail consolidation reuses it
     // after the split is done with it).
     thread_local View v;
@@ -860,6 +861,7 @@ class PBwTree final : public PersistentIndexOf<K> {
   /// harmless: the old root reaches the sibling by its split delta, and the
   /// new id is an orphan that recovery clears.
   void grow_root(uint64_t old, K sep, uint64_t sibling) {
+    pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
     uint64_t rid = 0, b = 0;
     if (!alloc_id(&rid).ok()) return;
     const Items items{Item{C::min_key(), old}, Item{sep, sibling}};

@@ -279,6 +279,7 @@ void PMasstree<K>::put(Node* n, uint32_t pos, const Slot& e) {
 
 template <class K>
 Status PMasstree<K>::split(const TreeRoot* t, uint64_t off, uint32_t pos, const Slot& e) {
+  pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
   Node* n = node(off);
   const Perm p{n->perm.load(kRlx)};
   const uint32_t level = n->level;

@@ -830,6 +830,7 @@ Status WbTreeT<K>::remove(K k) {
 template <class K>
 Status WbTreeT<K>::split(const std::vector<uint64_t>& path, uint64_t word, ProbeArg key,
                          Value value) {
+  pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
   const size_t h = path.size();
   size_t top = h - 1;  // path[top..h-1] split
   if (!inner_dram_) {
