@@ -735,6 +735,7 @@ Step BzTree::try_remove(uint64_t key, Status* out) {
 // ---------------------------------------------------------------- SMOs
 
 Step BzTree::leaf_smo(Path& p, uint64_t key, Status* out) {
+  pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
   const uint64_t leaf = p.node[p.depth];
   NodeHeader* h = hdr(leaf);
   // Freeze (VLDB'18 §5.1): one PMwCAS on the status word; from then on no
@@ -806,6 +807,7 @@ Step BzTree::leaf_smo(Path& p, uint64_t key, Status* out) {
 }
 
 bool BzTree::merge_at(uint64_t key, uint32_t level) {
+  pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
   Path p;
   descend(key, &p, level);
   const uint32_t d = p.depth;
@@ -1085,6 +1087,14 @@ Status BzTree::recover() {
         }
         for (uint32_t i = 0; i < count; ++i) *keys += (word(meta(n, i)) & kVisible) ? 1 : 0;
         if (bad_word) return bad(n);
+        // A slot is taken together with the count (one PMwCAS), so every
+        // slot above the count is vacant.
+        for (uint32_t i = count; i < physical_slots(); ++i) {
+          if (meta(n, i)->load(std::memory_order_acquire) != 0) {
+            return Status::Corruption(std::string(kName) + ": leaf " + hex(n) + " slot " +
+                                      std::to_string(i) + " above its count is not vacant");
+          }
+        }
       } else {
         if (h->count == 0 || h->count > inner_capacity()) {
           return Status::Corruption(std::string(kName) + ": inner node " + hex(n) + " has " +
