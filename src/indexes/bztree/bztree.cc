@@ -34,7 +34,7 @@ bool valid_node_size(uint32_t bytes) {
 uint32_t descriptors_for(unsigned threads) {
   const uint64_t want = uint64_t{kDescriptorsPerThread} * (uint64_t{threads} + 1);
   const uint64_t most = uint64_t{pm::Pmwcas::kMaxBlocks} * pm::Pmwcas::kDescriptorsPerBlock;
-  return static_cast<uint32_t>(std::clamp<uint64_t>(want, 256, most));
+  return static_cast<uint32_t>(std::clamp<uint64_t>(want, 128, most));
 }
 
 namespace {

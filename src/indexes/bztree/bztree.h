@@ -79,16 +79,18 @@ inline constexpr uint32_t kRecordBytes = 16;
 inline constexpr uint32_t kEntryBytes = 16;
 /// Most levels a tree may have (verify() and the traversal path).
 inline constexpr uint32_t kMaxHeight = 32;
-/// Descriptors per thread of a new index's PMwCAS pool (an operation uses
-/// at most 3 at once; a thread's retired descriptors are reused after up to
-/// EpochManager::kReclaimBatch = 64 more retirements).
-inline constexpr uint32_t kDescriptorsPerThread = 192;
+/// Descriptors per thread of a new index's PMwCAS pool. An operation holds
+/// one at a time; a thread's retired descriptors are reused after its next
+/// EpochManager::kReclaimBatch = 64 retirements, once no guard sees them;
+/// a thread short of descriptors waits outside its PMwCAS guard (so a short
+/// pool costs waiting, never a deadlock).
+inline constexpr uint32_t kDescriptorsPerThread = 64;
 
 /// True for the node sizes a new index accepts (powers of two, 256..4096 B).
 bool valid_node_size(uint32_t bytes);
 /// Descriptors of a new index's PMwCAS pool for `threads` threads:
-/// kDescriptorsPerThread x (threads + 1), at least 256, at most
-/// Pmwcas::kMaxBlocks x 16 = 8192.
+/// kDescriptorsPerThread x (threads + 1), at least 128 (8 blocks of 4 KiB),
+/// at most Pmwcas::kMaxBlocks x 16 = 8192.
 uint32_t descriptors_for(unsigned threads);
 
 /// Status word bits (a PMwCAS target; bits 61..63 are PMwCAS's):
