@@ -254,7 +254,7 @@ TEST(BzTree, ReadersSeeStableKeysThroughSplitsAndMerges) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> misses{0}, bad_scans{0};
   std::thread writer([&] {
-    for (int round = 0; round < 6; ++round) {
+    for (int round = 0; round < 4; ++round) {
       for (uint64_t k = 0; k < kKeys; ++k) {
         if (k % 8 != 0) (void)t.index->insert(k, k);
       }
