@@ -1041,7 +1041,14 @@ Status BzTree::recover() {
                               std::to_string(root_->node_size));
   }
   node_size_ = static_cast<uint32_t>(root_->node_size);
-  if (Status s = pm::Pmwcas::open(pool_, root_->pmwcas_directory, &mw_); !s.ok()) return s;
+  // The directory must start a 4 KiB block (Pmwcas::open checks that it
+  // lies in the pool, not its alignment).
+  const uint64_t dir = root_->pmwcas_directory;
+  if (dir % 8 != 0 || !pool_->contains(dir, 4096) || pool_->allocator().block_size(dir) < 4096) {
+    return Status::Corruption(std::string(kName) + ": PMwCAS directory offset " + hex(dir) +
+                              " is not a block of 4096 B");
+  }
+  if (Status s = pm::Pmwcas::open(pool_, dir, &mw_); !s.ok()) return s;
   // PMwCAS recovery first: every target word then holds a plain value.
   pm::Pmwcas::RecoveryStats rs;
   if (Status s = mw_->recover(&rs); !s.ok()) return s;
