@@ -99,6 +99,14 @@ TEST(Pmwcas, ConcurrentUpdatesConserveTheSum) {
   auto worker = [&](unsigned seed) {
     std::mt19937 rng(seed);
     for (int n = 0; n < 20000; ++n) {
+      // begin() outside the guard, as Pmwcas::begin says: inside it, a
+      // thread would hold back the reclamation it waits for (a preempted
+      // guard on a loaded machine starved every thread of descriptors).
+      std::unique_ptr<Pmwcas::Op> op;
+      if (!f.mw->begin(&op).ok()) {
+        std::this_thread::yield();
+        continue;
+      }
       EpochManager::Guard g(f.mw->epoch());
       const int a = static_cast<int>(rng() % kWords);
       int b = static_cast<int>(rng() % (kWords - 1));
@@ -107,8 +115,6 @@ TEST(Pmwcas, ConcurrentUpdatesConserveTheSum) {
       const uint64_t vb = f.mw->read(&f.words[b]);
       const uint64_t vc = f.mw->read(&f.words[100]);
       if (va == 0) continue;
-      std::unique_ptr<Pmwcas::Op> op;
-      if (!f.mw->begin(&op).ok()) continue;
       ASSERT_TRUE(op->add(&f.words[a], va, va - 1));
       ASSERT_TRUE(op->add(&f.words[b], vb, vb + 1));
       ASSERT_TRUE(op->add(&f.words[100], vc, vc + 1));
@@ -209,7 +215,19 @@ TEST(Pmwcas, OpenRefusesADamagedDirectory) {
   const uint64_t saved = dir[0];
   dir[0] = f.pool->size() + 4096;
   EXPECT_EQ(Pmwcas::open(f.pool.get(), f.directory, &mw).code(), Code::kCorruption);
+  dir[0] = saved + 64;  // misaligned
+  EXPECT_EQ(Pmwcas::open(f.pool.get(), f.directory, &mw).code(), Code::kCorruption);
+  dir[0] = f.directory;  // the directory itself
+  EXPECT_EQ(Pmwcas::open(f.pool.get(), f.directory, &mw).code(), Code::kCorruption);
   dir[0] = saved;
+  if (dir[1] != 0) {
+    const uint64_t second = dir[1];
+    dir[1] = saved;  // listed twice
+    EXPECT_EQ(Pmwcas::open(f.pool.get(), f.directory, &mw).code(), Code::kCorruption);
+    dir[1] = second;
+  }
+  // A misaligned directory offset (the fuzzer's find through BzTree's root).
+  EXPECT_EQ(Pmwcas::open(f.pool.get(), f.directory + 8, &mw).code(), Code::kCorruption);
   f.pool->ptr<PmwcasDescriptor>(saved)->count = kPmwcasMaxWords + 1;
   EXPECT_EQ(Pmwcas::open(f.pool.get(), f.directory, &mw).code(), Code::kCorruption);
 }

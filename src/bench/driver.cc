@@ -23,6 +23,7 @@
 #include "bench/string_keys.h"
 #include "nvindex/pm/pool.h"
 #include "util/quote.h"
+#include "util/temp_files.h"
 
 namespace nvindex::bench {
 namespace {
@@ -431,12 +432,6 @@ std::string string_key_index_list() {
     if (is_test_only_index(n)) s += " (test only)";
   }
   return s.empty() ? "none" : s;
-}
-
-std::string temp_pool_dir() {
-  if (access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
-  if (const char* d = std::getenv("TMPDIR"); d != nullptr && *d != '\0') return d;
-  return "/tmp";
 }
 
 namespace {
@@ -879,12 +874,15 @@ class BenchRun {
       } else {
         pool_path_ = options_.pool_path;
         if (pool_path_.empty()) {
-          pool_path_ = temp_pool_dir() + "/nvindex-" + std::to_string(getpid()) + "-" +
+          pool_path_ = util::temp_pool_dir() + "/nvindex-" + std::to_string(getpid()) + "-" +
                        file_safe(out_->index) + ".pool";
         }
         Status st = pm::Pool::create(pool_path_, pool_size, layout_, options_.pm.mode, &pool_);
         if (!st.ok()) return st;
         remove_pool_file_ = !options_.keep_pool;
+        // Registered once created (never a file that existed before): an
+        // interrupted run removes it too (util/temp_files.h).
+        if (remove_pool_file_) on_signal_ = std::make_unique<util::RemoveOnSignal>(pool_path_);
       }
     }
     out_->pool_path = pool_path_;
@@ -1134,8 +1132,9 @@ class BenchRun {
   IndexResult* const out_;
   ProgressSink* const progress_;
   const unsigned threads_;
-  const std::string layout_;       ///< pool_layout(index, key type)
-  std::string pool_path_;          ///< the pool file ("" for volatile or anonymous)
+  const std::string layout_;  ///< pool_layout(index, key type)
+  std::string pool_path_;     ///< the pool file ("" for volatile or anonymous)
+  std::unique_ptr<util::RemoveOnSignal> on_signal_;  ///< pool_path_ while it is ours to remove
   bool remove_pool_file_ = false;  ///< this run created pool_path_ and keeps it not
   std::unique_ptr<pm::Pool> pool_;
   IndexOptions iopts_;

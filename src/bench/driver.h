@@ -305,10 +305,6 @@ std::vector<std::string_view> string_key_indexes();
 /// "none" when there is none (messages).
 std::string string_key_index_list();
 
-/// Directory for temporary pool files (no --pool): /dev/shm, else $TMPDIR,
-/// else /tmp.
-std::string temp_pool_dir();
-
 /// Parses a byte size "4096", "512K", "512M", "4G", "1T" (binary multiples,
 /// optional trailing 'B' or 'iB', case-insensitive) into *out bytes.
 /// InvalidArgument on anything else or on overflow.

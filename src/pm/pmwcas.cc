@@ -59,17 +59,25 @@ Status Pmwcas::create(Pool* pool, uint32_t descriptors, uint64_t* directory,
 }
 
 Status Pmwcas::open(Pool* pool, uint64_t directory, std::unique_ptr<Pmwcas>* out) {
-  if (directory == 0 || !pool->contains(directory, kBlockBytes)) {
+  if (directory == 0 || !pool->contains(directory, kBlockBytes) || directory % kBlockBytes != 0) {
     return Status::Corruption("pmwcas: the descriptor directory at offset " +
-                              std::to_string(directory) + " is outside the pool");
+                              std::to_string(directory) + " is not a block of the pool");
   }
   std::unique_ptr<Pmwcas> p(new Pmwcas(pool));
   p->directory_ = directory;
   const auto* offs = pool->ptr<uint64_t>(directory);
   for (uint32_t b = 0; b < kMaxBlocks && offs[b] != 0; ++b) {
-    if (!pool->contains(offs[b], kBlockBytes) || offs[b] % kBlockBytes != 0) {
+    if (!pool->contains(offs[b], kBlockBytes) || offs[b] % kBlockBytes != 0 ||
+        offs[b] == directory) {
       return Status::Corruption("pmwcas: descriptor block " + std::to_string(b) + " at offset " +
                                 std::to_string(offs[b]) + " is not a block of the pool");
+    }
+    // A block listed twice would hand out each of its descriptors twice.
+    for (uint32_t e = 0; e < b; ++e) {
+      if (offs[e] == offs[b]) {
+        return Status::Corruption("pmwcas: descriptor block at offset " +
+                                  std::to_string(offs[b]) + " is listed twice");
+      }
     }
     char* block = pool->ptr<char>(offs[b]);
     for (uint32_t i = 0; i < kDescriptorsPerBlock; ++i) {

@@ -26,6 +26,7 @@
 #include "tools/commands.h"
 #include "tools/index_opts.h"
 #include "util/quote.h"
+#include "util/temp_files.h"
 
 namespace nvindex::tools {
 namespace {
@@ -163,13 +164,6 @@ struct BenchArgs {
 int fail_usage(const std::string& msg) {
   std::fprintf(stderr, "nvindex bench: %s\n", msg.c_str());
   return 2;
-}
-
-bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return false;
-  f << text;
-  return static_cast<bool>(f.flush());
 }
 
 /// The pool file of one --index entry: --pool PATH itself, or PATH-<label,
@@ -405,7 +399,7 @@ Status check_pool_options(const BenchArgs& a, const std::vector<IndexSpec>& spec
   for (const IndexSpec& is : specs) any_persistent |= find_index_entry(is.name)->caps.persistent;
   if (opts.pool_size > 0 && any_persistent && opts.pm.mode != pm::Mode::kDram) {
     // The pool file is allocated whole (posix_fallocate): it must fit where it goes.
-    const std::string dir = a.pool.empty() ? bench::temp_pool_dir()
+    const std::string dir = a.pool.empty() ? util::temp_pool_dir()
                             : a.pool.find('/') == std::string::npos
                                 ? std::string(".")
                                 : a.pool.substr(0, a.pool.rfind('/') + 1);

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <fstream>
+#include <string>
 
 namespace nvindex::tools {
 
@@ -20,5 +22,15 @@ void add_crashtest_command(CLI::App& app, int* exit_code);
 void add_torture_command(CLI::App& app, int* exit_code);
 /// `nvindex tpcc`: in-memory TPC-C over an index design (src/tools/tpcc.cc).
 void add_tpcc_command(CLI::App& app, int* exit_code);
+
+/// Writes `text` to the file `path` (created, or truncated); false when it
+/// cannot be opened or written (the caller reports it as a usage error:
+/// --output names a file that cannot be written).
+inline bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) return false;
+  f << text;
+  return static_cast<bool>(f.flush());
+}
 
 }  // namespace nvindex::tools

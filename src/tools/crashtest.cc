@@ -152,13 +152,6 @@ void print_report(const crash::Report& r) {
   print_counts("redundant fence", r.lint.redundant_fence);
 }
 
-bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return false;
-  f << text;
-  return static_cast<bool>(f.flush());
-}
-
 int run_crashtest(const CrashArgs& a) {
   crash::Options o;
   o.index = a.index;

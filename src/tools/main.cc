@@ -3,6 +3,7 @@
 
 #include "testing/test_indexes.h"
 #include "tools/commands.h"
+#include "util/temp_files.h"
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -13,6 +14,8 @@ int main(int argc, char** argv) {
   // The test doubles (lying-test, bug-*-test) are part of the command line,
   // not of the library: the crash lab's and the harness's self-tests use them.
   nvindex::test_indexes::register_test_indexes();
+  // Ctrl-C or a kill removes the temporary pools of bench and tpcc.
+  nvindex::util::install_remove_on_signal();
   int exit_code = 0;
   nvindex::tools::add_bench_command(app, &exit_code);
   nvindex::tools::add_verify_command(app, &exit_code);

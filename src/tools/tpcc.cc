@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -328,20 +329,25 @@ int write_report(const TpccArgs& a, const std::vector<TpccResult>& results,
     for (const TpccResult& r : results) j["results"].push_back(result_json(r));
     text = j.dump(2) + "\n";
   }
-  std::FILE* out = stdout;
-  if (!a.output.empty()) {
-    out = std::fopen(a.output.c_str(), "w");
-    if (out == nullptr) {
-      std::fprintf(stderr, "nvindex tpcc: cannot write %s\n", quote_input(a.output).c_str());
-      return 2;
+  if (a.format != "json") {
+    char* buf = nullptr;
+    size_t len = 0;
+    std::FILE* m = ::open_memstream(&buf, &len);
+    if (m == nullptr) {
+      std::fprintf(stderr, "nvindex tpcc: out of memory for the report\n");
+      return 1;
     }
+    print_text(m, a, results, meter);
+    std::fclose(m);
+    text.assign(buf, len);
+    std::free(buf);
   }
-  if (a.format == "json") {
-    std::fputs(text.c_str(), out);
-  } else {
-    print_text(out, a, results, meter);
+  if (a.output.empty()) {
+    std::fputs(text.c_str(), stdout);
+  } else if (!write_file(a.output, text)) {
+    std::fprintf(stderr, "nvindex tpcc: cannot write %s\n", quote_input(a.output).c_str());
+    return 2;
   }
-  if (out != stdout) std::fclose(out);
   return failed ? 1 : 0;
 }
 

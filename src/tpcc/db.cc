@@ -66,16 +66,10 @@ uint64_t table_pool_size(Table t, uint64_t warehouses, uint64_t transactions) {
 
 namespace {
 
-/// A new directory for pools: /dev/shm/nvindex-tpcc-XXXXXX (or under
-/// $TMPDIR, or /tmp, when /dev/shm is not writable). IOError when mkdtemp
-/// fails.
+/// A new directory for pools: nvindex-tpcc-XXXXXX under
+/// util::temp_pool_dir(). IOError when mkdtemp fails.
 Status make_temp_dir(std::string* out) {
-  std::string base = "/tmp";
-  if (access("/dev/shm", W_OK | X_OK) == 0) {
-    base = "/dev/shm";
-  } else if (const char* d = std::getenv("TMPDIR"); d != nullptr && *d != '\0') {
-    base = d;
-  }
+  const std::string base = util::temp_pool_dir();
   std::string templ = base + "/nvindex-tpcc-XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) {
     return Status::IOError("cannot create a pool directory under " + base + ": " +
@@ -115,6 +109,10 @@ Database::~Database() {
   std::error_code ec;
   for (const std::string& path : paths) std::filesystem::remove(path, ec);
   if (remove_dir_) std::filesystem::remove(pool_dir_, ec);
+}
+
+void Database::remove_on_signal(const std::string& path) {
+  if (!options_.keep_pools) on_signal_.push_back(std::make_unique<util::RemoveOnSignal>(path));
 }
 
 Status Database::create(const DbOptions& options, std::unique_ptr<Database>* out) {
@@ -170,6 +168,7 @@ Status Database::create(const DbOptions& options, std::unique_ptr<Database>* out
     if (options.pool_dir.empty()) {
       if (Status st = make_temp_dir(&db->pool_dir_); !st.ok()) return st;
       db->remove_dir_ = true;
+      db->remove_on_signal(db->pool_dir_);
     } else {
       db->pool_dir_ = options.pool_dir;
     }
@@ -192,6 +191,9 @@ Status Database::create(const DbOptions& options, std::unique_ptr<Database>* out
                       : pm::Pool::create(db->pool_dir_ + "/" + table_name(t) + ".pool", size,
                                          layout, options.pm_mode, &db->pools_[i]);
       if (!st.ok()) return discard(st);
+      if (options.pm_mode != pm::Mode::kDram) {
+        db->remove_on_signal(db->pool_dir_ + "/" + table_name(t) + ".pool");
+      }
       iopts.pool = db->pools_[i].get();
     }
     if (Status st = make_index<uint64_t>(options.index, iopts, &db->indexes_[i]); !st.ok()) {
@@ -250,6 +252,7 @@ Status Database::create_rows_pool() {
       !st.ok()) {
     return st;
   }
+  remove_on_signal(path);
   pm::Allocator& alloc = rows_pool_->allocator();
   uint64_t root_off = 0;
   if (Status st = alloc.allocate(sizeof(RowsRoot), &root_off); !st.ok()) return st;

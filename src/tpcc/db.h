@@ -29,6 +29,7 @@
 #include "nvindex/status.h"
 #include "tpcc/rows.h"
 #include "tpcc/schema.h"
+#include "util/temp_files.h"
 
 namespace nvindex::tpcc {
 
@@ -208,9 +209,15 @@ class Database {
   /// The rows root (rows in PM only).
   RowsRoot* rows_root() const;
 
+  /// Registers a pool file or the temporary directory this database made
+  /// for removal if the process is interrupted (util/temp_files.h), unless
+  /// keep_pools.
+  void remove_on_signal(const std::string& path);
+
   DbOptions options_;
   std::string pool_dir_;
   bool remove_dir_ = false;
+  std::vector<std::unique_ptr<util::RemoveOnSignal>> on_signal_;
   std::array<std::unique_ptr<pm::Pool>, kTables> pools_;
   std::array<std::unique_ptr<Index<uint64_t>>, kTables> indexes_;
   std::vector<RowArena> arenas_;
