@@ -75,8 +75,8 @@ Status Pmwcas::open(Pool* pool, uint64_t directory, std::unique_ptr<Pmwcas>* out
     // A block listed twice would hand out each of its descriptors twice.
     for (uint32_t e = 0; e < b; ++e) {
       if (offs[e] == offs[b]) {
-        return Status::Corruption("pmwcas: descriptor block at offset " +
-                                  std::to_string(offs[b]) + " is listed twice");
+        return Status::Corruption("pmwcas: descriptor block at offset " + std::to_string(offs[b]) +
+                                  " is listed twice");
       }
     }
     char* block = pool->ptr<char>(offs[b]);
