@@ -11,6 +11,7 @@
 #include "indexes/btree/btree.h"
 #include "indexes/btree_ls/btree_ls.h"
 #include "indexes/bztree/bztree.h"
+#include "indexes/dash/dash.h"
 #include "indexes/divided_skiplist/divided_skiplist.h"
 #include "indexes/fastfair/fastfair.h"
 #include "indexes/fptree/fptree.h"
@@ -52,6 +53,7 @@ bool fptree_node_size_ok(uint32_t s) {
 }
 bool lbtree_node_size_ok(uint32_t s) { return lbtree::valid_leaf_size(s); }
 bool btree_ls_node_size_ok(uint32_t s) { return s == 256 || s == 512 || s == 1024; }
+bool dash_node_size_ok(uint32_t s) { return dash::valid_node_size(s); }
 
 constexpr IndexEntry kIndexes[] = {
     // {name, description, caps (threads > 1, default options), min_node_size (0: no nodes),
@@ -165,6 +167,18 @@ constexpr IndexEntry kIndexes[] = {
      &bztree::valid_node_size,
      {},
      &make_bztree},
+    {"dash-eh",
+     kDashDescription,
+     Capabilities{.ordered = false,
+                  .persistent = true,
+                  .thread_safe = true,
+                  .placement = Placement::kPmOnly},
+     1024,
+     "a power of two in 1024..16384 B (the normal buckets of a segment, 256 B each; 16384, "
+     "64 buckets, is the paper's)",
+     &dash_node_size_ok,
+     {},
+     &make_dash},
 };
 
 }  // namespace

@@ -3,7 +3,8 @@
 // (tests/fuzz/pool_image.h) into DIR, and of the string-key instance of each
 // that has string keys (keys "user" + 1..24 digits, some of them repeated
 // to 60..200 bytes). For each index: node sizes 128 and 256
-// bytes (those the index accepts), 0, 8, 40 and 150 keys (a lone leaf, a
+// bytes (those the index accepts; its smallest node size when it takes
+// neither), 0, 8, 40 and 150 keys (a lone leaf, a
 // two-level and a three-level tree), then the same after removing most keys
 // (merges), each in a cleanly closed and a "crashed" variant (clean-shutdown
 // flag 0). A pool whose data lies outside the image windows is written as an
@@ -99,9 +100,15 @@ int main(int argc, char** argv) {
       for (const auto& extra : variants) {
         std::string label = strings ? name + "-string" : name;
         for (const auto& [k, v] : extra) label += "-" + k + "-" + v;
-        // Option variants at the smaller node size the index accepts.
+        // Option variants at the smaller node size the index accepts. An
+        // index that takes neither 128 nor 256 (dash-eh: segments of at
+        // least 1 KiB of buckets) gets its smallest node size instead.
         const uint32_t variant_ns = e.node_size_ok && !e.node_size_ok(128) ? 256 : 128;
-        for (uint32_t ns : {128u, 256u}) {
+        std::vector<uint32_t> sizes = {128u, 256u};
+        if (e.node_size_ok && !e.node_size_ok(128) && !e.node_size_ok(256)) {
+          sizes = {e.min_node_size};
+        }
+        for (uint32_t ns : sizes) {
           if (!extra.empty() && ns != variant_ns) continue;
           for (int keys : {0, 8, 40, 150}) {
             for (bool shrink : {false, true}) {

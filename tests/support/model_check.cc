@@ -655,7 +655,7 @@ void equals_model(Index<K>& idx, const Model<K>& model) {
 
 // The registered configurations of key type t (see registered_index_cases).
 std::vector<IndexCase> index_cases(KeyType t, bool persistent_only) {
-  static constexpr uint32_t kSizes[] = {128, 256, 512, 768, 1024, 2048, 4096};
+  static constexpr uint32_t kSizes[] = {128, 256, 512, 768, 1024, 2048, 4096, 16384};
   std::vector<IndexCase> cases;
   for (const IndexEntry& e : registered_indexes()) {
     if (is_test_only_index(e.name)) continue;
