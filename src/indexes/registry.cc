@@ -10,6 +10,7 @@
 #include "indexes/absl_btree/absl_btree.h"
 #include "indexes/btree/btree.h"
 #include "indexes/btree_ls/btree_ls.h"
+#include "indexes/bztree/bztree.h"
 #include "indexes/dash/dash.h"
 #include "indexes/divided_skiplist/divided_skiplist.h"
 #include "indexes/fastfair/fastfair.h"
@@ -157,6 +158,15 @@ constexpr IndexEntry kIndexes[] = {
      {},
      &make_p_bwtree,
      &make_p_bwtree_string},
+    {"bztree",
+     kBzTreeDescription,
+     Capabilities{
+         .ordered = true, .persistent = true, .thread_safe = true, .placement = Placement::kPmOnly},
+     256,
+     "a power of two in 256..4096 B (the paper's node: 4096 B)",
+     &bztree::valid_node_size,
+     {},
+     &make_bztree},
     {"dash-eh",
      kDashDescription,
      Capabilities{.ordered = false,
