@@ -27,7 +27,7 @@ BENCH_PIBENCH_ARGS ?=
 # Pool-file fuzzing in make test (tests/fuzz/run-fuzz.sh): a fixed number of
 # inputs from a fixed seed, so a commit's result does not depend on luck or
 # machine speed; FUZZ_SECONDS bounds the time. Longer: see README.
-FUZZ_RUNS ?= 100000
+FUZZ_RUNS ?= 60000
 FUZZ_SECONDS ?= 120
 
 .PHONY: test-long all deps build bench bench-lbtree bench-ni bench-pibench test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean

@@ -156,8 +156,11 @@ class ScenarioRun {
     if (runner_->stop) return false;
     if (cp.number != last_point_) {
       last_point_ = cp.number;
+      point_images_ = 0;
       ++(cp.at_fence ? rep_->fence_points : rep_->boundary_points);
     }
+    if (o_.max_images_per_point != 0 && point_images_ >= o_.max_images_per_point) return false;
+    ++point_images_;
     ctx_.allow_before = cp.at_fence && in_op_;
     Failure f = tmpl_;
     f.op_number = op_number_;
@@ -337,6 +340,7 @@ class ScenarioRun {
   std::vector<Sample> samples_;  ///< images for the crash-during-recovery check
   uint64_t image_count_ = 0;
   uint64_t last_point_ = kMax;
+  uint32_t point_images_ = 0;  ///< images checked at crash point last_point_
   std::unique_ptr<Index<uint64_t>> idx_;
 };
 

@@ -106,10 +106,16 @@ struct Options {
   std::string ablate_site;
   bool ablate_flush = false;
   bool ablate_fence = false;
-  uint64_t pool_bytes = 4ull << 20;    ///< scenario pool size, bytes (>= 4 MiB)
-  std::string dir = "/dev/shm";        ///< where pool and image files live
-  double child_timeout_s = 20;         ///< a recovery check slower than this is a hang
-  unsigned jobs = 1;                   ///< image checks in flight at once (children)
+  uint64_t pool_bytes = 4ull << 20;  ///< scenario pool size, bytes (>= 4 MiB)
+  std::string dir = "/dev/shm";      ///< where pool and image files live
+  double child_timeout_s = 20;       ///< a recovery check slower than this is a hang
+  unsigned jobs = 1;                 ///< image checks in flight at once (children)
+  /// Images checked per crash point, at most: 0 = every image the
+  /// enumeration yields (ImageOptions); k = its first k (the first two are
+  /// "none" and "all" when a point has more than the budget). The
+  /// sanitizer runs of make test use 2: every crash point's recovery runs
+  /// under the sanitizer, at a fraction of the images.
+  uint32_t max_images_per_point = 0;
   uint32_t nested_every = 16;          ///< crash-during-recovery: every k-th image...
   uint32_t nested_max = 16;            ///< ...at most this many per scenario
   uint32_t nested_per_point = 4;       ///< images per fence of the recovery
