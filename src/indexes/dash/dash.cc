@@ -452,6 +452,38 @@ bool Dash::stash_insert(SegmentHead* s, uint32_t y, uint64_t key, Value value, u
   return false;
 }
 
+/// A locked home pair (lock_pair): the segment and buckets y, y + 1.
+struct Dash::LockedPair {
+  uint64_t seg = 0;
+  SegmentHead* s = nullptr;
+  Bucket* by = nullptr;
+  Bucket* by1 = nullptr;
+  void release() const {
+    unlock(by1->lock);
+    unlock(by->lock);
+  }
+};
+
+bool Dash::lock_pair(uint64_t h, uint32_t y, unsigned* spins, LockedPair* out) {
+  const uint64_t seg = segment_of(h);
+  if (!ensure_recovered(seg)) return false;
+  SegmentHead* s = at<SegmentHead>(seg);
+  Bucket* by = bucket(s, y);
+  Bucket* by1 = bucket(s, (y + 1) & (nbuckets() - 1));
+  lock(by->lock);
+  if (!try_lock(by1->lock)) {
+    unlock(by->lock);
+    vlock::backoff(spins);
+    return false;
+  }
+  *out = LockedPair{seg, s, by, by1};
+  if (!covers(s, h)) {
+    out->release();
+    return false;
+  }
+  return true;
+}
+
 // Insert (paper §4.2, Algorithm 1): lock the home bucket y and try-lock y + 1;
 // uniqueness check; balanced insert into the emptier of the two; else
 // displacement; else the stash; else split the segment and retry.
@@ -463,25 +495,13 @@ Status Dash::insert(uint64_t key, Value value) {
   const uint32_t y1 = (y + 1) & mask;
   unsigned spins = 0;
   while (true) {
-    const uint64_t seg = segment_of(h);
-    if (!ensure_recovered(seg)) continue;
-    SegmentHead* s = at<SegmentHead>(seg);
-    Bucket* by = bucket(s, y);
-    Bucket* by1 = bucket(s, y1);
-    lock(by->lock);
-    if (!try_lock(by1->lock)) {
-      unlock(by->lock);
-      vlock::backoff(&spins);
-      continue;
-    }
-    auto release = [&] {
-      unlock(by1->lock);
-      unlock(by->lock);
-    };
-    if (!covers(s, h)) {
-      release();
-      continue;
-    }
+    LockedPair lp;
+    if (!lock_pair(h, y, &spins, &lp)) continue;
+    const uint64_t seg = lp.seg;
+    SegmentHead* s = lp.s;
+    Bucket* by = lp.by;
+    Bucket* by1 = lp.by1;
+    auto release = [&] { lp.release(); };
     Found f;
     if (find_locked(s, y, key, fp, &f)) {
       release();
@@ -560,24 +580,10 @@ Status Dash::update(uint64_t key, Value value) {
   const uint32_t y = static_cast<uint32_t>(h >> 8) & mask;
   unsigned spins = 0;
   while (true) {
-    const uint64_t seg = segment_of(h);
-    if (!ensure_recovered(seg)) continue;
-    SegmentHead* s = at<SegmentHead>(seg);
-    Bucket* by = bucket(s, y);
-    Bucket* by1 = bucket(s, (y + 1) & mask);
-    lock(by->lock);
-    if (!try_lock(by1->lock)) {
-      unlock(by->lock);
-      vlock::backoff(&spins);
-      continue;
-    }
-    if (!covers(s, h)) {
-      unlock(by1->lock);
-      unlock(by->lock);
-      continue;
-    }
+    LockedPair lp;
+    if (!lock_pair(h, y, &spins, &lp)) continue;
     Found f;
-    const bool found = find_locked(s, y, key, fp, &f);
+    const bool found = find_locked(lp.s, y, key, fp, &f);
     if (found) {
       // In-place 8-byte store of the value: a crash leaves the old or the
       // new value (never torn); durable before the locks are released.
@@ -585,8 +591,7 @@ Status Dash::update(uint64_t key, Value value) {
       pm::store(&f.b->records[f.slot].value, value);
       pm::persist(&f.b->records[f.slot].value, sizeof(Value), {"dash.update.value"});
     }
-    unlock(by1->lock);
-    unlock(by->lock);
+    lp.release();
     return found ? Status::Ok() : Status::NotFound();
   }
 }
@@ -598,27 +603,13 @@ Status Dash::remove(uint64_t key) {
   const uint32_t y = static_cast<uint32_t>(h >> 8) & mask;
   unsigned spins = 0;
   while (true) {
-    const uint64_t seg = segment_of(h);
-    if (!ensure_recovered(seg)) continue;
-    SegmentHead* s = at<SegmentHead>(seg);
-    Bucket* by = bucket(s, y);
-    Bucket* by1 = bucket(s, (y + 1) & mask);
-    lock(by->lock);
-    if (!try_lock(by1->lock)) {
-      unlock(by->lock);
-      vlock::backoff(&spins);
-      continue;
-    }
-    auto release = [&] {
-      unlock(by1->lock);
-      unlock(by->lock);
-    };
-    if (!covers(s, h)) {
-      release();
-      continue;
-    }
+    LockedPair lp;
+    if (!lock_pair(h, y, &spins, &lp)) continue;
+    Bucket* by = lp.by;
+    Bucket* by1 = lp.by1;
+    auto release = [&] { lp.release(); };
     Found f;
-    if (!find_locked(s, y, key, fp, &f)) {
+    if (!find_locked(lp.s, y, key, fp, &f)) {
       release();
       return Status::NotFound();
     }

@@ -324,6 +324,12 @@ class Dash final : public PersistentIndex {
 
  private:
   struct Found;
+  struct LockedPair;
+  /// Locks the home pair of hash h in the segment that covers it: bucket y
+  /// (lock), then y + 1 (try-lock, the paper's order). False when the caller
+  /// must retry (segment not yet recovered; y + 1 busy: after a backoff on
+  /// *spins; the segment split meanwhile): nothing is held then.
+  bool lock_pair(uint64_t h, uint32_t y, unsigned* spins, LockedPair* out);
   DirHeader* dir() const { return at<DirHeader>(root_->dir.load(std::memory_order_acquire)); }
   std::atomic<uint64_t>* dir_entry(const DirHeader* d, uint64_t x) const;
   uint64_t segment_of(uint64_t h) const;
