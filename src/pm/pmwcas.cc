@@ -59,7 +59,13 @@ Status Pmwcas::create(Pool* pool, uint32_t descriptors, uint64_t* directory,
 }
 
 Status Pmwcas::open(Pool* pool, uint64_t directory, std::unique_ptr<Pmwcas>* out) {
-  if (directory == 0 || !pool->contains(directory, kBlockBytes) || directory % kBlockBytes != 0) {
+  // A 4096 B block of the allocator: aligned, inside the pool, and the start
+  // of a block of that class (not the middle of a chunk of smaller ones).
+  auto is_block = [pool](uint64_t off) {
+    return off != 0 && off % kBlockBytes == 0 && pool->contains(off, kBlockBytes) &&
+           pool->allocator().block_size(off) >= kBlockBytes;
+  };
+  if (!is_block(directory)) {
     return Status::Corruption("pmwcas: the descriptor directory at offset " +
                               std::to_string(directory) + " is not a block of the pool");
   }
@@ -67,8 +73,7 @@ Status Pmwcas::open(Pool* pool, uint64_t directory, std::unique_ptr<Pmwcas>* out
   p->directory_ = directory;
   const auto* offs = pool->ptr<uint64_t>(directory);
   for (uint32_t b = 0; b < kMaxBlocks && offs[b] != 0; ++b) {
-    if (!pool->contains(offs[b], kBlockBytes) || offs[b] % kBlockBytes != 0 ||
-        offs[b] == directory) {
+    if (!is_block(offs[b]) || offs[b] == directory) {
       return Status::Corruption("pmwcas: descriptor block " + std::to_string(b) + " at offset " +
                                 std::to_string(offs[b]) + " is not a block of the pool");
     }

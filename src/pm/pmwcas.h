@@ -141,8 +141,8 @@ class Pmwcas {
   static Status create(Pool* pool, uint32_t descriptors, uint64_t* directory,
                        std::unique_ptr<Pmwcas>* out);
   /// Attaches to the descriptor pool whose directory is at `directory`.
-  /// Errors: Corruption (the directory or a block is not a 4096 B-aligned
-  /// block inside the pool, a block is the directory or is listed twice, a
+  /// Errors: Corruption (the directory or a block is not a 4096 B block of
+  /// the pool's allocator, a block is the directory or is listed twice, a
   /// descriptor's count is over kPmwcasMaxWords). Call recover() next.
   static Status open(Pool* pool, uint64_t directory, std::unique_ptr<Pmwcas>* out);
 

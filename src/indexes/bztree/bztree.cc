@@ -278,6 +278,17 @@ class BzTree final : public PersistentIndex {
 
   /// The operations, one attempt each inside the guards (kRetry: traverse
   /// again after leaving them).
+  /// Writes record {key, value} into `leaf`'s reserved slot `slot` and
+  /// persists it (flush + fence at `site`), for insert and update.
+  /// Crash argument: the record is durable before the PMwCAS that makes it
+  /// visible, so a visible record is never torn; until then its slot is
+  /// reserved and every read ignores it.
+  void write_record(uint64_t leaf, uint32_t slot, uint64_t key, Value value, pm::Site site);
+  /// Gives reserved slot `slot` of `leaf` up (one word, without the status
+  /// word, so also in a frozen node, whose SMO may be abandoned): it becomes
+  /// garbage and no later insert waits for it. Recovery does the same after
+  /// a crash.
+  void drop_reservation(uint64_t leaf, uint32_t slot);
   Step try_insert(uint64_t key, Value value, OpGuards& g, Status* out);
   Step try_update(uint64_t key, Value value, bool slack, Status* out);
   Step try_remove(uint64_t key, Status* out);
@@ -587,6 +598,17 @@ Status BzTree::remove(uint64_t key) {
   }
 }
 
+void BzTree::write_record(uint64_t leaf, uint32_t slot, uint64_t key, Value value, pm::Site site) {
+  const Record r{key, value};
+  auto* dst = const_cast<Record*>(rec(leaf, slot));
+  pm::copy(dst, &r, sizeof(r));
+  pm::persist(dst, sizeof(r), site);
+}
+
+void BzTree::drop_reservation(uint64_t leaf, uint32_t slot) {
+  (void)pmwcas({{meta(leaf, slot), kReserved, dead_meta(node_size_, slot)}});
+}
+
 // Insert (VLDB'18 §4.1): check uniqueness, reserve a slot and the record's
 // space with a 2-word PMwCAS (status: count + 1; metadata: 0 -> reserved),
 // write and persist the record, check again against the reservations made
@@ -632,17 +654,9 @@ Step BzTree::try_insert(uint64_t key, Value value, OpGuards& g, Status* out) {
       break;
     }
   }
-  // Crash argument: the record is persisted before the PMwCAS that makes it
-  // visible, so a visible record is never torn; before that PMwCAS its slot
-  // is reserved and ignored by every read.
-  Record r{key, value};
-  auto* dst = const_cast<Record*>(rec(leaf, slot));
-  pm::copy(dst, &r, sizeof(r));
-  pm::persist(dst, sizeof(r), {"bztree.insert.record"});
-  // Giving our slot up (one word, without the status word, so also in a
-  // frozen node, whose SMO may be abandoned): it becomes garbage, and no
-  // later insert waits for it. Recovery does the same after a crash.
-  auto drop = [&] { (void)pmwcas({{meta(leaf, slot), kReserved, dead_meta(node_size_, slot)}}); };
+  // Crash argument: write_record's (durable before its publication).
+  write_record(leaf, slot, key, value, {"bztree.insert.record"});
+  auto drop = [&] { drop_reservation(leaf, slot); };
   if (!recheck.empty()) {
     // Reservations made before ours may hold the same key: wait for each to
     // be published or dropped (their owners are live threads: recovery
@@ -725,13 +739,9 @@ Step BzTree::try_update(uint64_t key, Value value, bool slack, Status* out) {
       break;
     }
   }
-  Record r{key, value};
-  auto* dst = const_cast<Record*>(rec(leaf, slot));
-  pm::copy(dst, &r, sizeof(r));
-  // Crash argument: as insert's record, persisted before its publication.
-  pm::persist(dst, sizeof(r), {"bztree.update.record"});
-  // As insert's: our slot becomes garbage.
-  auto drop = [&] { (void)pmwcas({{meta(leaf, slot), kReserved, dead_meta(node_size_, slot)}}); };
+  // Crash argument: write_record's (durable before its publication).
+  write_record(leaf, slot, key, value, {"bztree.update.record"});
+  auto drop = [&] { drop_reservation(leaf, slot); };
   for (;;) {
     const uint64_t s = rd(&h->status);
     if (s & kFrozen) {
@@ -1091,14 +1101,8 @@ Status BzTree::recover() {
                               std::to_string(root_->node_size));
   }
   node_size_ = static_cast<uint32_t>(root_->node_size);
-  // The directory must start a 4 KiB block (Pmwcas::open checks that it
-  // lies in the pool, not its alignment).
-  const uint64_t dir = root_->pmwcas_directory;
-  if (dir % 8 != 0 || !pool_->contains(dir, 4096) || pool_->allocator().block_size(dir) < 4096) {
-    return Status::Corruption(std::string(kName) + ": PMwCAS directory offset " + hex(dir) +
-                              " is not a block of 4096 B");
-  }
-  if (Status s = pm::Pmwcas::open(pool_, dir, &mw_); !s.ok()) return s;
+  // Pmwcas::open refuses a directory that is not a 4096 B block of the pool.
+  if (Status s = pm::Pmwcas::open(pool_, root_->pmwcas_directory, &mw_); !s.ok()) return s;
   // PMwCAS recovery first: every target word then holds a plain value.
   pm::Pmwcas::RecoveryStats rs;
   if (Status s = mw_->recover(&rs); !s.ok()) return s;
