@@ -213,16 +213,24 @@ class Index {
   /// node), persisting every node before publishing the whole structure with
   /// one NAW, so a crash during a bulk load leaves the empty index. The
   /// default inserts each pair with insert() (fill factor ignored); it finds
-  /// a non-empty index with scan(), so an unordered index that keeps the
-  /// default cannot refuse one (it gets AlreadyExists on a common key).
+  /// a non-empty index with scan(), or, for an unordered index (no scan),
+  /// with verify()'s key count (a walk of the whole index: bulk_load runs
+  /// once, on an empty index).
   /// Errors: InvalidArgument (the index is not empty, or keys not strictly
   /// ascending; nothing changed), OutOfSpace (pool full; the index stays
-  /// empty for a bottom-up load, holds a prefix of `sorted` for the default).
+  /// empty for a bottom-up load, holds a prefix of `sorted` for the default),
+  /// verify()'s errors for an unordered index whose structure is damaged.
   virtual Status bulk_load(std::span<const std::pair<K, Value>> sorted) {
-    std::vector<std::pair<OwnedKey<K>, Value>> first;
-    if (info().caps.ordered && scan(K{}, 1, &first) > 0) {
-      return Status::InvalidArgument("bulk_load: the index is not empty");
+    bool empty = true;
+    if (info().caps.ordered) {
+      std::vector<std::pair<OwnedKey<K>, Value>> first;
+      empty = scan(K{}, 1, &first) == 0;
+    } else {
+      VerifyReport r;
+      if (Status s = verify(&r); !s.ok()) return s;
+      empty = r.keys == 0;
     }
+    if (!empty) return Status::InvalidArgument("bulk_load: the index is not empty");
     for (size_t i = 1; i < sorted.size(); ++i) {
       if (!(sorted[i - 1].first < sorted[i].first)) {
         return Status::InvalidArgument("bulk_load: keys not strictly ascending at pair " +

@@ -1248,21 +1248,6 @@ Status Dash::recover() {
 
 // ---------------------------------------------------------------- bulk load
 
-Status Dash::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
-  recover_all();
-  const DirHeader* d = dir();
-  for (uint64_t x = 0; x < (uint64_t{1} << d->depth); ++x) {
-    const SegmentHead* s = at<SegmentHead>(dir_entry(d, x)->load(kAcq));
-    for (uint32_t b = 0; b < nbuckets() + kStashBuckets; ++b) {
-      const Bucket* bk = b < nbuckets() ? bucket(s, b) : &s->stash[b - nbuckets()];
-      if (alloc_bits(bk->bitmap.load(kAcq)) != 0) {
-        return Status::InvalidArgument("dash-eh bulk_load: the index is not empty");
-      }
-    }
-  }
-  return Index<uint64_t>::bulk_load(sorted);
-}
-
 // ---------------------------------------------------------------- info, verify
 
 IndexInfo Dash::info() const {

@@ -282,14 +282,6 @@ class Dash final : public PersistentIndex {
   size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override;
   /// Unordered: nullopt.
   std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override;
-  /// The default load (caps.bulk_load false: one insert() per pair, fill
-  /// factor ignored), after a check that the table is empty (a walk of every
-  /// segment's bitmaps: Index::bulk_load's default finds a non-empty index
-  /// by scan(), which an unordered index does not have). Errors:
-  /// InvalidArgument (not empty, or keys not strictly ascending; nothing
-  /// changed), OutOfSpace (holds a prefix of `sorted`). Not concurrent with
-  /// other calls.
-  Status bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) override;
   IndexInfo info() const override;
   /// First recovers every segment a crash left unrecovered (as their first
   /// access would), then checks: directory entries against local depths
