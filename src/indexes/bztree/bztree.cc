@@ -723,6 +723,7 @@ Step BzTree::try_update(uint64_t key, Value value, bool slack, Status* out) {
     uint32_t at = 0;
     uint64_t m = 0;
     if (!find_visible(leaf, count, key, &at, &m)) {
+      if (rd(&h->status) != s) continue;  // lookup's race: an update moved the key meanwhile
       *out = Status::NotFound();
       return Step::kDone;
     }
@@ -751,6 +752,7 @@ Step BzTree::try_update(uint64_t key, Value value, bool slack, Status* out) {
     uint32_t at = 0;
     uint64_t m = 0;
     if (!find_visible(leaf, static_cast<uint32_t>(s & kCountMask), key, &at, &m)) {
+      if (rd(&h->status) != s) continue;  // lookup's race: an update moved the key meanwhile
       drop();
       *out = Status::NotFound();
       return Step::kDone;
@@ -780,6 +782,7 @@ Step BzTree::try_remove(uint64_t key, Status* out) {
     uint32_t at = 0;
     uint64_t m = 0;
     if (!find_visible(leaf, count, key, &at, &m)) {
+      if (rd(&h->status) != s) continue;  // lookup's race: an update moved the key meanwhile
       *out = Status::NotFound();
       return Step::kDone;
     }
