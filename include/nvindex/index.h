@@ -109,13 +109,20 @@ enum class Placement : uint8_t {
   kDram,       ///< volatile: everything in DRAM, nothing survives a restart
   kPmOnly,     ///< every node in persistent memory
   kSelective,  ///< inner nodes in DRAM (rebuilt on recovery), leaves in PM
+  /// nodes (or an external store's files) on a block device or in a file on
+  /// a disk's file system, reached by I/O rather than loads and stores
+  /// (src/nvme/: PA-Tree; the LevelDB and RocksDB yardsticks). Such an index
+  /// is persistent but takes IndexOptions::device, not a pool.
+  kBlockDevice,
 };
 
 /// What an index supports. The harness skips operations an index does not
 /// claim, and every result it gets is checked, so a claim must be true.
 struct Capabilities {
-  bool ordered = false;      ///< scan() and find_last_less_than() work
-  bool persistent = false;   ///< survives close/reopen and crashes (needs a pool)
+  bool ordered = false;  ///< scan() and find_last_less_than() work
+  /// survives close/reopen and crashes: in a pool (IndexOptions::pool), or,
+  /// with placement kBlockDevice, on a device (IndexOptions::device)
+  bool persistent = false;
   bool thread_safe = false;  ///< concurrent calls allowed (see file comment)
   /// has a std::string_view instantiation (IndexEntry::make_string); an
   /// instance reports the same value whatever its key type.
@@ -128,8 +135,19 @@ struct Capabilities {
   bool operator==(const Capabilities&) const = default;
 };
 
-/// "dram", "pm-only", "selective".
+/// "dram", "pm-only", "selective", "block-device".
 std::string_view placement_name(Placement p);
+
+/// True for an index that lives in a pool of persistent memory: persistent
+/// and not on a block device (placement kBlockDevice takes
+/// IndexOptions::device instead). The harness, the tests and the crash lab
+/// create pools only for these.
+inline bool needs_pool(const Capabilities& c) {
+  return c.persistent && c.placement != Placement::kBlockDevice;
+}
+/// True for an index on a block device (placement kBlockDevice): it needs
+/// IndexOptions::device.
+inline bool needs_device(const Capabilities& c) { return c.placement == Placement::kBlockDevice; }
 
 /// Self-description of an index instance.
 struct IndexInfo {
@@ -172,6 +190,17 @@ struct IndexOptions {
   /// reports caps.thread_safe false), so a caller that will call an index
   /// concurrently must pass its number of threads (> 1).
   unsigned threads = 1;
+  /// Block-device indexes only (placement kBlockDevice, needs_device()):
+  /// where the index keeps its data, a path on a real disk (never tmpfs,
+  /// which has no O_DIRECT): a file or a block device for PA-Tree, a
+  /// directory for LevelDB and RocksDB. A path that does not exist gets a new
+  /// index; an existing one is opened and recovered. Each index documents
+  /// what it accepts; a path it cannot use is InvalidArgument.
+  std::string device;
+  /// Block-device indexes only: size of a new store, bytes (a PA-Tree file
+  /// is created and preallocated at this size; a block device's own size
+  /// wins). 0 = the index's default.
+  uint64_t device_bytes = 0;
   /// Index-specific knobs, "name" -> "value" (e.g. from --index-opt k=v).
   std::map<std::string, std::string> extra;
 };
@@ -242,6 +271,15 @@ class Index {
     }
     return Status::Ok();
   }
+
+  /// Makes every operation completed before the call durable, returning
+  /// when it is (weak persistence: an index that buffers writes, e.g.
+  /// PA-Tree with its read-write buffer, writes its dirty nodes back and
+  /// issues fdatasync). An index whose every completed operation is already
+  /// durable (every PM index: durable linearizability) returns Ok at once,
+  /// the default. Errors: IOError from the device; the index stays usable
+  /// and the next sync() tries again.
+  virtual Status sync() { return Status::Ok(); }
 
   /// Name, capabilities, footprint, recovery time.
   virtual IndexInfo info() const = 0;

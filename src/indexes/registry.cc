@@ -193,6 +193,8 @@ std::string_view placement_name(Placement p) {
       return "pm-only";
     case Placement::kSelective:
       return "selective";
+    case Placement::kBlockDevice:
+      return "block-device";
   }
   return "?";
 }
