@@ -1,0 +1,66 @@
+// PA-Tree as nvindex indexes (issue 14): the tree of nvme/tree.h behind the
+// Index<uint64_t> interface, one registry name per way of running it:
+//   patree-dedicated  each calling thread does its own blocking I/O on its
+//                     own io_uring (the paper's first synchronous baseline)
+//   patree-shared     calling threads hand I/O to one polling daemon thread
+//                     and block on a semaphore (the second baseline)
+// (Wang et al., "PA-Tree: Polled-Mode Asynchronous B+ Tree for NVMe", ICDE
+// 2020, §V-A.) Integer keys and 8-byte values; ordered, persistent, thread-
+// safe; placement kBlockDevice: IndexOptions::device names a file (created
+// at IndexOptions::device_bytes, default 1 GiB, when missing) or a block
+// device, never a path on tmpfs.
+//
+// Options (IndexOptions::extra):
+//   persistence=strong|weak  strong: every update written through before it
+//                            completes; weak: a read-write buffer, durable at
+//                            sync() (and at checkpoints when half the buffer
+//                            is dirty)
+//   buffer=64m|none|1m|16m|256m|1g  node buffer size (none: unbuffered;
+//                            weak needs one)
+//   ring=auto|interrupt|iopoll|sqpoll  io_uring mode (ring.h); auto = iopoll
+//                            when the device polls, else interrupt
+//   dsync=off|on             strong: write nodes with RWF_DSYNC
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "nvindex/index.h"
+
+namespace nvindex {
+
+inline constexpr char kPaTreeDedicatedDescription[] =
+    "PA-Tree's B+-tree on a block device, synchronous baseline: each thread its own io_uring, "
+    "blocking I/O (Wang et al., ICDE 2020, §V-A)";
+inline constexpr char kPaTreeSharedDescription[] =
+    "PA-Tree's B+-tree on a block device, synchronous baseline: threads hand I/O to one "
+    "polling daemon and block on a semaphore (Wang et al., ICDE 2020, §V-A)";
+
+inline constexpr std::string_view kPaTreePersistenceValues[] = {"strong", "weak"};
+inline constexpr std::string_view kPaTreeBufferValues[] = {"64m", "none", "1m",
+                                                           "16m", "256m", "1g"};
+inline constexpr std::string_view kPaTreeRingValues[] = {"auto", "interrupt", "iopoll", "sqpoll"};
+inline constexpr std::string_view kPaTreeDsyncValues[] = {"off", "on"};
+/// The options of the PA-Tree entries (IndexEntry::options; values[0] is the
+/// default).
+inline constexpr OptionSpec kPaTreeOptions[] = {
+    {"persistence", kPaTreePersistenceValues,
+     "strong: updates written through before they complete; weak: read-write buffer, durable "
+     "at sync()"},
+    {"buffer", kPaTreeBufferValues, "node buffer in DRAM (none: every node visit is a read)"},
+    {"ring", kPaTreeRingValues,
+     "io_uring mode: auto = iopoll when the device polls, else interrupt"},
+    {"dsync", kPaTreeDsyncValues, "strong: each node write RWF_DSYNC (durable on power loss)"}};
+
+/// True for a node size PA-Tree takes (a power of two in 512..4096 B).
+bool patree_node_size_ok(uint32_t bytes);
+
+/// Factories (registry.cc). Errors: InvalidArgument (no device, a bad
+/// option or node size, weak without a buffer, a tmpfs path), Busy (the
+/// device is open elsewhere), Corruption (not a PA-Tree store, a torn or
+/// damaged superblock or node), IOError.
+Status make_patree_dedicated(const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out);
+Status make_patree_shared(const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out);
+
+}  // namespace nvindex

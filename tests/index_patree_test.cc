@@ -1,0 +1,413 @@
+// PA-Tree (src/nvme/), what is specific to its design: the tree against a map
+// model through both synchronous baselines, buffered and unbuffered, strong
+// and weak, at the smallest and largest node size; recovery from a crash at
+// every node write of a run (an executor that stops writing after N writes:
+// the device then holds exactly the state a crash at that point leaves),
+// including root splits and weak checkpoints; a clean close keeps the free
+// list; and the errors of a bad device: a torn or damaged superblock, a file
+// that is not a store, a tmpfs path, a store opened twice.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nvindex/index.h"
+#include "nvme/device.h"
+#include "nvme/format.h"
+#include "nvme/patree_index.h"
+#include "nvme/tree.h"
+#include "support/model_check.h"
+
+namespace nvindex {
+namespace {
+
+namespace fs = std::filesystem;
+using nvme::BlockDevice;
+using nvme::Tree;
+using nvme::TreeOptions;
+
+/// A fresh directory on a disk ($NVINDEX_DEVICE_DIR, else /var/tmp), removed
+/// at the end.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    const char* base = std::getenv("NVINDEX_DEVICE_DIR");
+    std::string tmpl =
+        std::string(base != nullptr && *base ? base : "/var/tmp") + "/nvindex-patree-test-XXXXXX";
+    char* p = mkdtemp(tmpl.data());
+    EXPECT_NE(p, nullptr) << std::strerror(errno);
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const char* name) const { return (path / name).string(); }
+};
+
+IndexOptions patree_options(const std::string& device, uint32_t node_size,
+                            std::map<std::string, std::string> extra) {
+  IndexOptions o;
+  o.device = device;
+  o.device_bytes = 64ull << 20;
+  o.node_size = node_size;
+  o.threads = 2;
+  o.extra = std::move(extra);
+  return o;
+}
+
+/// The factory of `name` ("patree-dedicated" or "patree-shared") with the
+/// options checked against kPaTreeOptions, as make_index() does.
+Status make(const std::string& name, const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out) {
+  IndexEntry e{};
+  e.name = name;
+  e.options = kPaTreeOptions;
+  if (Status s = check_index_options(e, o.extra); !s.ok()) return s;
+  return name == "patree-shared" ? make_patree_shared(o, out) : make_patree_dedicated(o, out);
+}
+
+struct Config {
+  const char* name;
+  uint32_t node_size;
+  const char* persistence;
+  const char* buffer;
+};
+
+class PaTreeModel : public ::testing::TestWithParam<Config> {};
+
+// The tree against a std::map (run_model_test: grow with splits, mixed,
+// shrink, regrow; verify() every ops/16 operations), then a reopen that
+// must hold the same keys.
+TEST_P(PaTreeModel, MatchesTheModelAndReopens) {
+  const Config c = GetParam();
+  TempDir dir;
+  const std::string dev = dir.file("store");
+  const auto o =
+      patree_options(dev, c.node_size, {{"persistence", c.persistence}, {"buffer", c.buffer}});
+  std::vector<std::pair<uint64_t, Value>> before;
+  {
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(make(c.name, o, &idx).ok());
+    testing::run_model_test(*idx, 7 + c.node_size, 6000, 4000);
+    idx->scan(0, SIZE_MAX, &before);
+    ASSERT_TRUE(idx->sync().ok());
+  }
+  std::unique_ptr<Index<uint64_t>> idx;
+  ASSERT_TRUE(make(c.name, o, &idx).ok());
+  EXPECT_TRUE(idx->info().recovered);
+  std::vector<std::pair<uint64_t, Value>> after;
+  idx->scan(0, SIZE_MAX, &after);
+  EXPECT_EQ(after, before);
+  VerifyReport r;
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(r.keys, before.size());
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, PaTreeModel,
+                         ::testing::Values(Config{"patree-dedicated", 512, "strong", "none"},
+                                           Config{"patree-dedicated", 512, "strong", "64m"},
+                                           Config{"patree-dedicated", 512, "weak", "1m"},
+                                           Config{"patree-dedicated", 4096, "strong", "none"},
+                                           Config{"patree-dedicated", 4096, "weak", "64m"},
+                                           Config{"patree-shared", 512, "strong", "none"},
+                                           Config{"patree-shared", 1024, "weak", "16m"},
+                                           Config{"patree-shared", 2048, "strong", "1m"}),
+                         [](const ::testing::TestParamInfo<Config>& i) {
+                           return std::string(i.param.name + 7) + "_" +
+                                  std::to_string(i.param.node_size) + "_" + i.param.persistence +
+                                  "_" + i.param.buffer;
+                         });
+
+// ---------------------------------------------------------------------------
+// Crash at every write
+
+/// A single-threaded executor doing synchronous pread/pwrite that performs
+/// only the first `budget` writes and fdatasyncs of nodes or the superblock:
+/// from then on writes are dropped (reported as done), so the device holds
+/// what a crash right after write number `budget` leaves.
+class CrashingExecutor final : public nvme::Executor {
+ public:
+  CrashingExecutor(int fd, uint64_t budget) : fd_(fd), budget_(budget) {}
+  bool io_begin(nvme::Op&, std::span<nvme::IoReq> reqs) override {
+    for (nvme::IoReq& r : reqs) {
+      switch (r.kind) {
+        case nvme::IoReq::Kind::kRead:
+          r.result = static_cast<int>(pread(fd_, r.buf, r.len, static_cast<off_t>(r.offset)));
+          break;
+        case nvme::IoReq::Kind::kWrite:
+          if (writes_ < budget_) {
+            r.result = static_cast<int>(pwrite(fd_, r.buf, r.len, static_cast<off_t>(r.offset)));
+          } else {
+            r.result = static_cast<int>(r.len);
+            crashed_ = true;
+          }
+          ++writes_;
+          break;
+        case nvme::IoReq::Kind::kSync:
+          r.result = 0;
+          break;
+      }
+    }
+    return true;
+  }
+  void io_suspend(nvme::Op&, std::coroutine_handle<>) override {}
+  bool latch_begin(nvme::Op&, uint64_t, nvme::LatchMode) override { return true; }
+  void latch_suspend(nvme::Op&, std::coroutine_handle<>) override {}
+  void unlatch(nvme::Op&, uint64_t, nvme::LatchMode) override {}
+  bool crashed() const { return crashed_; }
+  uint64_t writes() const { return writes_; }
+
+ private:
+  int fd_;
+  uint64_t budget_;
+  uint64_t writes_ = 0;
+  bool crashed_ = false;
+};
+
+template <class T>
+T run(nvme::Task<T> t) {
+  t.start();
+  EXPECT_TRUE(t.done());
+  return std::move(t.result());
+}
+
+/// One crash run: a fresh store, `ops` inserts/updates/removes of keys in
+/// [0, key_space) with sync() every 50 operations when weak, writes cut off
+/// after `budget`; then the store is opened (recovery) and compared with the
+/// model of the operations that completed before the cut (strong) or before
+/// the last checkpoint that completed before it (weak). Returns the writes
+/// the run attempted (to find the range of budgets) via *writes.
+void crash_run(const TempDir& dir, uint32_t node_size, bool weak, uint64_t budget, int ops,
+               uint64_t key_space, uint64_t* writes) {
+  const std::string path = dir.file("crash");
+  fs::remove(path);
+  std::map<uint64_t, uint64_t> durable;  // what the recovered store must hold exactly
+  std::map<uint64_t, uint64_t> model;
+  {
+    std::unique_ptr<BlockDevice> dev;
+    ASSERT_TRUE(BlockDevice::open(path, 8ull << 20, &dev).ok());
+    TreeOptions to;
+    to.node_size = node_size;
+    to.weak = weak;
+    to.buffer_frames = weak ? 4096 : 0;
+    std::unique_ptr<Tree> tree;
+    ASSERT_TRUE(Tree::open(dev.get(), to, &tree).ok());
+    CrashingExecutor ex(dev->fd(), budget);
+    tree->set_executor(&ex);
+    std::mt19937_64 rng(budget * 31 + node_size);
+    for (int i = 0; i < ops && !ex.crashed(); ++i) {
+      const uint64_t k = rng() % key_space;
+      const uint64_t v = rng();
+      nvme::Op op;
+      const int kind = static_cast<int>(rng() % 10);
+      Status s;
+      if (kind < 6) {
+        s = run(tree->insert(op, k, v));
+        if (s.ok()) model[k] = v;
+      } else if (kind < 8) {
+        s = run(tree->update(op, k, v));
+        if (s.ok()) model[k] = v;
+      } else {
+        s = run(tree->remove(op, k));
+        if (s.ok()) model.erase(k);
+      }
+      ASSERT_TRUE(s.ok() || s.IsNotFound() || s.IsAlreadyExists()) << s.ToString();
+      if (!weak && !ex.crashed()) durable = model;
+      if (weak && (i + 1) % 50 == 0) {
+        nvme::Op cop;
+        ASSERT_TRUE(run(tree->checkpoint(cop)).ok());
+        if (!ex.crashed()) durable = model;
+      }
+    }
+    *writes = ex.writes();
+    // The crash: the tree is dropped without close().
+  }
+  std::unique_ptr<BlockDevice> dev;
+  ASSERT_TRUE(BlockDevice::open(path, 0, &dev).ok());
+  TreeOptions to;
+  to.node_size = node_size;
+  std::unique_ptr<Tree> tree;
+  Status s = Tree::open(dev.get(), to, &tree);
+  ASSERT_TRUE(s.ok()) << "budget " << budget << ": " << s.ToString();
+  VerifyReport r;
+  s = tree->verify(&r);
+  ASSERT_TRUE(s.ok()) << "budget " << budget << ": " << s.ToString();
+  CrashingExecutor ex(dev->fd(), UINT64_MAX);
+  tree->set_executor(&ex);
+  nvme::Op op;
+  std::vector<nvme::Pair> all;
+  ASSERT_TRUE(run(tree->scan(op, 0, SIZE_MAX, &all)).ok());
+  if (!weak) {
+    // Strong: every acknowledged operation, and at most the one in flight
+    // at the cut on top (it may or may not have reached the device).
+    std::map<uint64_t, uint64_t> got(all.begin(), all.end());
+    size_t diff = 0;
+    for (const auto& [k, v] : durable) diff += got.count(k) == 0 || got[k] != v;
+    for (const auto& [k, v] : got) diff += durable.count(k) == 0;
+    ASSERT_LE(diff, 1u) << "budget " << budget << ": more than the in-flight operation differs";
+  } else {
+    // Weak: everything of the last completed checkpoint; later operations
+    // may be partly there, so only the checkpointed keys are checked, each
+    // present (with its value or a later one).
+    std::map<uint64_t, uint64_t> got(all.begin(), all.end());
+    for (const auto& [k, v] : durable) {
+      ASSERT_TRUE(got.count(k) == 1 || model.count(k) == 0)
+          << "budget " << budget << ": key " << k << " of the last sync lost";
+    }
+  }
+  // The recovered store takes updates again.
+  ASSERT_TRUE(run(tree->insert(op, key_space + 1, 1)).ok());
+  ASSERT_TRUE(tree->verify(&r).ok());
+}
+
+/// crash_run() at every write budget of a run of `ops` operations (which
+/// must attempt more than min_writes writes).
+void crash_at_every_write(bool weak, int ops, uint64_t min_writes) {
+  TempDir dir;
+  uint64_t total = 0;
+  crash_run(dir, 512, weak, UINT64_MAX, ops, 5000, &total);
+  ASSERT_GT(total, min_writes);
+  for (uint64_t budget = 0; budget < total; ++budget) {
+    uint64_t w = 0;
+    crash_run(dir, 512, weak, budget, ops, 5000, &w);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(PaTreeCrash, StrongSurvivesACrashAtEveryWrite) { crash_at_every_write(false, 400, 200); }
+
+TEST(PaTreeCrash, WeakKeepsTheLastCheckpointAtEveryWrite) { crash_at_every_write(true, 600, 50); }
+
+// ---------------------------------------------------------------------------
+// A clean close keeps the free list; errors of a bad device
+
+TEST(PaTree, CleanCloseKeepsTheStoreAndItsFreeList) {
+  TempDir dir;
+  const auto o = patree_options(dir.file("s"), 512, {{"buffer", "none"}});
+  {
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(make("patree-dedicated", o, &idx).ok());
+    EXPECT_FALSE(idx->info().recovered);
+    for (uint64_t k = 0; k < 3000; ++k) ASSERT_TRUE(idx->insert(k, k * 3).ok());
+  }
+  std::unique_ptr<Index<uint64_t>> idx;
+  ASSERT_TRUE(make("patree-dedicated", o, &idx).ok());
+  EXPECT_TRUE(idx->info().recovered);
+  for (uint64_t k = 0; k < 3000; ++k) ASSERT_EQ(idx->lookup(k), k * 3) << k;
+  VerifyReport r;
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(r.keys, 3000u);
+  EXPECT_GT(r.height, 1u);
+}
+
+/// The store's first 512 B after `edit`; Corruption naming `what` expected.
+void expect_superblock_refused(void (*edit)(std::byte*), const char* what) {
+  TempDir dir;
+  const auto o = patree_options(dir.file("s"), 512, {});
+  {
+    std::unique_ptr<Index<uint64_t>> idx;
+    ASSERT_TRUE(make("patree-dedicated", o, &idx).ok());
+    ASSERT_TRUE(idx->insert(1, 2).ok());
+  }
+  const int fd = ::open(o.device.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  std::byte sb[512];
+  ASSERT_EQ(pread(fd, sb, 512, 0), 512);
+  edit(sb);
+  ASSERT_EQ(pwrite(fd, sb, 512, 0), 512);
+  ::close(fd);
+  std::unique_ptr<Index<uint64_t>> idx;
+  const Status s = make("patree-dedicated", o, &idx);
+  EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
+  EXPECT_NE(s.message().find(what), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find(o.device), std::string::npos) << "names the device: " << s.ToString();
+}
+
+TEST(PaTree, DamagedSuperblockIsAClearError) {
+  expect_superblock_refused([](std::byte* sb) { sb[24] ^= std::byte{1}; }, "checksum");
+}
+
+TEST(PaTree, TornSuperblockIsAClearError) {
+  // The first half of a newer superblock (another root, generation) over the
+  // second half of the old one.
+  expect_superblock_refused(
+      [](std::byte* sb) {
+        nvme::Super s;
+        s.node_size = 512;
+        s.slots = 100;
+        s.root = 7;
+        s.height = 2;
+        s.hwm = 9;
+        s.generation = 99;
+        std::byte fresh[512];
+        nvme::encode_super(s, fresh);
+        std::memcpy(sb, fresh, 256);
+      },
+      "checksum");
+}
+
+TEST(PaTree, ForeignFileIsNotAStore) {
+  expect_superblock_refused([](std::byte* sb) { std::memcpy(sb, "SQLite format 3", 16); },
+                            "not a PA-Tree store");
+}
+
+TEST(PaTree, BadDevicesAreRefused) {
+  TempDir dir;
+  std::unique_ptr<Index<uint64_t>> idx;
+  Status s = make("patree-dedicated", patree_options("", 512, {}), &idx);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  if (fs::exists("/dev/shm")) {
+    s = make("patree-dedicated", patree_options("/dev/shm/nvindex-patree-refused", 512, {}), &idx);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("tmpfs"), std::string::npos) << s.ToString();
+    EXPECT_FALSE(fs::exists("/dev/shm/nvindex-patree-refused"));
+  }
+  s = make("patree-dedicated", patree_options(dir.path.string(), 512, {}), &idx);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << "a directory: " << s.ToString();
+  s = make("patree-dedicated",
+           patree_options(dir.file("w"), 512, {{"persistence", "weak"}, {"buffer", "none"}}), &idx);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  s = make("patree-dedicated", patree_options(dir.file("n"), 768, {}), &idx);
+  EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+  // Opened twice: the second open is Busy, and the first store is intact.
+  const auto o = patree_options(dir.file("twice"), 512, {});
+  std::unique_ptr<Index<uint64_t>> first, second;
+  ASSERT_TRUE(make("patree-dedicated", o, &first).ok());
+  ASSERT_TRUE(first->insert(5, 6).ok());
+  s = make("patree-shared", o, &second);
+  EXPECT_EQ(s.code(), Code::kBusy) << s.ToString();
+  EXPECT_EQ(first->lookup(5), 6u);
+}
+
+TEST(PaTree, FullDeviceIsOutOfSpaceAndLosesNothing) {
+  TempDir dir;
+  auto o = patree_options(dir.file("small"), 512, {{"buffer", "none"}});
+  o.device_bytes = 64 << 10;  // 128 slots
+  std::unique_ptr<Index<uint64_t>> idx;
+  ASSERT_TRUE(make("patree-dedicated", o, &idx).ok());
+  uint64_t k = 0;
+  Status s;
+  while ((s = idx->insert(k, k + 1)).ok()) ++k;
+  EXPECT_EQ(s.code(), Code::kOutOfSpace) << s.ToString();
+  EXPECT_GT(k, 1000u);
+  for (uint64_t i = 0; i < k; ++i) ASSERT_EQ(idx->lookup(i), i + 1) << i;
+  EXPECT_FALSE(idx->lookup(k).has_value());
+  ASSERT_TRUE(idx->update(0, 42).ok());
+  ASSERT_TRUE(idx->remove(1).ok());
+  VerifyReport r;
+  ASSERT_TRUE(idx->verify(&r).ok());
+  EXPECT_EQ(r.keys, k - 1);
+}
+
+}  // namespace
+}  // namespace nvindex
