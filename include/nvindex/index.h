@@ -195,8 +195,10 @@ struct IndexOptions {
   /// which has no O_DIRECT): a file or a block device for PA-Tree, a
   /// directory for LevelDB and RocksDB. A path that does not exist gets a new
   /// index; an existing one is opened and recovered. Each index documents
-  /// what it accepts; a path it cannot use is InvalidArgument.
-  std::string device;
+  /// what it accepts; a path it cannot use is InvalidArgument. (Its `{}`
+  /// keeps designated initializers that skip it, IndexOptions{.extra = ...},
+  /// free of -Wmissing-field-initializers.)
+  std::string device{};
   /// Block-device indexes only: size of a new store, bytes (a PA-Tree file
   /// is created and preallocated at this size; a block device's own size
   /// wins). 0 = the index's default.

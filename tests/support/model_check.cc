@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <latch>
 #include <limits>
 #include <map>
@@ -17,6 +18,7 @@
 #include <random>
 #include <span>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <unordered_map>
@@ -783,12 +785,31 @@ Status open_test_index(std::string_view name, uint32_t node_size, TestIndex* out
   return open_test_index(name, std::move(options), out, pool_bytes);
 }
 
+namespace {
+
+/// A new TempDir under util::temp_device_dir(); IOError when it fails.
+Status new_device_dir(std::unique_ptr<util::TempDir>* out) {
+  *out = std::make_unique<util::TempDir>(util::temp_device_dir(), "nvindex-test-");
+  if (!(*out)->ok()) return Status::IOError((*out)->error());
+  return Status::Ok();
+}
+
+}  // namespace
+
+void make_test_device_dir(std::unique_ptr<util::TempDir>* out) {
+  const Status s = new_device_dir(out);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+}
+
 template <class K>
 Status open_test_index(std::string_view name, IndexOptions options, TestIndexOf<K>* out,
                        uint64_t pool_bytes) {
   *out = TestIndexOf<K>{};
   const IndexEntry* e = find_index_entry(name);
-  if (e != nullptr && e->caps.persistent) {
+  if (e != nullptr && needs_device(e->caps)) {
+    if (Status s = new_device_dir(&out->device_dir); !s.ok()) return s;
+    options.device = out->device_dir->path() + "/" + std::string(name);
+  } else if (e != nullptr && needs_pool(e->caps)) {
     Status s =
         pm::Pool::create_anonymous(pool_bytes, pool_layout(name, key_type_of<K>), &out->pool);
     if (!s.ok()) return s;
@@ -802,7 +823,18 @@ template Status open_test_index<std::string_view>(std::string_view, IndexOptions
 
 template <class K>
 FileIndexOf<K>::FileIndexOf(std::string index, const std::string& tag)
-    : name_(std::move(index)), file_(tag) {}
+    : name_(std::move(index)), file_(tag) {
+  const IndexEntry* e = find_index_entry(name_);
+  device_ = e != nullptr && needs_device(e->caps);
+}
+
+template <class K>
+Status FileIndexOf<K>::ensure_device_dir() {
+  if (device_dir_ != nullptr) return Status::Ok();
+  if (Status s = new_device_dir(&device_dir_); !s.ok()) return s;
+  device_path_ = device_dir_->path() + "/" + name_;
+  return Status::Ok();
+}
 
 template <class K>
 FileIndexOf<K>::~FileIndexOf() {
@@ -812,6 +844,13 @@ FileIndexOf<K>::~FileIndexOf() {
 template <class K>
 Status FileIndexOf<K>::create(IndexOptions options, uint64_t pool_bytes) {
   close();
+  if (device_) {
+    if (Status s = ensure_device_dir(); !s.ok()) return s;
+    std::error_code ec;
+    std::filesystem::remove_all(device_path_, ec);
+    options.device = device_path_;
+    return make_index<K>(name_, options, &index);
+  }
   Status s = pm::Pool::create(path(), pool_bytes, pool_layout(name_, key_type_of<K>),
                               pm::Mode::kEmulated, &pool);
   if (!s.ok()) return s;
@@ -822,11 +861,18 @@ Status FileIndexOf<K>::create(IndexOptions options, uint64_t pool_bytes) {
 template <class K>
 Status FileIndexOf<K>::open_pool() {
   close();
+  if (device_) return Status::InvalidArgument(name_ + " is a block-device index: no pool");
   return pm::Pool::open(path(), pool_layout(name_, key_type_of<K>), pm::Mode::kEmulated, &pool);
 }
 
 template <class K>
 Status FileIndexOf<K>::reopen(IndexOptions options) {
+  if (device_) {
+    close();
+    if (Status s = ensure_device_dir(); !s.ok()) return s;
+    options.device = device_path_;
+    return make_index<K>(name_, options, &index);
+  }
   Status s = open_pool();
   if (!s.ok()) return s;
   options.pool = pool.get();
