@@ -40,6 +40,10 @@ struct Made {
     o.extra = std::move(extra);
     if (needs_device(e.caps)) {
       dir = std::make_unique<util::TempDir>(util::temp_device_dir(), "nvindex-registry-");
+      if (!dir->ok()) {
+        status = Status::IOError(dir->error());
+        return;
+      }
       o.device = dir->path() + "/" + std::string(e.name);
     } else if (needs_pool(e.caps) && (key_type_of<K> == KeyType::kInteger || e.caps.string_keys)) {
       status = pm::Pool::create_anonymous(16ull << 20, pool_layout(e.name, key_type_of<K>), &pool);
