@@ -192,7 +192,7 @@ inline void install_remove_on_signal() {
   }
 }
 
-/// True when `path` is on tmpfs (statfs f_type TMPFS_MAGIC): memory, not a
+/// True when `path` is on tmpfs or devtmpfs (statfs f_type TMPFS_MAGIC): memory, not a
 /// disk, and no O_DIRECT, so no place for a block-device index. False when
 /// it is not, or cannot be statfs'd.
 inline bool on_tmpfs(const std::string& path) {
