@@ -87,8 +87,8 @@ inline uint64_t decode_key(const char* bytes) {
 }
 
 /// Prepares `dir` for the store of index `name`: creates it (and its parents)
-/// when missing and writes the marker (fsynced, with the directory) into an
-/// empty one. Sets *existing when the directory already held a store of this
+/// when missing, fsyncing its parent, and writes the marker (fsynced, with
+/// the directory) into an empty one. Sets *existing when the directory already held a store of this
 /// index (a CURRENT file, which both stores write when they create one).
 /// Errors: InvalidArgument (empty path; a path that is not a directory; a
 /// non-empty directory without the marker, or whose marker names another
@@ -105,7 +105,17 @@ inline Status prepare_store_dir(const std::string& dir, std::string_view name, b
   if (fs::exists(p, ec) && !fs::is_directory(p, ec)) {
     return Status::InvalidArgument(idx + ": '" + dir + "' is not a directory");
   }
-  if (!fs::create_directories(p, ec) && ec) {
+  if (fs::create_directories(p, ec)) {
+    // A new directory: its entry in the parent is made durable too (a
+    // store's own syncs cover only what is inside it).
+    fs::path full = fs::absolute(p, ec).lexically_normal();
+    if (!full.has_filename()) full = full.parent_path();  // "dir/"
+    const std::string parent = full.parent_path().string();
+    const int pfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const bool synced = pfd >= 0 && ::fsync(pfd) == 0;
+    if (pfd >= 0) ::close(pfd);
+    if (!synced) return Status::IOError(idx + ": cannot sync directory '" + parent + "'");
+  } else if (ec) {
     return Status::IOError(idx + ": cannot create directory '" + dir + "': " + ec.message());
   }
   const fs::path marker = p / kLsmMarkerFile;
