@@ -161,10 +161,10 @@ TEST_P(EveryDeviceIndex, SurvivesKills) {
 INSTANTIATE_TEST_SUITE_P(Registry, EveryDeviceIndex, ::testing::ValuesIn(device_cases()),
                          [](const auto& info) { return info.param.label(); });
 
-/// The checker can fail in weak mode too: a child that acknowledges inserts
-/// it skipped is caught, by the replay (a later operation of the key
-/// contradicts the model) or by the recovery check (an insert before the
-/// last completed sync is missing).
+/// The weak check can fail: a child that acknowledges inserts it skipped is
+/// caught by the recovery check (an insert before the last completed sync is
+/// missing). The key space is large (2^16), so no later operation of a
+/// round touches a lost key and the replay cannot catch it first.
 TEST(CrashTorture, WeakModeCatchesALostSyncedInsert) {
   util::TempDir dir(util::temp_device_dir(), "nvindex-torture-");
   ASSERT_TRUE(dir.ok()) << dir.error();
@@ -177,15 +177,13 @@ TEST(CrashTorture, WeakModeCatchesALostSyncedInsert) {
   o.kills = 20;
   o.max_run_ms = 50;
   o.inject_lost_insert_every = 3;
+  o.keys = 1 << 16;
   TortureReport r;
   ASSERT_TRUE(run_torture(o, &r).ok());
   print("leveldb weak (lying child)", r);
   ASSERT_EQ(r.failures.size(), 1u);
   const std::string& what = r.failures[0].what;
-  EXPECT_TRUE(what.find("expected") != std::string::npos ||
-              what.find("model has") != std::string::npos ||
-              what.find("held only") != std::string::npos)
-      << what;
+  EXPECT_NE(what.find("since the last completed sync it held only"), std::string::npos) << what;
   EXPECT_TRUE(std::filesystem::exists(o.pool_path)) << "a failed run keeps the crashed store";
 }
 
