@@ -16,6 +16,7 @@
 #include "bench/workload.h"
 #include "nvindex/index.h"
 #include "testing/test_indexes.h"
+#include "util/temp_files.h"
 
 // The test doubles this file uses (src/testing/test_indexes.h).
 [[maybe_unused]] const bool kTestIndexesRegistered =
@@ -208,7 +209,7 @@ TEST(Driver, GeneratedYcsbWorkloadsHaveNoFailures) {
 TEST(Driver, PersistentIndexUsesATemporaryPoolAndRecovers) {
   const IndexEntry* entry = nullptr;
   for (const IndexEntry& e : registered_indexes()) {
-    if (e.caps.persistent && e.name != "lying-test") {
+    if (needs_pool(e.caps) && e.name != "lying-test") {
       entry = &e;
       break;
     }
@@ -645,6 +646,91 @@ TEST(DriverStringKeys, AnIndexWithoutStringKeysIsInvalidArgumentNamingThoseWith)
   for (std::string_view n : string_key_indexes()) {
     EXPECT_NE(find_index_entry(n)->make_string, nullptr) << n;
   }
+}
+
+// Block-device indexes (issue 14): each runs in a fresh temporary directory
+// under BenchOptions::device_dir, is synced after the run and reopened from
+// its device path with every key, reports the process's CPU and context
+// switches and the disk's I/O, and leaves nothing behind (keep_pool keeps
+// it). Strong persistence (the default) fdatasyncs every write: the load's
+// inserts are at least as many disk write requests (device-wide counters
+// only add other processes' requests, so the bound cannot fail by noise).
+TEST(Driver, BlockDeviceIndexesRunInATemporaryDirectoryAndRecover) {
+  for (const char* name : {"leveldb", "rocksdb"}) {
+    SCOPED_TRACE(name);
+    util::TempDir dir(util::temp_device_dir(), "nvindex-driver-");
+    ASSERT_TRUE(dir.ok()) << dir.error();
+    std::array<uint64_t, kOpTypes> counts;
+    Workload w = hand_made(2, &counts);
+    BenchOptions o = quiet_options();
+    o.device_dir = dir.path();
+    IndexResult r;
+    Status st = run_benchmark(o, w, name, &r, nullptr);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(r.failures, 0u) << first_failure(r);
+    EXPECT_TRUE(r.structure.ok()) << r.structure.ToString();
+    EXPECT_TRUE(r.persistent);
+    EXPECT_TRUE(r.sync.ok()) << r.sync.ToString();
+    EXPECT_TRUE(r.recovery.ok()) << r.recovery.ToString();
+    EXPECT_GT(r.recovery_seconds, 0.0);
+    EXPECT_TRUE(r.device_path.starts_with(dir.path() + "/")) << r.device_path;
+    EXPECT_TRUE(r.pool_path.empty());
+    EXPECT_TRUE(std::filesystem::is_empty(dir.path())) << "the store is removed after the run";
+    // Every write waits for the disk: the load blocked at least once.
+    EXPECT_GT(r.load.process.voluntary_switches, 0u);
+    EXPECT_GT(r.load.process.user_seconds + r.load.process.system_seconds, 0.0);
+    EXPECT_GT(r.load.process.cores_used, 0.0);
+    if (!r.disk_why.empty()) {
+      EXPECT_FALSE(r.load.disk.has_value());
+      continue;  // a machine without /sys/block counters
+    }
+    EXPECT_FALSE(r.disk.empty());
+    ASSERT_TRUE(r.load.disk.has_value());
+    ASSERT_TRUE(r.run.disk.has_value());
+    EXPECT_GE(r.load.disk->writes, w.load_keys.size()) << "strong persistence syncs every insert";
+    EXPECT_GE(r.load.disk->write_bytes, r.load.disk->writes * 512);
+    EXPECT_GT(r.load.disk->iops, 0.0);
+    EXPECT_GE(r.load.disk->mean_outstanding, 0.0);
+  }
+  // keep_pool keeps the store's directory.
+  util::TempDir dir(util::temp_device_dir(), "nvindex-driver-");
+  ASSERT_TRUE(dir.ok()) << dir.error();
+  std::array<uint64_t, kOpTypes> counts;
+  Workload w = hand_made(1, &counts);
+  BenchOptions o = quiet_options();
+  o.device_dir = dir.path();
+  o.keep_pool = true;
+  o.index_extra["persistence"] = "weak";
+  IndexResult r;
+  ASSERT_TRUE(run_benchmark(o, w, "leveldb", &r, nullptr).ok());
+  EXPECT_EQ(r.failures, 0u) << first_failure(r);
+  EXPECT_TRUE(r.recovery.ok()) << r.recovery.ToString();
+  EXPECT_TRUE(std::filesystem::is_directory(r.device_path)) << r.device_path;
+}
+
+TEST(Driver, ADeviceDirectoryOnTmpfsIsRefused) {
+  if (!util::on_tmpfs("/dev/shm")) GTEST_SKIP() << "/dev/shm is not tmpfs here";
+  std::array<uint64_t, kOpTypes> counts;
+  Workload w = hand_made(1, &counts);
+  BenchOptions o = quiet_options();
+  o.device_dir = "/dev/shm";
+  IndexResult r;
+  const Status st = run_benchmark(o, w, "leveldb", &r, nullptr);
+  EXPECT_EQ(st.code(), Code::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("tmpfs"), std::string::npos) << st.ToString();
+}
+
+// getrusage counts for every index, a volatile one included; no disk figure.
+TEST(Driver, EveryIndexReportsProcessUsage) {
+  const Workload w = preset_workload("ycsb-a", 20000, 200000, 1);
+  IndexResult r;
+  ASSERT_TRUE(run_benchmark(quiet_options(), w, "absl-btree", &r, nullptr).ok());
+  EXPECT_GT(r.run.process.user_seconds, 0.0);
+  EXPECT_GT(r.run.process.cores_used, 0.0);
+  EXPECT_LT(r.run.process.cores_used, 64.0);
+  EXPECT_FALSE(r.run.disk.has_value());
+  EXPECT_TRUE(r.device_path.empty());
+  EXPECT_TRUE(r.sync.ok());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "crash/string_keys.h"
 #include "nvindex/index.h"
 
 namespace nvindex::crash {
@@ -88,7 +89,8 @@ inline std::vector<CrashCase> persistent_crash_cases() {
   std::vector<CrashCase> cases;
   for (KeyType t : {KeyType::kInteger, KeyType::kString}) {
     for (const IndexEntry& e : registered_indexes()) {
-      if (!e.caps.persistent || is_test_only_index(e.name)) continue;
+      // Pools only: crash_lab_runs_on says why (kNoCrashLabOnDevices).
+      if (!crash_lab_runs_on(e.caps) || is_test_only_index(e.name)) continue;
       if (t == KeyType::kString && !e.caps.string_keys) continue;
       CrashCase c;
       c.index = std::string(e.name);
@@ -233,12 +235,13 @@ inline std::vector<CrashCase> persistent_crash_cases() {
   return cases;
 }
 
-/// The persistent non-test indexes without string keys (each must be
-/// refused for --key-type string), in registration order.
+/// The non-test indexes the crash lab runs on (crash_lab_runs_on) without
+/// string keys (each must be refused for --key-type string), in
+/// registration order.
 inline std::vector<std::string> persistent_indexes_without_string_keys() {
   std::vector<std::string> names;
   for (const IndexEntry& e : registered_indexes()) {
-    if (e.caps.persistent && !e.caps.string_keys && !is_test_only_index(e.name)) {
+    if (crash_lab_runs_on(e.caps) && !e.caps.string_keys && !is_test_only_index(e.name)) {
       names.emplace_back(e.name);
     }
   }

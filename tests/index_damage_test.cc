@@ -165,8 +165,16 @@ void DamagedPool::run() {
 }
 
 auto case_label = [](const auto& info) { return info.param.label; };
+/// The cases in pools: the damage is to a pool's bytes, and a block-device
+/// index has no pool (its own tests refuse a damaged directory).
+std::vector<IndexCase> pooled(std::vector<IndexCase> cases) {
+  std::erase_if(cases,
+                [](const IndexCase& c) { return !needs_pool(find_index_entry(c.name)->caps); });
+  return cases;
+}
 INSTANTIATE_TEST_SUITE_P(IntegerKeys, DamagedPool,
-                         ::testing::ValuesIn(testing::persistent_index_cases()), case_label);
+                         ::testing::ValuesIn(pooled(testing::persistent_index_cases())),
+                         case_label);
 INSTANTIATE_TEST_SUITE_P(StringKeys, DamagedPool,
                          ::testing::ValuesIn(testing::persistent_string_index_cases()), case_label);
 

@@ -12,6 +12,7 @@
 #include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
 #include "testing/test_indexes.h"
+#include "util/temp_files.h"
 
 // The test doubles this file uses (src/testing/test_indexes.h).
 [[maybe_unused]] const bool kTestIndexesRegistered =
@@ -21,11 +22,13 @@ namespace nvindex {
 namespace {
 
 /// An index made through make_index<K>() with `threads` and `extra`, in a
-/// fresh anonymous pool (layout = pool_layout(name, key type)) when it is
-/// persistent (and has a factory for K: otherwise make_index's refusal is
-/// the point, with no pool).
+/// fresh anonymous pool (layout = pool_layout(name, key type)) when it needs
+/// one (and has a factory for K: otherwise make_index's refusal is
+/// the point, with no pool), or at a new path in a temporary directory on a
+/// disk when it needs a device.
 template <class K = uint64_t>
 struct Made {
+  std::unique_ptr<util::TempDir> dir;
   std::unique_ptr<pm::Pool> pool;
   std::unique_ptr<Index<K>> index;
   Status status;
@@ -35,7 +38,14 @@ struct Made {
     o.node_size = smallest_node_size(e.name);
     o.threads = threads;
     o.extra = std::move(extra);
-    if (e.caps.persistent && (key_type_of<K> == KeyType::kInteger || e.caps.string_keys)) {
+    if (needs_device(e.caps)) {
+      dir = std::make_unique<util::TempDir>(util::temp_device_dir(), "nvindex-registry-");
+      if (!dir->ok()) {
+        status = Status::IOError(dir->error());
+        return;
+      }
+      o.device = dir->path() + "/" + std::string(e.name);
+    } else if (needs_pool(e.caps) && (key_type_of<K> == KeyType::kInteger || e.caps.string_keys)) {
       status = pm::Pool::create_anonymous(16ull << 20, pool_layout(e.name, key_type_of<K>), &pool);
       if (!status.ok()) return;
       o.pool = pool.get();
@@ -206,7 +216,9 @@ TEST(Registry, RegisterIndexRefusesATakenNameOrAnEmptyEntry) {
 // "not clean", so the next open recovers it again (make_index, pool.h).
 TEST(Registry, AFailedRecoveryLeavesThePoolNotClean) {
   for (const IndexEntry& e : registered_indexes()) {
-    if (!e.caps.persistent || is_test_only_index(e.name)) continue;
+    // Pools only: a block-device index has no pool (its own tests damage
+    // its store).
+    if (!needs_pool(e.caps) || is_test_only_index(e.name)) continue;
     SCOPED_TRACE(std::string(e.name));
     const std::string path = "/dev/shm/nvindex-registry-" + std::to_string(::getpid()) + "-" +
                              std::string(e.name) + ".pool";
@@ -248,7 +260,9 @@ TEST(Registry, AFailedRecoveryLeavesThePoolNotClean) {
 // the volatile yardstick) times none.
 TEST(Registry, EveryIndexThatCountsSmosTimesThem) {
   for (const IndexEntry& e : registered_indexes()) {
-    if (is_test_only_index(e.name)) continue;
+    // The SMO counters are the PM layer's (pm::SmoTimer): a block-device
+    // index counts none, and 20000 synced writes would only cost time.
+    if (is_test_only_index(e.name) || needs_device(e.caps)) continue;
     SCOPED_TRACE(e.name);
     Made<> m(e, 1);
     ASSERT_TRUE(m.status.ok()) << m.status.ToString();
@@ -294,9 +308,15 @@ TEST(Registry, NodeSizePredicateAgreesWithTheFactory) {
       o.node_size = ns;
       o.threads = 2;
       std::unique_ptr<pm::Pool> pool;
-      if (e.caps.persistent) {
+      std::unique_ptr<util::TempDir> dir;
+      if (needs_pool(e.caps)) {
         ASSERT_TRUE(pm::Pool::create_anonymous(16ull << 20, e.name, &pool).ok());
         o.pool = pool.get();
+      } else if (needs_device(e.caps)) {
+        dir = std::make_unique<util::TempDir>(util::temp_device_dir(), "nvindex-registry-");
+        ASSERT_TRUE(dir->ok()) << dir->error();
+        o.device = dir->path() + "/store";
+        o.device_bytes = 1 << 20;
       }
       std::unique_ptr<Index<uint64_t>> idx;
       const Status made = make_index<uint64_t>(e.name, o, &idx);

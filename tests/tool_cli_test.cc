@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "nvindex/index.h"
+#include "util/temp_files.h"
 
 namespace {
 
@@ -66,6 +67,65 @@ class Cli : public ::testing::Test {
 
 constexpr char kSmall[] = " --quiet -n 2000 -p 2000 ";
 
+// Block-device indexes (issue 14): --device is a directory on a real disk;
+// tmpfs, a missing directory and a bad --device-bytes are usage errors; a run
+// reports the process's CPU and context switches for every index and the
+// disk's I/O for a block-device one, and leaves nothing behind.
+TEST_F(Cli, BenchDeviceOptionsAndTheirReports) {
+  if (nvindex::util::on_tmpfs("/dev/shm")) {
+    Outcome r = nvindex("bench --index leveldb --device /dev/shm" + std::string(kSmall));
+    EXPECT_EQ(r.rc, 2) << r.err;
+    EXPECT_NE(r.err.find("tmpfs"), std::string::npos) << r.err;
+  }
+  Outcome r = nvindex("bench --index leveldb --device /no/such/dir" + std::string(kSmall));
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("not an existing directory"), std::string::npos) << r.err;
+  r = nvindex("bench --index leveldb --device-bytes 12Q" + std::string(kSmall));
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("--device-bytes"), std::string::npos) << r.err;
+
+  nvindex::util::TempDir dir(nvindex::util::temp_device_dir(), "nvindex-cli-");
+  ASSERT_TRUE(dir.ok()) << dir.error();
+  const std::string json = tmp_path("device.json");
+  r = nvindex("bench --index leveldb:persistence=weak,rocksdb,absl-btree --device " + dir.path() +
+              " --quiet -n 300 -p 300 --workload ycsb-a --json-output " + json);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("mean outstanding I/Os"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cores used"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(json));
+  fs::remove(json);
+  EXPECT_EQ(j["options"]["device_dir"], dir.path());
+  for (const auto& x : j["results"]) {
+    SCOPED_TRACE(x["index"].get<std::string>());
+    for (const char* phase : {"load", "run"}) {
+      const auto& p = x[phase]["process"];
+      EXPECT_GE(p["cores_used"].get<double>(), 0.0);
+      EXPECT_TRUE(p.contains("voluntary_switches"));
+      EXPECT_TRUE(p.contains("involuntary_switches"));
+    }
+    EXPECT_EQ(x["sync"], "ok");
+    if (x["index_name"] == "absl-btree") {
+      EXPECT_TRUE(x["run"]["disk"].is_null());
+      EXPECT_FALSE(x.contains("device"));
+      continue;
+    }
+    EXPECT_EQ(x["recovery"], "ok");
+    EXPECT_TRUE(x["device"].get<std::string>().starts_with(dir.path() + "/")) << x["device"];
+    const auto& d = x["load"]["disk"];
+    ASSERT_TRUE(d.is_object());
+    if (d["available"].get<bool>()) {
+      // Strong persistence syncs every insert; weak may leave the load in
+      // the page cache.
+      if (x["index_options"].value("persistence", "") != "weak") {
+        EXPECT_GT(d["writes"].get<uint64_t>(), 0u) << "a synced load of 300 keys wrote nothing";
+      }
+      EXPECT_TRUE(d.contains("mean_outstanding"));
+      EXPECT_TRUE(d.contains("iops"));
+    }
+  }
+  EXPECT_TRUE(fs::is_empty(dir.path())) << "the stores' directories are removed after the run";
+}
+
 TEST_F(Cli, BenchHelpMentionsEveryOption) {
   Outcome r = nvindex("bench --help");
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -92,6 +152,8 @@ TEST_F(Cli, BenchHelpMentionsEveryOption) {
                         "--trace-run",
                         "--pool",
                         "--pool-size",
+                        "--device",
+                        "--device-bytes",
                         "--pm-mode",
                         "--pm-latency-ns",
                         "--media-model",

@@ -89,7 +89,7 @@ std::pair<int64_t, int64_t> money(Database& db) {
 std::vector<std::string> persistent_ordered_indexes() {
   std::vector<std::string> out;
   for (const IndexEntry& e : registered_indexes()) {
-    if (!e.caps.ordered || !e.caps.persistent || is_test_only_index(e.name)) continue;
+    if (!e.caps.ordered || !needs_pool(e.caps) || is_test_only_index(e.name)) continue;
     if (kSanitizer && e.name != "fastfair") continue;
     out.emplace_back(e.name);
   }

@@ -195,8 +195,10 @@ struct IndexOptions {
   /// which has no O_DIRECT): a file or a block device for PA-Tree, a
   /// directory for LevelDB and RocksDB. A path that does not exist gets a new
   /// index; an existing one is opened and recovered. Each index documents
-  /// what it accepts; a path it cannot use is InvalidArgument.
-  std::string device;
+  /// what it accepts; a path it cannot use is InvalidArgument. (Its `{}`
+  /// keeps designated initializers that skip it, IndexOptions{.extra = ...},
+  /// free of -Wmissing-field-initializers.)
+  std::string device{};
   /// Block-device indexes only: size of a new store, bytes (a PA-Tree file
   /// is created and preallocated at this size; a block device's own size
   /// wins). 0 = the index's default.
@@ -322,6 +324,11 @@ struct OptionSpec {
   /// factory refuses them on a new pool (InvalidArgument), and the string-key
   /// test cases (registered_string_index_cases) leave them out.
   bool integer_keys_only = false;
+  /// The option changes how operations are run (I/O mode, scheduling,
+  /// queue depth), not what is stored or how: the conformance suite runs
+  /// only its default (registered_index_cases), and the index's own tests
+  /// cover the other values.
+  bool runtime_only = false;
 };
 
 /// One registry entry (src/indexes/registry.cc): what an index is, what it

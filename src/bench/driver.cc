@@ -276,14 +276,16 @@ template <class K>
 /// after its body; their sum over the workers is the phase's PhaseResult::cpu.
 class PhaseRunner {
  public:
-  /// `energy`: the meter read around the phase (null: no energy figure).
+  /// `energy`: the meter read around the phase (null: no energy figure);
+  /// `disk`: the disk meter of a block-device index (null: no disk figure).
   PhaseRunner(unsigned threads, bool pin, const pm::PersistConfig& pm, bool perf,
-              const EnergyMeter* energy)
+              const EnergyMeter* energy, const DiskMeter* disk)
       : n_(threads),
         pin_(pin),
         media_model_(pm.media_model),
         perf_(perf),
         energy_(energy),
+        disk_(disk),
         states_(threads) {}
 
   using Body = std::function<void(unsigned t, ThreadState& ts, std::optional<Clock::time_point>)>;
@@ -324,6 +326,8 @@ class PhaseRunner {
     if (media_model_) pm::media_drain();
     const pm::CounterSnapshot before = pm::snapshot();
     const EnergySample energy_before = energy_ ? energy_->sample() : EnergySample{};
+    const DiskSample disk_before = disk_ ? disk_->sample() : DiskSample{};
+    const UsageSample usage_before = usage_now();
     start = Clock::now();
     if (duration_s > 0) {
       deadline = start + std::chrono::duration_cast<Clock::duration>(
@@ -334,6 +338,8 @@ class PhaseRunner {
     const uint64_t last_second_total =
         monitor(phase, index, total_ops, duration_s, progress, start, timeline);
     for (std::thread& w : workers) w.join();
+    const UsageSample usage_after = usage_now();
+    const DiskSample disk_after = disk_ ? disk_->sample() : DiskSample{};
     if (media_model_) pm::media_drain();
     const pm::CounterSnapshot after = pm::snapshot();
     if (energy_) out->energy = energy_->between(energy_before, energy_->sample());
@@ -350,6 +356,8 @@ class PhaseRunner {
     out->seconds = seconds_between(start, end);
     out->throughput = out->seconds > 0 ? ops / out->seconds : 0;
     out->pm = after - before;
+    out->process = usage_between(usage_before, usage_after, out->seconds);
+    if (disk_) out->disk = disk_between(disk_before, disk_after, out->seconds);
     if (timeline != nullptr) {
       timeline->push_back(ops - last_second_total);
       const double whole = static_cast<double>(timeline->size() - 1);
@@ -408,6 +416,7 @@ class PhaseRunner {
   const bool media_model_;
   const bool perf_;
   const EnergyMeter* energy_;
+  const DiskMeter* disk_;
   std::vector<ThreadState> states_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -744,6 +753,8 @@ class BenchRun {
   ~BenchRun() {
     index_.reset();
     pool_.reset();
+    if (device_dir_ != nullptr && options_.keep_pool) device_dir_->keep();
+    device_dir_.reset();  // removes the store's directory
     if (remove_pool_file_) {
       std::error_code ec;
       std::filesystem::remove(pool_path_, ec);
@@ -763,7 +774,7 @@ class BenchRun {
       out_->energy_dram = meter_->has_dram();
     }
     pm::configure(options_.pm);
-    Status st = create_pool();
+    Status st = needs_device(entry_.caps) ? create_device() : create_pool();
     if (st.ok()) st = create_index();
     if (st.ok()) build_string_keys();
     return st;
@@ -784,7 +795,7 @@ class BenchRun {
   /// timeline go to the result (driver.h, step 3).
   void run() {
     PhaseRunner runner(threads_, options_.pin_threads, options_.pm, options_.perf_counters,
-                       energy_meter());
+                       energy_meter(), disk_meter());
     auto body = [this](unsigned t, ThreadState& ts, std::optional<Clock::time_point> deadline) {
       if (options_.lookup_batch > 1) {
         run_thread<true>(t, ts, deadline);
@@ -823,21 +834,35 @@ class BenchRun {
     }
   }
 
-  /// For a persistent index on a pool file: closes the index and the pool
+  /// Index::sync() after the run phase, timed (IndexResult::sync_seconds):
+  /// a weakly persistent index makes every completed operation durable, so
+  /// recover() reopens it with every key. Ok at once for a PM index.
+  void sync() {
+    const Clock::time_point t0 = Clock::now();
+    out_->sync = index_->sync();
+    out_->sync_seconds = seconds_between(t0, Clock::now());
+  }
+
+  /// For a persistent index on a pool file, or a block-device index on its
+  /// device path: closes the index and the pool
   /// (a clean shutdown), reopens them with BenchOptions::recovery_threads,
   /// timing open + recovery (recovery_seconds, s) and the index's own
   /// rebuild (rebuild_seconds, s), then verify() must pass and count the
   /// keys of before the close. The outcome goes to IndexResult::recovery
   /// (Corruption for a different key count); nothing for other indexes.
   void recover() {
-    if (!entry_.caps.persistent || pool_path_.empty()) return;
+    const bool device = needs_device(entry_.caps);
+    if (!entry_.caps.persistent || (pool_path_.empty() && !device)) return;
     index_.reset();
     pool_.reset();  // sets the clean-shutdown flag
     out_->recovery_threads = options_.recovery_threads ? options_.recovery_threads : threads_;
     iopts_.threads = out_->recovery_threads;
     const Clock::time_point t0 = Clock::now();
-    Status st = pm::Pool::open(pool_path_, layout_, options_.pm.mode, &pool_);
-    iopts_.pool = pool_.get();
+    Status st;
+    if (!device) {
+      st = pm::Pool::open(pool_path_, layout_, options_.pm.mode, &pool_);
+      iopts_.pool = pool_.get();
+    }
     if (st.ok()) st = make_index<K>(index_name_, iopts_, &index_);
     out_->recovery_seconds = seconds_between(t0, Clock::now());
     if (st.ok()) {
@@ -858,6 +883,34 @@ class BenchRun {
   /// when the machine has no readable RAPL counter (no figure then).
   const EnergyMeter* energy_meter() const {
     return meter_ && meter_->available() ? meter_.get() : nullptr;
+  }
+
+  /// The disk meter of a block-device index whose disk has counters, else
+  /// null.
+  const DiskMeter* disk_meter() const {
+    return disk_ && disk_->available() ? disk_.get() : nullptr;
+  }
+
+  /// Device setup for a block-device index: a fresh temporary directory
+  /// nvindex-<label>-XXXXXX under BenchOptions::device_dir (default
+  /// util::temp_device_dir()), refused on tmpfs, and the index's path in it
+  /// (not created: the index creates its file or directory), the disk meter
+  /// of that directory. Errors: InvalidArgument (tmpfs), IOError (mkdtemp).
+  Status create_device() {
+    const std::string parent =
+        options_.device_dir.empty() ? util::temp_device_dir() : options_.device_dir;
+    if (util::on_tmpfs(parent)) {
+      return Status::InvalidArgument("device directory " + parent +
+                                     " is on tmpfs: memory, not a disk, and no O_DIRECT");
+    }
+    device_dir_ =
+        std::make_unique<util::TempDir>(parent, "nvindex-" + file_safe(out_->index) + "-");
+    if (!device_dir_->ok()) return Status::IOError(device_dir_->error());
+    out_->device_path = device_dir_->path() + "/" + file_safe(out_->index);
+    disk_ = std::make_unique<DiskMeter>(device_dir_->path());
+    out_->disk = disk_->disk();
+    out_->disk_why = disk_->why();
+    return Status::Ok();
   }
 
   /// Pool setup for a persistent index: an anonymous pool in kDram mode,
@@ -894,6 +947,8 @@ class BenchRun {
   /// thread-safe.
   Status create_index() {
     iopts_.pool = pool_.get();
+    iopts_.device = out_->device_path;
+    iopts_.device_bytes = options_.device_bytes;
     iopts_.node_size = run_node_size(entry_, options_.node_size);
     iopts_.threads = threads_;
     iopts_.fill_factor = options_.fill_factor;
@@ -956,8 +1011,8 @@ class BenchRun {
     for (size_t i = 0; i < n; ++i)
       sorted.emplace_back(load_key(i), make_value(load_value_key(i), 0));
     std::sort(sorted.begin(), sorted.end());
-    PhaseRunner runner(1, options_.pin_threads, options_.pm, options_.perf_counters,
-                       energy_meter());
+    PhaseRunner runner(1, options_.pin_threads, options_.pm, options_.perf_counters, energy_meter(),
+                       disk_meter());
     auto body = [&](unsigned, ThreadState& ts, std::optional<Clock::time_point>) {
       Status st = index_->bulk_load(sorted);
       ++ts.checked;
@@ -979,7 +1034,7 @@ class BenchRun {
   /// make_value(key, 0), each result checked.
   void load_by_inserts() {
     PhaseRunner runner(threads_, options_.pin_threads, options_.pm, options_.perf_counters,
-                       energy_meter());
+                       energy_meter(), disk_meter());
     const uint64_t n = workload_.load_keys.size();
     auto body = [&](unsigned t, ThreadState& ts, std::optional<Clock::time_point>) {
       const uint64_t begin = n * t / threads_, end = n * (t + 1) / threads_;
@@ -1136,6 +1191,10 @@ class BenchRun {
   std::string pool_path_;     ///< the pool file ("" for volatile or anonymous)
   std::unique_ptr<util::RemoveOnSignal> on_signal_;  ///< pool_path_ while it is ours to remove
   bool remove_pool_file_ = false;  ///< this run created pool_path_ and keeps it not
+  /// Block-device index: the temporary directory its store is in (removed
+  /// with it when the run ends, unless keep_pool), and its disk's meter.
+  std::unique_ptr<util::TempDir> device_dir_;
+  std::unique_ptr<DiskMeter> disk_;
   std::unique_ptr<pm::Pool> pool_;
   IndexOptions iopts_;
   std::unique_ptr<Index<K>> index_;
@@ -1157,6 +1216,7 @@ Status run_phases(const BenchOptions& options, const Workload& workload,
   if (Status st = run.open(); !st.ok()) return st;
   run.load();
   run.run();
+  run.sync();
   run.check();
   run.recover();
   return Status::Ok();

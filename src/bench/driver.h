@@ -33,6 +33,21 @@
 //     BenchOptions::recovery_threads (IndexOptions::threads on reopen) and
 //     checks that the recovered index holds the same number of keys;
 //  5. removes the temporary pool file unless keep_pool.
+// A block-device index (needs_device: the LevelDB and RocksDB yardsticks,
+// PA-Tree) gets no pool: step 1 creates a fresh temporary directory under
+// BenchOptions::device_dir (a real disk; tmpfs is refused) and gives the
+// index a path in it that does not exist yet (IndexOptions::device, with
+// BenchOptions::device_bytes); after the run phase every index's sync() is
+// called and timed (IndexResult::sync_seconds), so a weakly persistent
+// index's reopen holds every key; step 4's reopen is from the device path;
+// step 5 removes the directory unless keep_pool (and on SIGINT/SIGTERM,
+// util/temp_files.h).
+// Per phase, for every index, the process's CPU time and context switches
+// (getrusage: the whole process, all threads; PhaseResult::process), and for
+// a block-device index the I/O of the disk its directory is on
+// (/sys/block/<disk>/stat: device-wide, every process; PhaseResult::disk,
+// or IndexResult::disk_why when the machine has no such counters):
+// bench/os_stats.h.
 // Per phase (never per operation), each worker thread counts its own
 // user-space instructions, cycles and task-clock time with perf_event_open(2)
 // around its loop (bench/perf.h; PhaseResult::cpu), unless
@@ -76,6 +91,7 @@
 #include <vector>
 
 #include "bench/energy.h"
+#include "bench/os_stats.h"
 #include "bench/perf.h"
 #include "bench/stats.h"
 #include "bench/workload.h"
@@ -102,8 +118,17 @@ struct BenchOptions {
   /// can hold (loaded keys + run operations), rounded up to 1 MiB.
   uint64_t pool_size = 0;
   /// Keep the pool file after the run (for `nvindex verify` / `info`). The
-  /// file, temporary or named, is removed otherwise.
+  /// file, temporary or named, is removed otherwise. Also keeps a
+  /// block-device index's temporary directory.
   bool keep_pool = false;
+  /// Block-device indexes: the directory (on a real disk, not tmpfs) in which
+  /// each gets a fresh temporary directory nvindex-<index>-XXXXXX holding its
+  /// store. Empty: util::temp_device_dir() ($NVINDEX_DEVICE_DIR, else
+  /// /var/tmp).
+  std::string device_dir;
+  /// Block-device indexes: IndexOptions::device_bytes, the size of a new
+  /// store, bytes (0: the index's default; the LSM stores ignore it).
+  uint64_t device_bytes = 0;
   /// PM mode, injected flush/fence latency (ns), media model.
   pm::PersistConfig pm;
   /// Node size for indexes that take one, bytes; an index that does not take
@@ -186,6 +211,15 @@ struct PhaseResult {
   /// BenchOptions::energy on a machine whose RAPL counters can be read;
   /// nullopt otherwise (IndexResult::energy_why says why).
   std::optional<Joules> energy;
+  /// CPU time (user + system, cores used) and context switches of the whole
+  /// process over the phase (getrusage RUSAGE_SELF: all threads, the
+  /// index's background threads included). (`{}` here and below: an
+  /// aggregate initializer that stops before them stays warning-free.)
+  ProcessUsage process{};
+  /// Block-device indexes: the I/O of the disk under the device directory
+  /// over the phase (device-wide); nullopt for other indexes or without
+  /// counters (IndexResult::disk_why).
+  std::optional<DiskIo> disk{};
 };
 
 /// Completed and succeeded operations of one OpType in the run phase.
@@ -253,9 +287,17 @@ struct IndexResult {
   /// info().recovery_seconds of the reopened index: its own rebuild time
   /// (inner nodes, allocator), s; part of recovery_seconds.
   double rebuild_seconds = 0;
-  Status recovery;               ///< outcome of that reopen
-  bool media_model = false;      ///< media model was on (media_writes meaningful)
-  std::string pool_path;         ///< file used ("" for volatile or anonymous)
+  Status recovery;           ///< outcome of that reopen
+  bool media_model = false;  ///< media model was on (media_writes meaningful)
+  std::string pool_path;     ///< file used ("" for volatile or anonymous)
+  /// Block-device index: the path given as IndexOptions::device ("" else).
+  std::string device_path;
+  std::string disk;      ///< the disk under device_path ("vda"), "" when unknown
+  std::string disk_why;  ///< why there are no disk counters ("" when there are)
+  /// Index::sync() after the run phase (every index; Ok at once for PM
+  /// ones), wall time, s, and its outcome.
+  double sync_seconds = 0;
+  Status sync;
   bool energy_measured = false;  ///< BenchOptions::energy was on
   /// With energy_measured and no figure: why the meter had none (e.g. "no
   /// /sys/class/powercap: the machine exposes no RAPL counters"); "" else.
@@ -294,7 +336,8 @@ std::unique_ptr<ProgressSink> make_stderr_progress(double interval_s = 5.0);
 /// InvalidArgument (unknown index, string keys (workload.spec.key_type) on
 /// an index without caps.string_keys, threads > 1 on an index that is not
 /// thread-safe, workload with no thread streams, bad pool size, fill_factor
-/// outside (0, 1], lookup_batch outside 1..kMaxLookupBatch), any error of
+/// outside (0, 1], lookup_batch outside 1..kMaxLookupBatch, a block-device
+/// index with a device directory on tmpfs), any error of
 /// pm::Pool::create / make_index (pool, recovery), IOError (temporary pool
 /// directory). `progress` may be null.
 Status run_benchmark(const BenchOptions& options, const Workload& workload,

@@ -93,6 +93,55 @@ json event_json(const EventCount& e, uint64_t ops) {
               {"reason", nullptr}};
 }
 
+/// A phase's "process" (see report.h).
+json process_json(const ProcessUsage& p) {
+  return {{"user_seconds", p.user_seconds},
+          {"system_seconds", p.system_seconds},
+          {"cores_used", p.cores_used},
+          {"voluntary_switches", p.voluntary_switches},
+          {"involuntary_switches", p.involuntary_switches}};
+}
+
+/// A phase's "disk" (see report.h): null for an index not on a device.
+json disk_json(const IndexResult& r, const PhaseResult& p) {
+  if (r.device_path.empty()) return json(nullptr);
+  if (!p.disk) {
+    return {{"available", false}, {"reason", r.disk_why.empty() ? "no reading" : r.disk_why}};
+  }
+  const DiskIo& d = *p.disk;
+  return {{"available", true},
+          {"disk", r.disk},
+          {"reads", d.reads},
+          {"writes", d.writes},
+          {"read_bytes", d.read_bytes},
+          {"write_bytes", d.write_bytes},
+          {"iops", d.iops},
+          {"mean_outstanding", d.mean_outstanding}};
+}
+
+std::string bytes_str(uint64_t b);
+
+/// The text lines of a phase's process usage and (block-device index) disk
+/// I/O.
+std::string os_text(std::string_view phase, const IndexResult& r, const PhaseResult& p) {
+  std::string s = fmt::format(
+      "	{} CPU {:.3f} s user + {:.3f} s system = {:.2f} cores used; context switches "
+      "{} voluntary, {} involuntary\n",
+      phase, p.process.user_seconds, p.process.system_seconds, p.process.cores_used,
+      p.process.voluntary_switches, p.process.involuntary_switches);
+  if (r.device_path.empty()) return s;
+  if (!p.disk) {
+    return s + fmt::format("	{} disk: not available ({})\n", phase,
+                           r.disk_why.empty() ? "no reading" : r.disk_why);
+  }
+  const DiskIo& d = *p.disk;
+  return s + fmt::format(
+                 "	{} disk {}: {} reads ({}), {} writes ({}), {:.0f} IOPS, {:.2f} mean "
+                 "outstanding I/Os\n",
+                 phase, r.disk, d.reads, bytes_str(d.read_bytes), d.writes,
+                 bytes_str(d.write_bytes), d.iops, d.mean_outstanding);
+}
+
 /// A phase's "energy" (see report.h): null without --energy; {"available":
 /// false, "reason"} when the meter had no figure; else the joules, whole and
 /// per operation ("dram_j" and "dram_j_per_op" null without a DRAM zone).
@@ -239,6 +288,8 @@ json options_json(const BenchReport& r) {
          {"pool", o.pool_path},
          {"pool_size", o.pool_size},
          {"keep_pool", o.keep_pool},
+         {"device_dir", o.device_dir},
+         {"device_bytes", o.device_bytes},
          {"pm_mode", pm::mode_name(o.pm.mode)},
          {"flush_latency_ns", o.pm.flush_latency_ns},
          {"fence_latency_ns", o.pm.fence_latency_ns},
@@ -307,7 +358,9 @@ json result_json(const IndexResult& r) {
         {"throughput", r.load.throughput},
         {"pm", pm_json(r.load.pm, r.load.operations)},
         {"cpu", cpu_json(r.load.cpu, r.load.operations)},
-        {"energy", energy_json(r, r.load)}}},
+        {"energy", energy_json(r, r.load)},
+        {"process", process_json(r.load.process)},
+        {"disk", disk_json(r, r.load)}}},
       {"run",
        {{"operations", r.run.operations},
         {"seconds", r.run.seconds},
@@ -327,6 +380,8 @@ json result_json(const IndexResult& r) {
         {"pm", pm_json(r.run.pm, r.run.operations)},
         {"cpu", cpu_json(r.run.cpu, r.run.operations)},
         {"energy", energy_json(r, r.run)},
+        {"process", process_json(r.run.process)},
+        {"disk", disk_json(r, r.run)},
         {"timeline", r.timeline},
         {"timeline_last_seconds", r.timeline_last_fraction}}},
       {"verification",
@@ -343,7 +398,10 @@ json result_json(const IndexResult& r) {
       {"memory", {{"dram_bytes", r.info.dram_bytes}, {"pm_bytes", r.info.pm_bytes}}},
       {"media_model", r.media_model},
       {"media_write_amplification", r.media_model ? media_write_amplification(r.run.pm) : 0.0},
+      {"sync_seconds", r.sync_seconds},
+      {"sync", r.sync.ok() ? "ok" : r.sync.ToString()},
   };
+  if (!r.device_path.empty()) j["device"] = r.device_path;
   if (r.persistent) {
     j["recovery_seconds"] = r.recovery_seconds;
     j["recovery_threads"] = r.recovery_threads;
@@ -559,8 +617,16 @@ std::string report_text(const BenchReport& r) {
       s += energy_text("load", x, x.load);
       s += energy_text("run ", x, x.run);
     }
+    s += "Process (getrusage: the whole process, all threads";
+    s += x.device_path.empty() ? "):\n" : "; disk: device-wide, every process):\n";
+    s += os_text("load", x, x.load);
+    s += os_text("run ", x, x.run);
     s += fmt::format("Memory: DRAM {}, PM {}\n", bytes_str(x.info.dram_bytes),
                      bytes_str(x.info.pm_bytes));
+    if (!x.device_path.empty()) {
+      s += fmt::format("Device: {}; sync after the run: {:.6f} s ({})\n", x.device_path,
+                       x.sync_seconds, x.sync.ok() ? "ok" : x.sync.ToString());
+    }
     if (x.persistent) {
       s += fmt::format("Recovery: {:.6f} s with {} thread{} (index rebuild {:.6f} s) ({})\n",
                        x.recovery_seconds, x.recovery_threads, x.recovery_threads == 1 ? "" : "s",
@@ -660,7 +726,9 @@ std::string smo_split_text(std::string_view op, const TypeCounts& c) {
 bool report_has_failures(const BenchReport& r) {
   if (!r.errors.empty()) return true;
   for (const IndexResult& x : r.results) {
-    if (x.failures > 0 || !x.structure.ok() || (x.persistent && !x.recovery.ok())) return true;
+    if (x.failures > 0 || !x.structure.ok() || (x.persistent && !x.recovery.ok()) || !x.sync.ok()) {
+      return true;
+    }
   }
   return false;
 }

@@ -76,6 +76,20 @@
 //   "dram_j_per_op"}: joules of the whole machine over the phase
 //   (bench/energy.h), "dram_j" and "dram_j_per_op" null without a DRAM zone;
 //   never an estimate.
+//   "load" and "run": "process": { "user_seconds", "system_seconds",
+//   "cores_used" ((user + system) / phase seconds), "voluntary_switches",
+//   "involuntary_switches" }: getrusage(RUSAGE_SELF) deltas, the whole
+//   process (every thread, an index's background threads included);
+//   "load" and "run": "disk": null but for a block-device index, else
+//   {"available": false, "reason"} or {"available": true, "disk", "reads",
+//   "writes", "read_bytes", "write_bytes", "iops", "mean_outstanding"}:
+//   /sys/block/<disk>/stat deltas of the disk under the device directory,
+//   device-wide (every process's I/O); mean_outstanding = time_in_queue
+//   delta (ms) / phase ms (issue 14's Table I);
+//   results[]: "sync_seconds", "sync" ("ok" or the error): Index::sync()
+//   after the run phase; "device" (block-device indexes: the path given as
+//   IndexOptions::device; "pool" stays for pools);
+//   options: "device_dir", "device_bytes".
 // Units: seconds (s), throughput (operations/s), latency (ns), energy
 // (joules), bytes.
 //

@@ -351,7 +351,7 @@ class ScenarioRun {
 Status run_crash_test(const Options& o, Report* rep) {
   *rep = Report{};
   rep->options = o;
-  if (Status s = check_keyed_index("crashtest", o.index, o.key_type); !s.ok()) return s;
+  if (Status s = check_keyed_index("crashtest", o.index, o.key_type, true); !s.ok()) return s;
   if (o.ops == 0 || o.scenarios == 0) {
     return Status::InvalidArgument("crashtest: ops and scenarios must be >= 1");
   }

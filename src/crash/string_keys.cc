@@ -102,11 +102,16 @@ Status make_keyed_index(std::string_view name, KeyType t, const IndexOptions& op
   return Status::Ok();
 }
 
-Status check_keyed_index(std::string_view tool, const std::string& index, KeyType t) {
+Status check_keyed_index(std::string_view tool, const std::string& index, KeyType t,
+                         bool simulated) {
   const IndexEntry* e = find_index_entry(index);
   if (e == nullptr || !e->caps.persistent) {
     return Status::InvalidArgument(std::string(tool) + ": '" + index +
                                    "' is not a registered persistent index");
+  }
+  if (simulated && !crash_lab_runs_on(e->caps)) {
+    return Status::InvalidArgument(std::string(tool) + ": '" + index +
+                                   "' is a block-device index: " + kNoCrashLabOnDevices);
   }
   if (t == KeyType::kString && !e->caps.string_keys) {
     return Status::InvalidArgument(std::string(tool) + ": '" + index + "' has no string keys");

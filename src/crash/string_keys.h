@@ -82,11 +82,25 @@ class StringKeyIndex final : public Index<uint64_t> {
 Status make_keyed_index(std::string_view name, KeyType t, const IndexOptions& options,
                         std::unique_ptr<Index<uint64_t>>* out);
 
+/// Why the crash lab (the crash simulator and everything on it: crashtest,
+/// its images and oracle, tests/crash_cases.h) skips block-device indexes.
+inline constexpr char kNoCrashLabOnDevices[] =
+    "the crash simulator sees only pm:: stores to a pool, and a block-device index writes "
+    "through the kernel's I/O (its crash test is the process-crash torture, nvindex torture)";
+
+/// Whether the crash lab runs on an index with capabilities `c`: the one
+/// place that decides it. Only on pools (needs_pool): not on a block-device
+/// index (kNoCrashLabOnDevices), nor a volatile one.
+inline bool crash_lab_runs_on(const Capabilities& c) { return needs_pool(c); }
+
 /// The check crashtest and torture start with: `index` is a registered
-/// persistent index and, for string keys, has them. Errors: InvalidArgument
-/// "<tool>: '<index>' is not a registered persistent index" or "<tool>:
-/// '<index>' has no string keys".
-Status check_keyed_index(std::string_view tool, const std::string& index, KeyType t);
+/// persistent index and, for string keys, has them; with `simulated`
+/// (crashtest), one the crash lab runs on (crash_lab_runs_on). Errors:
+/// InvalidArgument "<tool>: '<index>' is not a registered persistent index",
+/// "<tool>: '<index>' is a block-device index: <kNoCrashLabOnDevices>" or
+/// "<tool>: '<index>' has no string keys".
+Status check_keyed_index(std::string_view tool, const std::string& index, KeyType t,
+                         bool simulated);
 
 /// "" or StringKeyIndex::take_key_error() when `idx` is a StringKeyIndex.
 std::string take_key_error(Index<uint64_t>& idx);

@@ -118,6 +118,12 @@ struct LogHeader {
   std::atomic<uint32_t> ready;  ///< 1 once open + recovery succeeded
   uint32_t reserved;
   std::atomic<uint64_t> count[kMaxThreads];  ///< acknowledged ops per thread
+  /// Weak persistence (sync_every > 0): completed sync() calls; the durable
+  /// frontier of the last one is frontier[sync_seq % 2] (thread 0 writes the
+  /// other half, then raises sync_seq with a release store, so a kill
+  /// mid-write leaves the previous frontier intact).
+  std::atomic<uint64_t> sync_seq;
+  uint64_t frontier[2][kMaxThreads];  ///< acknowledged counts before the sync call
 };
 constexpr uint64_t kLogHeaderBytes = 4096;
 static_assert(sizeof(LogHeader) <= kLogHeaderBytes);
@@ -132,9 +138,17 @@ Record* log_records(void* log, unsigned thread) {
 /// Exit codes of a child that was not killed.
 constexpr int kChildOpenFailed = 3;
 
+/// True when the run's index is a block-device one (its store at a device
+/// path, no pool).
+bool on_device(const TortureOptions& o) {
+  const IndexEntry* e = find_index_entry(o.index);
+  return e != nullptr && needs_device(e->caps);
+}
+
 /// Opens the pool file at `path` (layout pool_layout(index, key type)) and
-/// recovers the index in it with the run's node size and threads. Errors of
-/// Pool::open and make_keyed_index.
+/// recovers the index in it with the run's node size and threads; for a
+/// block-device index, opens (recovers) the store at device path `path`
+/// (*pool stays null). Errors of Pool::open and make_keyed_index.
 Status open_index(const TortureOptions& o, const std::string& path, std::unique_ptr<pm::Pool>* pool,
                   std::unique_ptr<Index<uint64_t>>* idx);
 
@@ -158,6 +172,15 @@ Status open_index(const TortureOptions& o, const std::string& path, std::unique_
     Record* recs = log_records(log, t);
     uint64_t inserts = 0;
     for (uint64_t i = 0; i < kLogCapacity; ++i) {
+      if (t == 0 && o.sync_every != 0 && i != 0 && i % o.sync_every == 0) {
+        // Weak persistence: snapshot the acknowledged counts, sync, publish.
+        const uint64_t seq = hdr->sync_seq.load(std::memory_order_relaxed);
+        uint64_t* next = hdr->frontier[(seq + 1) % 2];
+        for (unsigned u = 0; u < o.threads; ++u) {
+          next[u] = hdr->count[u].load(std::memory_order_acquire);
+        }
+        if (idx->sync().ok()) hdr->sync_seq.store(seq + 1, std::memory_order_release);
+      }
       const Op op = ops.next();
       Record r{};
       switch (op.kind) {
@@ -202,6 +225,15 @@ using Model = std::map<uint64_t, Value>;
 std::optional<Value> model_get(const Model& m, uint64_t key) {
   const auto it = m.find(key);
   return it == m.end() ? std::nullopt : std::optional<Value>(it->second);
+}
+
+/// Sets `key`'s state in the model: a value, or absent.
+void model_set(Model* m, uint64_t key, const std::optional<Value>& state) {
+  if (state) {
+    (*m)[key] = *state;
+  } else {
+    m->erase(key);
+  }
 }
 
 /// Applies one acknowledged op to the model; empty string when its result
@@ -293,10 +325,14 @@ std::string check_state(Index<uint64_t>& idx, const Model& model, unsigned threa
 
 Status open_index(const TortureOptions& o, const std::string& path, std::unique_ptr<pm::Pool>* pool,
                   std::unique_ptr<Index<uint64_t>>* idx) {
-  Status s = pm::Pool::open(path, pool_layout(o.index, o.key_type), pm::Mode::kEmulated, pool);
-  if (!s.ok()) return s;
   IndexOptions io;
-  io.pool = pool->get();
+  if (on_device(o)) {
+    io.device = path;
+  } else {
+    Status s = pm::Pool::open(path, pool_layout(o.index, o.key_type), pm::Mode::kEmulated, pool);
+    if (!s.ok()) return s;
+    io.pool = pool->get();
+  }
   io.node_size = o.node_size;
   io.threads = o.threads;
   io.extra = o.index_opts;
@@ -312,14 +348,18 @@ double percentile_sorted(std::vector<double> v, double q) {
 /// Checks the options and derives the key slots per thread (*slots).
 /// InvalidArgument (torture.h) or AlreadyExists (the pool file exists).
 Status check_options(const TortureOptions& o, uint64_t* slots) {
-  if (Status s = check_keyed_index("torture", o.index, o.key_type); !s.ok()) return s;
+  if (Status s = check_keyed_index("torture", o.index, o.key_type, false); !s.ok()) return s;
   if (o.threads < 1 || o.threads > 16) {
     return Status::InvalidArgument("torture: threads must be 1..16");
   }
   if (o.kills < 1 || !(o.seconds > 0) || !(o.max_run_ms > 0)) {
     return Status::InvalidArgument("torture: kills, seconds and max_run_ms must be > 0");
   }
-  if (o.pool_bytes < pm::kMinPoolSize) {
+  if (o.sync_every != 0 && !on_device(o)) {
+    return Status::InvalidArgument("torture: sync_every is for block-device indexes (" + o.index +
+                                   " makes every operation durable before it returns)");
+  }
+  if (!on_device(o) && o.pool_bytes < pm::kMinPoolSize) {
     return Status::InvalidArgument("torture: pool size below " + std::to_string(pm::kMinPoolSize) +
                                    " bytes");
   }
@@ -344,11 +384,17 @@ Status check_options(const TortureOptions& o, uint64_t* slots) {
 Status create_pool(const TortureOptions& o) {
   std::unique_ptr<pm::Pool> pool;
   std::unique_ptr<Index<uint64_t>> idx;
-  Status s = pm::Pool::create(o.pool_path, o.pool_bytes, pool_layout(o.index, o.key_type),
-                              pm::Mode::kEmulated, &pool);
-  if (!s.ok()) return s;
   IndexOptions io;
-  io.pool = pool.get();
+  if (on_device(o)) {
+    io.device = o.pool_path;
+    io.device_bytes = o.pool_bytes;
+  } else {
+    Status s = pm::Pool::create(o.pool_path, o.pool_bytes, pool_layout(o.index, o.key_type),
+                                pm::Mode::kEmulated, &pool);
+    if (!s.ok()) return s;
+    io.pool = pool.get();
+  }
+  Status s;
   io.node_size = o.node_size;
   io.threads = o.threads;
   io.extra = o.index_opts;
@@ -360,7 +406,7 @@ Status create_pool(const TortureOptions& o) {
   pool.reset();
   if (!s.ok()) {
     std::error_code ec;
-    std::filesystem::remove(o.pool_path, ec);
+    std::filesystem::remove_all(o.pool_path, ec);
   }
   return s;
 }
@@ -398,8 +444,8 @@ class Torture {
     rep_->seconds = elapsed();
     if (rep_->failures.empty() && !o_.keep_pool) {
       std::error_code ec;
-      std::filesystem::remove(o_.pool_path, ec);
-      std::filesystem::remove(check_path_, ec);
+      std::filesystem::remove_all(o_.pool_path, ec);
+      std::filesystem::remove_all(check_path_, ec);
     }
     return Status::Ok();
   }
@@ -438,11 +484,25 @@ class Torture {
     for (unsigned t = 0; t < o_.threads; ++t) {
       acked[t] = std::min(hdr->count[t].load(std::memory_order_acquire), kLogCapacity);
     }
+    // The durable frontier (weak persistence): nothing is known durable in a
+    // round before its first completed sync but what the round started from.
+    std::vector<uint64_t> durable(o_.threads, 0);
+    if (const uint64_t seq = hdr->sync_seq.load(std::memory_order_acquire); seq != 0) {
+      rep_->syncs += seq;
+      for (unsigned t = 0; t < o_.threads; ++t) durable[t] = hdr->frontier[seq % 2][t];
+    }
     record_end(round, k.result, was_ready);
-    std::vector<OpStream> streams = replay_acks(round, log, acked);
+    std::vector<OpStream> streams = replay_acks(round, log, acked, durable);
     munmap(log, log_bytes(o_.threads));
     if (!rep_->failures.empty()) return Status::Ok();
     return check_recovery(round, k, was_ready, acked, &streams);
+  }
+
+  /// Weak persistence: adds `state` to the states `key` may be found in
+  /// after the kill.
+  void allow(uint64_t key, const std::optional<Value>& state) {
+    std::vector<std::optional<Value>>& v = allowed_[key];
+    if (std::find(v.begin(), v.end(), state) == v.end()) v.push_back(state);
   }
 
   /// Forks the round's child (child_main) and kills it: four rounds in five
@@ -495,7 +555,12 @@ class Torture {
   /// matter), checking each status and lookup result; the first mismatch is
   /// a failure. Returns the threads' op streams, positioned at each
   /// thread's in-flight operation.
-  std::vector<OpStream> replay_acks(uint32_t round, void* log, const std::vector<uint64_t>& acked) {
+  /// Weak persistence (sync_every > 0): from each thread's durable
+  /// frontier durable[t] on, records in allowed_ every state a key held
+  /// (its state at the frontier, then after each later operation).
+  std::vector<OpStream> replay_acks(uint32_t round, void* log, const std::vector<uint64_t>& acked,
+                                    const std::vector<uint64_t>& durable) {
+    allowed_.clear();
     std::vector<OpStream> streams;
     for (unsigned t = 0; t < o_.threads; ++t) {
       streams.emplace_back(o_.seed, round, t, o_.threads, slots_);
@@ -504,7 +569,10 @@ class Torture {
       const Record* recs = log_records(log, t);
       for (uint64_t i = 0; i < acked[t]; ++i) {
         const Op op = streams[t].next();
+        const bool weak = o_.sync_every != 0 && i >= durable[t];
+        if (weak && !allowed_.count(op.key)) allow(op.key, model_get(model_, op.key));
         const std::string bad = replay(op, recs[i], &model_);
+        if (weak) allow(op.key, model_get(model_, op.key));
         if (!bad.empty()) {
           fail(round, "thread " + std::to_string(t) + " op " + std::to_string(i) + " " +
                           op_text(op) + " " + bad);
@@ -527,8 +595,11 @@ class Torture {
   Status check_recovery(uint32_t round, const RoundKill& k, bool was_ready,
                         const std::vector<uint64_t>& acked, std::vector<OpStream>* streams) {
     std::error_code ec;
-    std::filesystem::copy_file(o_.pool_path, check_path_,
-                               std::filesystem::copy_options::overwrite_existing, ec);
+    std::filesystem::remove_all(check_path_, ec);
+    // A pool file, or a block-device index's store: a file, or a directory
+    // (copied whole; a LevelDB/RocksDB lock is an fcntl lock, gone with the
+    // killed child).
+    std::filesystem::copy(o_.pool_path, check_path_, std::filesystem::copy_options::recursive, ec);
     if (ec) return Status::IOError("torture: copy to " + check_path_ + ": " + ec.message());
     std::unique_ptr<pm::Pool> pool;
     std::unique_ptr<Index<uint64_t>> idx;
@@ -541,7 +612,11 @@ class Torture {
     }
     ++rep_->recoveries;
     rep_->recovery_seconds.push_back(rec_s);
-    if (was_ready) check_inflight(round, *idx, acked, streams);
+    if (o_.sync_every != 0) {
+      check_weak(round, *idx, acked, streams);
+    } else if (was_ready) {
+      check_inflight(round, *idx, acked, streams);
+    }
     if (!rep_->failures.empty()) return Status::Ok();
     const std::string bad = check_state(*idx, model_, o_.threads, slots_, &rep_->last_verify);
     if (!bad.empty()) {
@@ -559,31 +634,81 @@ class Torture {
   /// nothing in flight.
   void check_inflight(uint32_t round, Index<uint64_t>& idx, const std::vector<uint64_t>& acked,
                       std::vector<OpStream>* streams) {
-    for (unsigned t = 0; t < o_.threads; ++t) {
-      if (acked[t] == kLogCapacity) continue;  // the thread stopped: nothing in flight
-      const Op op = (*streams)[t].next();
-      if (op.kind == kLookup) continue;
+    for_each_inflight(acked, streams, [&](unsigned t, const Op& op) {
       const std::optional<Value> before = model_get(model_, op.key);
       const std::optional<Value> after = apply(op, before);
       const std::optional<Value> got = idx.lookup(op.key);
-      if (got == before) continue;
+      if (got == before) return;
       if (got == after) {
         ++rep_->inflight_applied;
-        if (after) {
-          model_[op.key] = *after;
-        } else {
-          model_.erase(op.key);
-        }
-        continue;
+        model_set(&model_, op.key, after);
+        return;
       }
       fail(round, "thread " + std::to_string(t) + " in-flight op " + std::to_string(acked[t]) +
                       " " + op_text(op) + " left " + describe(got) + ", neither the old " +
                       describe(before) + " nor the new " + describe(after));
+    });
+  }
+
+  /// Calls fn(t, op) with each thread's in-flight write (the next operation
+  /// of its stream; none for a thread that filled its log, nor a lookup).
+  template <class Fn>
+  void for_each_inflight(const std::vector<uint64_t>& acked, std::vector<OpStream>* streams,
+                         Fn fn) {
+    for (unsigned t = 0; t < o_.threads; ++t) {
+      if (acked[t] == kLogCapacity) continue;  // the thread stopped: nothing in flight
+      const Op op = (*streams)[t].next();
+      if (op.kind != kLookup) fn(t, op);
     }
+  }
+
+  /// Weak persistence: every key's state must be its model state (all its
+  /// acknowledged operations are before the durable frontier) or one of
+  /// allowed_[key] (with the thread's in-flight operation's result added);
+  /// the model then takes what the recovered index holds, for check_state
+  /// and the next round.
+  void check_weak(uint32_t round, Index<uint64_t>& idx, const std::vector<uint64_t>& acked,
+                  std::vector<OpStream>* streams) {
+    std::map<uint64_t, std::optional<Value>> inflight_after;  // key -> its in-flight op's result
+    for_each_inflight(acked, streams, [&](unsigned, const Op& op) {
+      const std::optional<Value> before = model_get(model_, op.key);
+      if (!allowed_.count(op.key)) allow(op.key, before);
+      inflight_after[op.key] = apply(op, before);
+      allow(op.key, inflight_after[op.key]);
+    });
+    for (uint64_t k = 1; k <= uint64_t{o_.threads} * slots_; ++k) {
+      const std::optional<Value> got = idx.lookup(k);
+      const std::optional<Value> last = model_get(model_, k);
+      if (got == last) continue;
+      if (const auto f = inflight_after.find(k); f != inflight_after.end() && got == f->second) {
+        ++rep_->inflight_applied;
+        model_set(&model_, k, got);
+        continue;
+      }
+      const auto it = allowed_.find(k);
+      if (it == allowed_.end() ||
+          std::find(it->second.begin(), it->second.end(), got) == it->second.end()) {
+        fail(round, "key " + std::to_string(k) + " after recovery: " + describe(got) +
+                        ", but since the last completed sync it held only " +
+                        (it == allowed_.end() ? describe(last) : describe_all(it->second)) +
+                        " (an operation synced before the kill was lost, or a value appeared)");
+        return;
+      }
+      ++rep_->unsynced_lost;
+      model_set(&model_, k, got);
+    }
+  }
+
+  static std::string describe_all(const std::vector<std::optional<Value>>& states) {
+    std::string s;
+    for (const auto& v : states) s += (s.empty() ? "" : " / ") + describe(v);
+    return s;
   }
 
   const TortureOptions& o_;
   const uint64_t slots_;
+  /// Weak persistence: states each key may hold after the kill (replay_acks).
+  std::map<uint64_t, std::vector<std::optional<Value>>> allowed_;
   TortureReport* const rep_;
   const std::string check_path_;  ///< where the crashed pool is copied and recovered
   Model model_;                   ///< every acknowledged operation so far

@@ -34,6 +34,23 @@
 // holds exactly the acknowledged operations, and that recovery itself can be
 // killed and rerun.
 //
+// Block-device indexes (Placement::kBlockDevice: PA-Tree, the LevelDB and
+// RocksDB yardsticks of issue 14) run the same protocol on their device
+// path (TortureOptions::pool_path is then the path given as
+// IndexOptions::device: a directory or file the index creates): the parent
+// copies the crashed directory or file instead of the pool file and reopens
+// the copy (recovery). With strong persistence (every acknowledged write
+// durable) the model above applies unchanged. Weak persistence
+// (TortureOptions::sync_every = N > 0): thread 0 calls Index::sync() after
+// every N of its operations; before the call it snapshots every thread's
+// acknowledged count, and after the call returns Ok it publishes that
+// snapshot in the side log as the durable frontier. After the kill, every
+// operation acknowledged before the frontier must be present, and each key
+// must hold a state it held at or after the frontier (its state at the
+// frontier, after any later acknowledged operation of it, or after the
+// thread's in-flight operation; absent likewise). The recovered state then
+// becomes the model of the next round.
+//
 // Workload: keys are 1 + t + threads * slot for thread t and slot in
 // [0, keys / threads), so threads own disjoint keys (each thread's stream is
 // linearizable on its own and the model is exact); each round picks one of
@@ -58,11 +75,14 @@ namespace nvindex::crash {
 
 /// What run_torture() does.
 struct TortureOptions {
-  std::string index;  ///< registered persistent index, e.g. "fastfair"
+  std::string index;  ///< registered persistent index, e.g. "fastfair", or block-device one
   /// Key type: integer, or string (the index's string instance; key ids
   /// become string_key(id) of string_keys.h).
   KeyType key_type = KeyType::kInteger;
-  std::string pool_path;     ///< pool file to create (must not exist), e.g. /dev/shm/t.pool
+  /// Pool file to create (must not exist), e.g. /dev/shm/t.pool; for a
+  /// block-device index (needs_device), its device path (must not exist; on
+  /// a real disk, e.g. /var/tmp/t.ldb), given as IndexOptions::device.
+  std::string pool_path;
   double seconds = 10;       ///< stop after this much wall time, seconds (> 0) ...
   uint32_t kills = 100;      ///< ... or after this many SIGKILLs (>= 1), whichever first
   uint64_t seed = 1;         ///< seeds the op streams and the kill delays
@@ -73,11 +93,19 @@ struct TortureOptions {
   unsigned threads = 1;  ///< worker threads in the child (1..16; > 1 needs thread_safe)
   uint64_t keys = 0;     ///< key space size; 0 = 64 nodes' worth of entries
                          ///< (64 * node_size / 16), at least 64 per thread
-  uint64_t pool_bytes = 16ull << 20;  ///< pool file size, bytes (>= pm::kMinPoolSize)
-  double max_run_ms = 10;             ///< a child runs uniform [0, max_run_ms] ms after it
-                                      ///< reported ready before it is killed (> 0)
-  bool keep_pool = false;             ///< keep the pool file (and its checked copy) on success;
-                                      ///< on failure both are always kept for replay
+  /// Pool file size, bytes (>= pm::kMinPoolSize); for a block-device index,
+  /// IndexOptions::device_bytes of the new store (an index without a size
+  /// limit ignores it).
+  uint64_t pool_bytes = 16ull << 20;
+  /// Weak persistence: thread 0 of a child calls Index::sync() after every
+  /// sync_every of its operations, and the check is the weak one (file
+  /// comment). 0 (default): no sync calls, every acknowledged operation must
+  /// survive (strong persistence; every PM index).
+  uint32_t sync_every = 0;
+  double max_run_ms = 10;  ///< a child runs uniform [0, max_run_ms] ms after it
+                           ///< reported ready before it is killed (> 0)
+  bool keep_pool = false;  ///< keep the pool file (and its checked copy) on success;
+                           ///< on failure both are always kept for replay
   /// Test-only fault injection, proving the checker can fail: when N > 0 the
   /// child skips every N-th insert but acknowledges it as done (a lost
   /// acknowledged operation). Never set outside tests.
@@ -100,7 +128,12 @@ struct TortureReport {
                                      ///< (during open + recovery, or earlier)
   uint64_t acked_ops = 0;            ///< operations acknowledged by children, all rounds
   uint64_t acked_inserts = 0, acked_updates = 0, acked_removes = 0, acked_lookups = 0;
-  uint64_t inflight_applied = 0;         ///< in-flight operations found applied after a kill
+  uint64_t inflight_applied = 0;  ///< in-flight operations found applied after a kill
+  uint64_t syncs = 0;             ///< completed sync() calls (sync_every > 0), all rounds
+  /// Weak persistence: keys found (after a kill) in an older state than the
+  /// one their last acknowledged operation left, but one allowed since the
+  /// last completed sync; all rounds.
+  uint64_t unsynced_lost = 0;
   uint32_t recoveries = 0;               ///< recoveries checked by the parent (one per round)
   std::vector<double> recovery_seconds;  ///< wall time of each parent open + recovery, s
   uint64_t final_keys = 0;               ///< keys in the model after the last check
@@ -119,6 +152,7 @@ struct TortureReport {
 /// options.seconds seconds, whichever first, or the first failed check.
 /// Returns Ok when the run happened (failures are in report->failures, not in
 /// the Status); InvalidArgument for bad options (unknown or volatile index,
+/// sync_every on an index that is not a block-device one,
 /// threads > 1 on an index that is not thread-safe, a zero or out-of-range
 /// count), AlreadyExists (the pool file exists: torture creates its own), and
 /// the pool's or the index's error when the initial pool cannot be created,

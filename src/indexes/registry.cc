@@ -16,8 +16,10 @@
 #include "indexes/fastfair/fastfair.h"
 #include "indexes/fptree/fptree.h"
 #include "indexes/lbtree/lbtree.h"
+#include "indexes/leveldb/leveldb.h"
 #include "indexes/p_bwtree/p_bwtree.h"
 #include "indexes/p_masstree/p_masstree.h"
+#include "indexes/rocksdb/rocksdb.h"
 #include "indexes/wbtree/wbtree.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
@@ -35,6 +37,9 @@ constexpr Capabilities kPmOnlyStrings{.ordered = true,
                                       .thread_safe = true,
                                       .string_keys = true,
                                       .placement = Placement::kPmOnly};
+/// The block-device yardsticks (leveldb, rocksdb): no nodes, integer keys.
+constexpr Capabilities kBlockDevice{
+    .ordered = true, .persistent = true, .thread_safe = true, .placement = Placement::kBlockDevice};
 constexpr Capabilities kSelective{.ordered = true,
                                   .persistent = true,
                                   .thread_safe = true,
@@ -181,6 +186,8 @@ constexpr IndexEntry kIndexes[] = {
      &make_dash,
      nullptr,
      16384},
+    {"leveldb", kLevelDbDescription, kBlockDevice, 0, "", nullptr, kLevelDbOptions, &make_leveldb},
+    {"rocksdb", kRocksDbDescription, kBlockDevice, 0, "", nullptr, kRocksDbOptions, &make_rocksdb},
 };
 
 }  // namespace

@@ -39,6 +39,9 @@ AlignedBuffer::~AlignedBuffer() { std::free(p_); }
 
 namespace {
 
+/// How long open() waits for another holder's lock to go, ms.
+constexpr int kLockWaitMs = 1000;
+
 std::string os_error(const std::string& what, const std::string& path, int err) {
   return what + " " + path + ": " + std::strerror(err);
 }
@@ -115,10 +118,18 @@ Status BlockDevice::open(const std::string& path, uint64_t create_bytes,
     if (d->created_) ::unlink(path.c_str());
     return s;
   };
-  if (::flock(d->fd_, LOCK_EX | LOCK_NB) != 0) {
-    return fail(errno == EWOULDBLOCK
-                    ? Status::Busy("device: " + path + " is open elsewhere (locked)")
-                    : Status::IOError(os_error("device: cannot lock", path, errno)));
+  // A process killed with an io_uring open keeps its lock until the kernel
+  // tears that ring down, asynchronously, a few milliseconds after the
+  // process is gone: wait up to kLockWaitMs before calling the device busy.
+  for (int waited = 0;; waited += 10) {
+    if (::flock(d->fd_, LOCK_EX | LOCK_NB) == 0) break;
+    if (errno != EWOULDBLOCK) {
+      return fail(Status::IOError(os_error("device: cannot lock", path, errno)));
+    }
+    if (waited >= kLockWaitMs) {
+      return fail(Status::Busy("device: " + path + " is open elsewhere (locked)"));
+    }
+    ::usleep(10000);
   }
   if (d->created_) {
     const uint64_t bytes = create_bytes / kIoAlign * kIoAlign;

@@ -10,8 +10,10 @@
 // metadata, and fdatasync(2) then flushes the device's write cache alone).
 // A path on tmpfs or ramfs is refused: it is memory, not a disk, and its
 // "direct" I/O would measure memcpy. The file or device is locked with
-// flock(LOCK_EX | LOCK_NB) while open, so a second open (another process, or
-// the same one) gets Busy instead of two trees writing one device.
+// flock(LOCK_EX) while open, so a second open (another process, or the same
+// one) gets Busy, after waiting up to a second for the lock (a killed
+// process's io_uring holds it until the kernel's asynchronous teardown),
+// instead of two trees writing one device.
 //
 // Errors are Status values naming the path and the OS's reason.
 #pragma once

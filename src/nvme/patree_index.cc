@@ -1,10 +1,18 @@
 #include "nvme/patree_index.h"
 
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
 
 #include "nvme/device.h"
+#include "nvme/engine.h"
 #include "nvme/sync_exec.h"
 #include "nvme/tree.h"
 #include "util/dcheck.h"
@@ -22,10 +30,19 @@ constexpr uint64_t kDefaultDeviceBytes = 1ull << 30;
 uint64_t buffer_bytes(const std::string& v) {
   if (v == "none") return 0;
   if (v == "1m") return 1ull << 20;
-  if (v == "16m") return 16ull << 20;
-  if (v == "256m") return 256ull << 20;
-  if (v == "1g") return 1ull << 30;
   return 64ull << 20;  // "64m", the default
+}
+
+std::string model_file(unsigned major_id, unsigned minor_id) {
+  return "/var/tmp/nvindex-patree-model-" + std::to_string(major_id) + "-" +
+         std::to_string(minor_id);
+}
+
+void save_model(const std::string& file, const LatencyModel& m) {
+  if (std::FILE* f = std::fopen(file.c_str(), "w"); f != nullptr) {
+    std::fprintf(f, "%.1f %.3f %.3f\n", m.a_ns, m.ns_per_read, m.ns_per_write);
+    std::fclose(f);
+  }
 }
 
 std::string option(const IndexOptions& o, const char* key, const char* fallback) {
@@ -33,17 +50,74 @@ std::string option(const IndexOptions& o, const char* key, const char* fallback)
   return it == o.extra.end() ? fallback : it->second;
 }
 
-enum class Mode { kDedicated, kShared };
+enum class Mode { kEngine, kDedicated, kShared };
 
-/// The Index<uint64_t> face of one tree and its executor. Operations run
-/// synchronously in the calling thread (the executor blocks).
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::kEngine:
+      return "patree";
+    case Mode::kDedicated:
+      return "patree-dedicated";
+    case Mode::kShared:
+      return "patree-shared";
+  }
+  return "?";
+}
+
+/// The latency model for `dev`'s disk: fit once per process and disk
+/// (calibrate(), about half a second), kept in a small file
+/// /var/tmp/nvindex-patree-model-<major>-<minor> ("a ns_per_read
+/// ns_per_write", ns) so later processes read it; `nvindex patree-calibrate`
+/// fits it again. Writes of the fit go to slots at and above the tree's
+/// high-water mark, which hold nothing.
+Status model_for(const BlockDevice& dev, const Tree& tree, LatencyModel* out) {
+  static std::mutex mu;
+  static std::map<std::pair<unsigned, unsigned>, LatencyModel> known;
+  struct stat st {};
+  if (::fstat(dev.fd(), &st) != 0) return Status::IOError("patree: fstat of the device failed");
+  const dev_t disk = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+  const std::pair<unsigned, unsigned> key(major(disk), minor(disk));
+  std::lock_guard g(mu);
+  if (auto it = known.find(key); it != known.end()) {
+    *out = it->second;
+    return Status::Ok();
+  }
+  const std::string file = model_file(key.first, key.second);
+  if (std::FILE* f = std::fopen(file.c_str(), "r"); f != nullptr) {
+    LatencyModel m;
+    const int n = std::fscanf(f, "%lf %lf %lf", &m.a_ns, &m.ns_per_read, &m.ns_per_write);
+    std::fclose(f);
+    if (n == 3 && m.a_ns > 0) {
+      known[key] = m;
+      *out = m;
+      return Status::Ok();
+    }
+  }
+  LatencyModel m;
+  const uint64_t from = tree.high_water();
+  if (tree.slots() - from < 64) {
+    *out = m;  // a full store: keep the default model rather than write into it
+    return Status::Ok();
+  }
+  if (Status s = calibrate(dev, tree.node_size(), tree.slots(), from, tree.slots(), &m); !s.ok()) {
+    return s;
+  }
+  save_model(file, m);  // a cache: a refusal to write it costs a fit next time
+  known[key] = m;
+  *out = m;
+  return Status::Ok();
+}
+
+/// The Index<uint64_t> face of one tree and its executor. The synchronous
+/// baselines run each operation in the calling thread; the engine runs it
+/// on its worker while the calling thread waits (Engine::run).
 class PaTreeIndex final : public Index<uint64_t> {
  public:
   static Status open(Mode mode, const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out) {
     out->reset();
-    const char* name = mode == Mode::kDedicated ? "patree-dedicated" : "patree-shared";
+    const std::string name = mode_name(mode);
     if (o.device.empty()) {
-      return Status::InvalidArgument(std::string(name) +
+      return Status::InvalidArgument(name +
                                      ": needs a device (IndexOptions::device: a file on a disk "
                                      "or a block device)");
     }
@@ -52,13 +126,6 @@ class PaTreeIndex final : public Index<uint64_t> {
     t.weak = option(o, "persistence", "strong") == "weak";
     t.dsync = option(o, "dsync", "off") == "on";
     std::unique_ptr<PaTreeIndex> idx(new PaTreeIndex(mode, name));
-    if (!valid_node_size(o.node_size)) {
-      // An existing store keeps its own node size, but the option must still
-      // be one a new store could take.
-      return Status::InvalidArgument(std::string(name) + ": node size " +
-                                     std::to_string(o.node_size) +
-                                     " B invalid (valid: a power of two in 512..4096 B)");
-    }
     if (Status s = BlockDevice::open(
             o.device, o.device_bytes ? o.device_bytes : kDefaultDeviceBytes, &idx->dev_);
         !s.ok()) {
@@ -67,10 +134,24 @@ class PaTreeIndex final : public Index<uint64_t> {
     // The buffer's frames are of the store's node size, known after open; a
     // byte budget in frames of the requested size is close enough for a new
     // store and exact for one of the same size.
-    t.buffer_frames = buffer_bytes(option(o, "buffer", "64m")) / o.node_size;
+    t.buffer_frames =
+        buffer_bytes(option(o, "buffer", "64m")) / std::max<uint32_t>(o.node_size, 512);
     if (Status s = Tree::open(idx->dev_.get(), t, &idx->tree_); !s.ok()) return s;
     const std::string ring = option(o, "ring", "auto");
-    if (mode == Mode::kDedicated) {
+    if (mode == Mode::kEngine) {
+      EngineOptions eo;
+      eo.queue_depth = static_cast<unsigned>(std::stoul(option(o, "queue_depth", "64")));
+      const std::string probe = option(o, "probe", "model");
+      eo.probe = probe == "every"     ? ProbeStrategy::kEveryLoop
+                 : probe == "average" ? ProbeStrategy::kAverage
+                                      : ProbeStrategy::kModel;
+      if (Status s = model_for(*idx->dev_, *idx->tree_, &eo.model); !s.ok()) return s;
+      if (Status s = Engine::create(idx->tree_.get(), *idx->dev_, ring, eo, &idx->engine_);
+          !s.ok()) {
+        return s;
+      }
+      idx->ring_note_ = idx->engine_->ring_note();
+    } else if (mode == Mode::kDedicated) {
       std::unique_ptr<DedicatedExecutor> e;
       if (Status s = DedicatedExecutor::create(*idx->dev_, ring, &e); !s.ok()) return s;
       idx->ring_note_ = e->ring_note();
@@ -81,7 +162,8 @@ class PaTreeIndex final : public Index<uint64_t> {
       idx->ring_note_ = e->ring_note();
       idx->exec_ = std::move(e);
     }
-    idx->tree_->set_executor(idx->exec_.get());
+    if (idx->exec_ != nullptr) idx->tree_->set_executor(idx->exec_.get());
+    idx->open_ = true;
     *out = std::move(idx);
     return Status::Ok();
   }
@@ -91,56 +173,75 @@ class PaTreeIndex final : public Index<uint64_t> {
     // clean superblock. A failure leaves the store marked open, so the next
     // open recovers by walking the tree: nothing completed before the last
     // successful sync is lost either way.
-    if (tree_ == nullptr) return;
-    Status s = sync();
-    if (s.ok()) s = tree_->close();
-    (void)s;  // nowhere to report from a destructor; see above
+    if (open_) {
+      Status s = sync();
+      engine_.reset();  // joins the worker: no operation runs from here
+      if (s.ok()) s = tree_->close();
+      (void)s;  // nowhere to report from a destructor; see above
+    }
+    engine_.reset();
     tree_.reset();
     exec_.reset();  // rings hold the file: close them before the device
     dev_.reset();
   }
 
   Status insert(uint64_t key, Value value) override {
-    Op op;
-    return after_update(run(tree_->insert(op, key, value)));
+    Request r;
+    r.kind = Request::Kind::kInsert;
+    r.key = key;
+    r.value = value;
+    return after_update(exec(r));
   }
   Status update(uint64_t key, Value value) override {
-    Op op;
-    return after_update(run(tree_->update(op, key, value)));
+    Request r;
+    r.kind = Request::Kind::kUpdate;
+    r.key = key;
+    r.value = value;
+    return after_update(exec(r));
   }
   Status remove(uint64_t key) override {
-    Op op;
-    return after_update(run(tree_->remove(op, key)));
+    Request r;
+    r.kind = Request::Kind::kRemove;
+    r.key = key;
+    return after_update(exec(r));
   }
   std::optional<Value> lookup(uint64_t key) override {
-    Op op;
-    std::optional<uint64_t> v;
+    Request r;
+    r.kind = Request::Kind::kLookup;
+    r.key = key;
     // A read error cannot be returned through lookup(): it reads as absent,
     // and verify() reports the damaged node.
-    (void)run(tree_->lookup(op, key, &v));
-    return v;
+    (void)exec(r);
+    return r.found;
   }
   size_t scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) override {
-    Op op;
-    if (!run(tree_->scan(op, start, count, out)).ok()) out->clear();
+    Request r;
+    r.kind = Request::Kind::kScan;
+    r.key = start;
+    r.count = count;
+    r.scan_out = out;
+    if (!exec(r).ok()) out->clear();
     return out->size();
   }
   std::optional<std::pair<uint64_t, Value>> find_last_less_than(uint64_t key) override {
-    Op op;
-    std::optional<Pair> r;
-    if (!run(tree_->last_less_than(op, key, &r)).ok()) return std::nullopt;
-    return r;
+    Request r;
+    r.kind = Request::Kind::kLastLess;
+    r.key = key;
+    if (!exec(r).ok()) return std::nullopt;
+    return r.pair;
   }
   Status sync() override {
-    Op op;
-    return run(tree_->checkpoint(op));
+    Request r;
+    r.kind = Request::Kind::kSync;
+    return exec(r);
   }
 
   IndexInfo info() const override {
     IndexInfo i;
     i.name = name_;
-    i.description =
-        mode_ == Mode::kDedicated ? kPaTreeDedicatedDescription : kPaTreeSharedDescription;
+    i.description = mode_ == Mode::kEngine      ? kPaTreeDescription
+                    : mode_ == Mode::kDedicated ? kPaTreeDedicatedDescription
+                                                : kPaTreeSharedDescription;
     i.caps = Capabilities{.ordered = true,
                           .persistent = true,
                           .thread_safe = true,
@@ -155,24 +256,28 @@ class PaTreeIndex final : public Index<uint64_t> {
   Status verify(VerifyReport* report) const override { return tree_->verify(report); }
 
  private:
-  PaTreeIndex(Mode mode, const char* name) : mode_(mode), name_(name) {}
+  PaTreeIndex(Mode mode, std::string name) : mode_(mode), name_(std::move(name)) {}
 
-  /// Runs an operation to its end in this thread (the synchronous executors
-  /// never suspend it).
-  Status run(Task<Status> t) {
+  /// Runs `r` to its end: on the engine's worker (this thread waits), or in
+  /// this thread (the synchronous executors never suspend).
+  Status exec(Request& r) {
+    if (engine_ != nullptr) return engine_->run(&r);
+    Op op;
+    Task<Status> t = start_request(*tree_, op, r);
     t.start();
     NVINDEX_DCHECK(t.done());
-    return t.result();
+    r.status = std::move(t.result());
+    return r.status;
   }
 
-  /// Weak persistence: a checkpoint when half the buffer is dirty, run by
-  /// the thread whose update crossed the line (one at a time).
+  /// Weak persistence, synchronous baselines: a checkpoint when half the
+  /// buffer is dirty, run by the thread whose update crossed the line (one
+  /// at a time). The engine admits its own (Engine::finish).
   Status after_update(Status s) {
-    if (tree_->wants_checkpoint() && !checkpointing_.exchange(true)) {
-      Op op;
+    if (engine_ == nullptr && tree_->wants_checkpoint() && !checkpointing_.exchange(true)) {
       // A failed background checkpoint leaves its frames dirty; the next
       // sync() retries and reports.
-      (void)run(tree_->checkpoint(op));
+      (void)sync();
       checkpointing_.store(false);
     }
     return s;
@@ -183,12 +288,18 @@ class PaTreeIndex final : public Index<uint64_t> {
   std::unique_ptr<BlockDevice> dev_;
   std::unique_ptr<Tree> tree_;
   std::unique_ptr<Executor> exec_;
+  std::unique_ptr<Engine> engine_;
   std::string ring_note_;
+  bool open_ = false;
   std::atomic<bool> checkpointing_{false};
 };
 
 }  // namespace
 }  // namespace nvme
+
+Status make_patree(const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out) {
+  return nvme::PaTreeIndex::open(nvme::Mode::kEngine, o, out);
+}
 
 Status make_patree_dedicated(const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out) {
   return nvme::PaTreeIndex::open(nvme::Mode::kDedicated, o, out);

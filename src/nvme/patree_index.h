@@ -1,5 +1,7 @@
 // PA-Tree as nvindex indexes (issue 14): the tree of nvme/tree.h behind the
 // Index<uint64_t> interface, one registry name per way of running it:
+//   patree            the polled-mode asynchronous engine (nvme/engine.h): one
+//                     worker thread runs up to queue_depth operations at once
 //   patree-dedicated  each calling thread does its own blocking I/O on its
 //                     own io_uring (the paper's first synchronous baseline)
 //   patree-shared     calling threads hand I/O to one polling daemon thread
@@ -15,11 +17,13 @@
 //                            completes; weak: a read-write buffer, durable at
 //                            sync() (and at checkpoints when half the buffer
 //                            is dirty)
-//   buffer=64m|none|1m|16m|256m|1g  node buffer size (none: unbuffered;
+//   buffer=64m|none|1m       node buffer size (none: unbuffered;
 //                            weak needs one)
-//   ring=auto|interrupt|iopoll|sqpoll  io_uring mode (ring.h); auto = iopoll
-//                            when the device polls, else interrupt
+//   ring=auto|interrupt|sqpoll  io_uring mode (ring.h); auto = iopoll when
+//                            the device polls (probed at open), else interrupt
 //   dsync=off|on             strong: write nodes with RWF_DSYNC
+//   probe=model|every|average  (patree) when the worker probes for completions
+//   queue_depth=64|1|4|16|256  (patree) operations in flight at once
 #pragma once
 
 #include <memory>
@@ -30,6 +34,9 @@
 
 namespace nvindex {
 
+inline constexpr char kPaTreeDescription[] =
+    "PA-Tree: polled-mode asynchronous B+-tree on a block device, one worker running many "
+    "operations as state machines over io_uring (Wang et al., ICDE 2020)";
 inline constexpr char kPaTreeDedicatedDescription[] =
     "PA-Tree's B+-tree on a block device, synchronous baseline: each thread its own io_uring, "
     "blocking I/O (Wang et al., ICDE 2020, §V-A)";
@@ -38,20 +45,34 @@ inline constexpr char kPaTreeSharedDescription[] =
     "polling daemon and block on a semaphore (Wang et al., ICDE 2020, §V-A)";
 
 inline constexpr std::string_view kPaTreePersistenceValues[] = {"strong", "weak"};
-inline constexpr std::string_view kPaTreeBufferValues[] = {"64m", "none", "1m",
-                                                           "16m", "256m", "1g"};
-inline constexpr std::string_view kPaTreeRingValues[] = {"auto", "interrupt", "iopoll", "sqpoll"};
+inline constexpr std::string_view kPaTreeBufferValues[] = {"64m", "none", "1m"};
+inline constexpr std::string_view kPaTreeRingValues[] = {"auto", "interrupt", "sqpoll"};
 inline constexpr std::string_view kPaTreeDsyncValues[] = {"off", "on"};
+inline constexpr std::string_view kPaTreeProbeValues[] = {"model", "every", "average"};
+inline constexpr std::string_view kPaTreeQueueDepthValues[] = {"64", "1", "4", "16", "256"};
 /// The options of the PA-Tree entries (IndexEntry::options; values[0] is the
-/// default).
+/// default); "patree" takes kPaTreeEngineOptions, these and two more.
 inline constexpr OptionSpec kPaTreeOptions[] = {
     {"persistence", kPaTreePersistenceValues,
      "strong: updates written through before they complete; weak: read-write buffer, durable "
      "at sync()"},
     {"buffer", kPaTreeBufferValues, "node buffer in DRAM (none: every node visit is a read)"},
     {"ring", kPaTreeRingValues,
-     "io_uring mode: auto = iopoll when the device polls, else interrupt"},
-    {"dsync", kPaTreeDsyncValues, "strong: each node write RWF_DSYNC (durable on power loss)"}};
+     "io_uring mode: auto = iopoll when the device polls (probed at open), else interrupt; "
+     "sqpoll: a kernel thread polls the submission queue",
+     false, true},
+    {"dsync", kPaTreeDsyncValues, "strong: each node write RWF_DSYNC (durable on power loss)",
+     false, true}};
+inline constexpr OptionSpec kPaTreeEngineOptions[] = {
+    kPaTreeOptions[0],
+    kPaTreeOptions[1],
+    kPaTreeOptions[2],
+    kPaTreeOptions[3],
+    {"probe", kPaTreeProbeValues,
+     "when the worker looks for completions: model (predicted from outstanding I/Os), every "
+     "(each loop), average (after the mean latency)",
+     false, true},
+    {"queue_depth", kPaTreeQueueDepthValues, "operations the worker runs at once", false, true}};
 
 /// True for a node size PA-Tree takes (a power of two in 512..4096 B).
 bool patree_node_size_ok(uint32_t bytes);
@@ -60,6 +81,7 @@ bool patree_node_size_ok(uint32_t bytes);
 /// option or node size, weak without a buffer, a tmpfs path), Busy (the
 /// device is open elsewhere), Corruption (not a PA-Tree store, a torn or
 /// damaged superblock or node), IOError.
+Status make_patree(const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out);
 Status make_patree_dedicated(const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out);
 Status make_patree_shared(const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out);
 

@@ -22,10 +22,6 @@ Tree::Tree(BlockDevice* dev, const TreeOptions& o)
 
 Status Tree::open(BlockDevice* dev, const TreeOptions& options, std::unique_ptr<Tree>* out) {
   out->reset();
-  if (!valid_node_size(options.node_size)) {
-    return Status::InvalidArgument("patree: node size " + std::to_string(options.node_size) +
-                                   " B invalid (valid: a power of two in 512..4096 B)");
-  }
   if (options.weak && options.buffer_frames == 0) {
     return Status::InvalidArgument(
         "patree: weak persistence needs a read-write buffer (buffer of at least one node)");
@@ -37,6 +33,11 @@ Status Tree::open(BlockDevice* dev, const TreeOptions& options, std::unique_ptr<
                                  [](std::byte b) { return b == std::byte{0}; });
   TreeOptions o = options;
   Super sup;
+  if (blank && !valid_node_size(options.node_size)) {
+    // A new store only: an existing one keeps its own node size.
+    return Status::InvalidArgument("patree: node size " + std::to_string(options.node_size) +
+                                   " B invalid (valid: a power of two in 512..4096 B)");
+  }
   if (!blank) {
     if (Status s = decode_super(first.data(), dev->bytes(), dev->path(), &sup); !s.ok()) return s;
     o.node_size = sup.node_size;
@@ -280,6 +281,11 @@ void Tree::free_slot(uint64_t id) {
 uint64_t Tree::nodes_in_use() const {
   std::lock_guard g(alloc_mu_);
   return super_.hwm - 1 - free_.size();
+}
+
+uint64_t Tree::high_water() const {
+  std::lock_guard g(alloc_mu_);
+  return super_.hwm;
 }
 
 Status Tree::failed_status() const {

@@ -108,8 +108,8 @@ class Tree {
   /// Opens the tree on `dev` (which must outlive it): formats a device that
   /// was just created or whose first sector is all zero; otherwise reads
   /// the superblock and recovers (see the file comment). Errors:
-  /// InvalidArgument (weak without a buffer; node size invalid; device too
-  /// small for two nodes), Corruption (not a PA-Tree store, a bad
+  /// InvalidArgument (weak without a buffer; node size invalid for a new
+  /// store; device too small for two nodes), Corruption (not a PA-Tree store, a bad
   /// superblock, a node with a bad checksum or out of place), IOError.
   static Status open(BlockDevice* dev, const TreeOptions& options, std::unique_ptr<Tree>* out);
 
@@ -154,6 +154,8 @@ class Tree {
   /// Nodes allocated (slots in use), and the device's slots.
   uint64_t nodes_in_use() const;
   uint64_t slots() const { return super_.slots; }
+  /// The high-water mark: slots at and above it have never held a node.
+  uint64_t high_water() const;
   const NodeBuffer& buffer() const { return buffer_; }
   /// Half splits found by the last recovery walk (below the root level).
   uint64_t half_splits_at_open() const { return half_splits_; }

@@ -5,6 +5,7 @@
 // report (PiBench-like) or JSON (schema nvindex.bench/1, see bench/report.h).
 // Exit codes: 0 success, 1 a verification failure or an index error, 2 bad
 // usage (unknown option or index, bad ratio, bad size, missing file).
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -138,6 +139,8 @@ struct BenchArgs {
   double latency_sample = 0.01;
   std::string pool;
   std::string pool_size = "0";
+  std::string device;              ///< --device DIR ("" = util::temp_device_dir())
+  std::string device_bytes = "0";  ///< --device-bytes
   std::string pm_mode = "emulated";
   std::string pm_latency;
   bool media_model = false;
@@ -402,7 +405,7 @@ Status resolve_workload_spec(BenchArgs& a, CLI::App* cmd) {
 Status check_pool_options(const BenchArgs& a, const std::vector<IndexSpec>& specs,
                           const bench::BenchOptions& opts) {
   bool any_persistent = false;
-  for (const IndexSpec& is : specs) any_persistent |= find_index_entry(is.name)->caps.persistent;
+  for (const IndexSpec& is : specs) any_persistent |= needs_pool(find_index_entry(is.name)->caps);
   if (opts.pool_size > 0 && any_persistent && opts.pm.mode != pm::Mode::kDram) {
     // The pool file is allocated whole (posix_fallocate): it must fit where it goes.
     const std::string dir = a.pool.empty() ? util::temp_pool_dir()
@@ -427,10 +430,30 @@ Status check_pool_options(const BenchArgs& a, const std::vector<IndexSpec>& spec
   // create never overwrites a file: an existing one is refused before any work.
   for (const IndexSpec& is : specs) {
     const std::string path = pool_path_for(a.pool, specs.size(), is.label);
-    if (find_index_entry(is.name)->caps.persistent && ::access(path.c_str(), F_OK) == 0) {
+    if (needs_pool(find_index_entry(is.name)->caps) && ::access(path.c_str(), F_OK) == 0) {
       return Status::InvalidArgument("--pool: " + path +
                                      " already exists (a pool is never overwritten)");
     }
+  }
+  return Status::Ok();
+}
+
+/// Checks --device for the block-device indexes of the run (and whenever it
+/// is given): an existing directory, not on tmpfs (memory, not a disk, and
+/// no O_DIRECT). InvalidArgument with the usage message.
+Status check_device_options(const BenchArgs& a, const std::vector<IndexSpec>& specs) {
+  bool any_device = false;
+  for (const IndexSpec& is : specs) any_device |= needs_device(find_index_entry(is.name)->caps);
+  if (!any_device && a.device.empty()) return Status::Ok();
+  const std::string dir = a.device.empty() ? util::temp_device_dir() : a.device;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument("--device: " + dir + " is not an existing directory");
+  }
+  if (util::on_tmpfs(dir)) {
+    return Status::InvalidArgument("--device: " + dir +
+                                   " is on tmpfs: memory, not a disk, and no O_DIRECT; give a "
+                                   "directory on a real disk (e.g. /var/tmp)");
   }
   return Status::Ok();
 }
@@ -448,6 +471,7 @@ Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
   opts->duration_seconds = a.duration;
   opts->latency_sample = a.latency_sample;
   opts->keep_pool = a.keep_pool;
+  opts->device_dir = a.device;
   opts->node_size = a.node_size != 0 ? a.node_size : IndexOptions{}.node_size;
   opts->pin_threads = !a.no_pin;
   opts->perf_counters = !a.no_perf_counters;
@@ -464,6 +488,10 @@ Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
     return Status::InvalidArgument("--pm-mode: " + st.message());
   }
   if (Status st = check_pool_options(a, *specs, *opts); !st.ok()) return st;
+  if (Status st = bench::parse_byte_size(a.device_bytes, &opts->device_bytes); !st.ok()) {
+    return Status::InvalidArgument("--device-bytes: " + st.message());
+  }
+  if (Status st = check_device_options(a, *specs); !st.ok()) return st;
   if (!a.pm_latency.empty()) {
     if (Status st = pm::parse_latency(a.pm_latency, &opts->pm); !st.ok()) {
       return Status::InvalidArgument("--pm-latency-ns: " + st.message());
@@ -684,6 +712,15 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--pool", a.pool,
                   "Pool file for persistent indexes (must not exist; with several indexes, "
                   "PATH-<index>); default a temporary file in /dev/shm, removed afterwards");
+  cmd->add_option("--device", a.device,
+                  "Block-device indexes (leveldb, rocksdb, patree): a directory on a real disk "
+                  "(not tmpfs: no O_DIRECT) in which each gets a fresh temporary directory for "
+                  "its store, removed afterwards unless --keep-pool; default $NVINDEX_DEVICE_DIR, "
+                  "else /var/tmp. Their reports add the disk's own I/O counters "
+                  "(/sys/block/<disk>/stat, device-wide): IOPS, bytes, mean outstanding I/Os");
+  cmd->add_option("--device-bytes", a.device_bytes,
+                  "Block-device indexes: size of a new store, bytes with K/M/G/T suffixes (0 = "
+                  "the index's default; leveldb and rocksdb have no size limit and ignore it)");
   cmd->add_option("--pool-size", a.pool_size,
                   "Pool size, bytes, with K/M/G/T suffixes (0 = automatic: 64 MiB + 256 B per "
                   "key)");
@@ -712,7 +749,8 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "Write the report in --format to FILE (a text report still goes to stdout)");
   cmd->add_option("--json-output", a.json_output, "Also write the JSON report to FILE");
   cmd->add_flag("--keep-pool", a.keep_pool,
-                "Keep the pool file after the run (for nvindex verify/info)");
+                "Keep the pool file after the run (for nvindex verify/info), and a "
+                "block-device index's directory");
   cmd->add_flag("--no-pin", a.no_pin, "Do not pin worker threads to CPUs");
   cmd->add_flag("--no-perf-counters", a.no_perf_counters,
                 "Do not count instructions, cycles and task-clock per phase with "

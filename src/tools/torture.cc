@@ -3,7 +3,10 @@
 // and acknowledges each operation through a pipe; the parent kills it with
 // SIGKILL at seeded random times, recovers a copy of the pool, runs verify()
 // and checks every acknowledged operation is present and nothing else
-// appeared. Exit codes: 0 no failure, 1 a failed check, 2 bad usage.
+// appeared. A block-device index (leveldb, rocksdb, PA-Tree) runs on the
+// device path given as --pool (a directory or file on a real disk), with
+// --sync-every N for its weak persistence. Exit codes: 0 no failure, 1 a
+// failed check, 2 bad usage.
 #include "crash/torture.h"
 
 #include <cstdio>
@@ -49,8 +52,20 @@ int run_torture_command(TortureArgs& a) {
               index_with_opts(a.o.index, a.o.index_opts).c_str(),
               std::string(key_type_name(a.o.key_type)).c_str(), a.o.node_size, a.o.threads,
               a.o.threads == 1 ? "" : "s", static_cast<unsigned long long>(a.o.seed));
-  std::printf("pool:               %s (%llu MiB, emulated)\n", a.o.pool_path.c_str(),
-              static_cast<unsigned long long>(a.pool_mib));
+  const IndexEntry* e = find_index_entry(a.o.index);
+  if (e != nullptr && needs_device(e->caps)) {
+    std::printf("device:             %s\n", a.o.pool_path.c_str());
+  } else {
+    std::printf("pool:               %s (%llu MiB, emulated)\n", a.o.pool_path.c_str(),
+                static_cast<unsigned long long>(a.pool_mib));
+  }
+  if (a.o.sync_every != 0) {
+    std::printf(
+        "weak persistence:   sync() every %u ops of thread 0: %llu syncs, %llu keys "
+        "found in an older state allowed since the last sync\n",
+        a.o.sync_every, static_cast<unsigned long long>(r.syncs),
+        static_cast<unsigned long long>(r.unsynced_lost));
+  }
   std::printf("run time:           %.2f s\n", r.seconds);
   std::printf("kills:              %u (%u before the child reported ready)\n", r.kills,
               r.killed_before_ready);
@@ -91,8 +106,14 @@ void add_torture_command(CLI::App& app, int* exit_code) {
   add_key_type_option(cmd, &o.key_type,
                       "integer keys, or the index's string instance with byte-string keys");
   cmd->add_option("--pool", o.pool_path,
-                  "Pool file to create (must not exist), e.g. /dev/shm/t.pool")
+                  "Pool file to create (must not exist), e.g. /dev/shm/t.pool; for a "
+                  "block-device index its device path on a real disk, e.g. /var/tmp/t.ldb")
       ->required();
+  cmd->add_option("--sync-every", o.sync_every,
+                  "Block-device indexes: weak persistence, thread 0 calls sync() after every N "
+                  "of its operations and only what the last sync covered must survive (0: "
+                  "strong, every acknowledged operation)")
+      ->check(count_in(0, 1 << 30, "0..1,073,741,824"));
   cmd->add_option("--seconds", o.seconds, "Stop after this many seconds")
       ->check(in_range(0, 604800, "(0, 604800] s", true));
   cmd->add_option("--kills", o.kills, "Stop after this many kills")
@@ -107,7 +128,8 @@ void add_torture_command(CLI::App& app, int* exit_code) {
       ->check(count_in(1, 16, "1..16"));
   cmd->add_option("--keys", o.keys, "Key space size (0: 64 nodes' worth of entries)")
       ->check(fits_memory(64, false));
-  cmd->add_option("--pool-size", args->pool_mib, "Pool size, MiB")
+  cmd->add_option("--pool-size", args->pool_mib,
+                  "Pool size, MiB (a block-device index: its device_bytes)")
       ->check(count_in(4, 1 << 20, "4..1,048,576 MiB"));
   cmd->add_option("--max-run-ms", o.max_run_ms,
                   "A child runs uniform [0, this] ms after it is ready before the kill")

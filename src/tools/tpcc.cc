@@ -398,6 +398,13 @@ int run_tpcc(const TpccArgs& a) {
       std::fprintf(stderr, "nvindex tpcc: %s\n", st.ToString().c_str());
       return 2;
     }
+    if (needs_device(e->caps)) {
+      std::fprintf(stderr,
+                   "nvindex tpcc: %s is a block-device index: TPC-C keeps its tables in DRAM or "
+                   "in pools\n",
+                   name.c_str());
+      return 2;
+    }
     if (rows == tpcc::RowPlace::kPm && !e->caps.persistent) {
       std::fprintf(stderr,
                    "nvindex tpcc: --rows pm needs a persistent index; %s is volatile (its keys "

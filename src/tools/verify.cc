@@ -48,7 +48,14 @@ int run_verify(const VerifyArgs& a) {
   const IndexEntry* entry = find_index_entry(a.index);
   std::string known;
   for (const IndexEntry& e : registered_indexes()) {
-    if (e.caps.persistent) known += (known.empty() ? "" : ", ") + std::string(e.name);
+    if (needs_pool(e.caps)) known += (known.empty() ? "" : ", ") + std::string(e.name);
+  }
+  if (entry != nullptr && needs_device(entry->caps)) {
+    std::fprintf(stderr,
+                 "nvindex verify: '%s' is a block-device index: verify checks pool files "
+                 "(pools: %s)\n",
+                 a.index.c_str(), known.c_str());
+    return 2;
   }
   if (entry == nullptr || !entry->caps.persistent) {
     std::fprintf(stderr,

@@ -125,6 +125,11 @@ Status Database::create(const DbOptions& options, std::unique_ptr<Database>* out
     return Status::InvalidArgument("index '" + options.index +
                                    "' is not ordered: TPC-C needs scan and find_last_less_than");
   }
+  if (needs_device(entry->caps)) {
+    return Status::InvalidArgument("index '" + options.index +
+                                   "' is a block-device index: TPC-C keeps its tables in DRAM "
+                                   "or in pools, not on a device");
+  }
   if (Status st = check_index_options(*entry, options.index_opts); !st.ok()) return st;
   if (Status st = check_node_size(*entry, options.node_size); !st.ok()) return st;
   if (options.warehouses < 1 || options.warehouses > kMaxWarehouses) {

@@ -14,18 +14,38 @@
 // Registration without install_remove_on_signal() (the libraries' tests)
 // only records the path.
 //
+// A directory registered as a tree (RemoveOnSignal(path, true), as TempDir
+// does) is removed with what it holds (files and directories, kMaxDepth
+// levels deep, by getdents64/unlinkat/rmdir: system calls, safe in a signal
+// handler), so a block-device index's store (a LevelDB directory, a PA-Tree
+// file) in a TempDir goes too; any other directory only when empty.
+//
+// TempDir is the temporary directory on a real disk that block-device
+// indexes (Placement::kBlockDevice) get in the tests and in `nvindex bench
+// --device` (temp_device_dir: $NVINDEX_DEVICE_DIR, else /var/tmp; never
+// /dev/shm, which is tmpfs: no O_DIRECT, not a disk).
+//
 // Thread-safety: RemoveOnSignal may be created and destroyed from any
 // thread; a slot's path is written before the slot is published.
 #pragma once
 
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <memory>
 #include <string>
+#include <system_error>
+#include <utility>
 
 namespace nvindex::util {
 
@@ -46,10 +66,52 @@ inline constexpr int kMaxPaths = 64;
 inline constexpr size_t kMaxPathBytes = 4096;
 struct PathSlot {
   std::atomic<uint64_t> seq{0};  ///< 0 = free; else registration order (1, 2, ...)
+  bool tree = false;             ///< remove a directory with its contents
   char path[kMaxPathBytes] = {};
 };
 inline PathSlot g_slots[kMaxPaths];
 inline std::atomic<uint64_t> g_next_seq{1};
+
+/// Directory levels remove_tree() descends.
+inline constexpr int kMaxDepth = 4;
+
+/// Removes what directory `dfd` (an open descriptor) holds, `depth` levels
+/// deep, then closes it. System calls only (async-signal-safe).
+inline void remove_tree_at(int dfd, int depth) {
+  alignas(8) char buf[2048];
+  for (;;) {
+    const long n = ::syscall(SYS_getdents64, dfd, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      struct Dirent64 {
+        uint64_t ino;
+        int64_t off;
+        unsigned short reclen;
+        unsigned char type;
+        char name[1];
+      };
+      const auto* d = reinterpret_cast<const Dirent64*>(buf + off);
+      off += d->reclen;
+      const char* name = d->name;
+      if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+      if (::unlinkat(dfd, name, 0) == 0 || depth <= 0) continue;
+      const int sub = ::openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+      if (sub >= 0) remove_tree_at(sub, depth - 1);
+      ::unlinkat(dfd, name, AT_REMOVEDIR);
+    }
+  }
+  ::close(dfd);
+}
+
+/// Removes `path`: a file, or a directory with what it holds (kMaxDepth
+/// levels). System calls only (async-signal-safe).
+inline void remove_tree(const char* path) {
+  if (::unlink(path) == 0 || ::rmdir(path) == 0) return;
+  const int dfd = ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (dfd < 0) return;
+  remove_tree_at(dfd, kMaxDepth);
+  ::rmdir(path);
+}
 
 /// Removes every registered path, newest first, then re-raises `sig` with
 /// the default action.
@@ -66,7 +128,11 @@ inline void remove_registered_and_reraise(int sig) {
       }
     }
     if (pick < 0) break;
-    if (::unlink(g_slots[pick].path) != 0) ::rmdir(g_slots[pick].path);
+    if (g_slots[pick].tree) {
+      remove_tree(g_slots[pick].path);
+    } else if (::unlink(g_slots[pick].path) != 0) {
+      ::rmdir(g_slots[pick].path);
+    }
     below = best;
   }
   std::signal(sig, SIG_DFL);
@@ -74,14 +140,15 @@ inline void remove_registered_and_reraise(int sig) {
 }
 }  // namespace detail
 
-/// Registers `path` (a file or an empty-at-the-end directory) for removal on
-/// SIGINT, SIGTERM or SIGHUP while this object lives; the owner removes the
-/// path itself on the normal path. A path too long for a slot, or a full
+/// Registers `path` (a file or an empty-at-the-end directory; with `tree`, a
+/// directory removed with its contents) for removal on SIGINT, SIGTERM or
+/// SIGHUP while this object lives; the owner removes the path itself on the
+/// normal path. A path too long for a slot, or a full
 /// table, is not registered (registered() says so): the run goes on, only
 /// the cleanup on interruption is lost for it.
 class RemoveOnSignal {
  public:
-  explicit RemoveOnSignal(const std::string& path) {
+  explicit RemoveOnSignal(const std::string& path, bool tree = false) {
     if (path.size() + 1 > detail::kMaxPathBytes) return;
     const uint64_t seq = detail::g_next_seq.fetch_add(1, std::memory_order_relaxed);
     for (int i = 0; i < detail::kMaxPaths; ++i) {
@@ -91,6 +158,7 @@ class RemoveOnSignal {
       // is written, then publish the real sequence number.
       if (s.seq.compare_exchange_strong(expected, UINT64_MAX, std::memory_order_acquire)) {
         std::memcpy(s.path, path.c_str(), path.size() + 1);
+        s.tree = tree;
         s.seq.store(seq, std::memory_order_release);
         slot_ = i;
         return;
@@ -123,5 +191,61 @@ inline void install_remove_on_signal() {
     ::sigaction(sig, &sa, nullptr);
   }
 }
+
+/// True when `path` is on tmpfs or devtmpfs (statfs f_type TMPFS_MAGIC): memory, not a
+/// disk, and no O_DIRECT, so no place for a block-device index. False when
+/// it is not, or cannot be statfs'd.
+inline bool on_tmpfs(const std::string& path) {
+  struct statfs fs {};
+  return ::statfs(path.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
+/// The parent directory of temporary block-device stores: $NVINDEX_DEVICE_DIR
+/// when set, else /var/tmp (on the root file system's disk; /tmp and
+/// /dev/shm may be tmpfs).
+inline std::string temp_device_dir() {
+  if (const char* d = std::getenv("NVINDEX_DEVICE_DIR"); d != nullptr && *d != '\0') return d;
+  return "/var/tmp";
+}
+
+/// A new directory `<parent>/<prefix>XXXXXX` (mkdtemp), removed with its
+/// contents when the object is destroyed and, while it lives, on SIGINT,
+/// SIGTERM and SIGHUP (RemoveOnSignal). keep() leaves it in place.
+class TempDir {
+ public:
+  TempDir() = default;
+  /// Creates the directory; ok() is false (and error() says why) when mkdtemp
+  /// fails.
+  TempDir(const std::string& parent, const std::string& prefix) {
+    std::string templ = parent + "/" + prefix + "XXXXXX";
+    if (::mkdtemp(templ.data()) == nullptr) {
+      error_ = "cannot create a directory in " + parent + ": " + std::strerror(errno);
+      return;
+    }
+    path_ = std::move(templ);
+    guard_ = std::make_unique<RemoveOnSignal>(path_, true);
+  }
+  ~TempDir() {
+    guard_.reset();
+    if (!path_.empty() && !keep_) {
+      std::error_code ec;
+      std::filesystem::remove_all(path_, ec);
+    }
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  bool ok() const { return !path_.empty(); }
+  const std::string& error() const { return error_; }
+  /// The directory (empty when creation failed).
+  const std::string& path() const { return path_; }
+  /// Leaves the directory when the object is destroyed.
+  void keep() { keep_ = true; }
+
+ private:
+  std::string path_;
+  std::string error_;
+  bool keep_ = false;
+  std::unique_ptr<RemoveOnSignal> guard_;
+};
 
 }  // namespace nvindex::util

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
   for (const bool strings : {false, true}) {
     for (const nvindex::IndexEntry& e : nvindex::registered_indexes()) {
       const std::string name(e.name);
-      if (!e.caps.persistent || nvindex::is_test_only_index(name)) continue;
+      if (!nvindex::needs_pool(e.caps) || nvindex::is_test_only_index(name)) continue;
       if (strings && !e.caps.string_keys) continue;
       // The defaults, then (integer keys, the smaller node size) each non-default
       // value of each declared option: the pool records it (inner=dram).

@@ -56,7 +56,7 @@ std::string claimed_layout(const std::vector<uint8_t>& w) {
   const std::string layout(p, strnlen(p, 32));
   const auto [name, type] = nvindex::parse_pool_layout(layout);
   for (const IndexEntry& e : nvindex::registered_indexes()) {
-    if (e.caps.persistent && !nvindex::is_test_only_index(e.name) && e.name == name &&
+    if (nvindex::needs_pool(e.caps) && !nvindex::is_test_only_index(e.name) && e.name == name &&
         (type == nvindex::KeyType::kInteger || e.caps.string_keys)) {
       return layout;
     }

@@ -26,13 +26,18 @@
 #include "nvindex/pm/counters.h"
 #include "nvindex/pm/pool.h"
 #include "pm_test_util.h"
+#include "util/temp_files.h"
 
 namespace nvindex::testing {
 
-/// An index under test and the pool it lives in (null for volatile indexes).
-/// Members are destroyed index first, then pool.
+/// An index under test and the pool it lives in (null for volatile indexes
+/// and block-device ones), or, for a block-device index (needs_device), the
+/// temporary directory on a real disk its store is in (null otherwise:
+/// test_device_dir). Members are destroyed index first, then pool, then the
+/// directory (removed with its contents).
 template <class K>
 struct TestIndexOf {
+  std::unique_ptr<util::TempDir> device_dir;
   std::unique_ptr<pm::Pool> pool;
   std::unique_ptr<Index<K>> index;
 };
@@ -42,13 +47,25 @@ using StringTestIndex = TestIndexOf<std::string_view>;
 /// Default pool size for persistent indexes under test, bytes (256 MiB).
 inline constexpr uint64_t kTestPoolBytes = 256ull << 20;
 
+/// A new temporary directory for block-device stores under test:
+/// util::temp_device_dir() ($NVINDEX_DEVICE_DIR, else /var/tmp: a real
+/// disk, never /dev/shm), removed with its contents when destroyed. Fatal
+/// failure (ASSERT) when it cannot be created, so call it through
+/// ASSERT_NO_FATAL_FAILURE.
+void make_test_device_dir(std::unique_ptr<util::TempDir>* out);
+
 /// Creates the integer-key index registered as `name` with
 /// IndexOptions::node_size = node_size (bytes) and IndexOptions::threads =
 /// threads (the threads the test will call it from: pass > 1 for a concurrent
 /// test, since an index may drop its locks at 1). When the registry says the
-/// index is persistent, first creates an anonymous DRAM pool of pool_bytes
-/// bytes with layout pool_layout(name, key type) (Pool::create_anonymous) and
-/// passes it in IndexOptions::pool.
+/// index needs a pool (needs_pool), first creates an anonymous DRAM pool of
+/// pool_bytes bytes with layout pool_layout(name, key type)
+/// (Pool::create_anonymous) and passes it in IndexOptions::pool; when it needs
+/// a device (needs_device), creates a temporary directory on a real disk
+/// (out->device_dir, as make_test_device_dir) and passes the path
+/// "<dir>/<name>", which does not exist yet, in IndexOptions::device: the
+/// index creates what it needs there (a file for PA-Tree, a directory for
+/// LevelDB and RocksDB).
 /// Errors: InvalidArgument (unknown name, node size out of the index's range,
 /// name too long for a pool layout), and whatever the pool or factory return.
 Status open_test_index(std::string_view name, uint32_t node_size, TestIndex* out,
@@ -56,7 +73,8 @@ Status open_test_index(std::string_view name, uint32_t node_size, TestIndex* out
 
 /// As above for keys of type K (uint64_t or std::string_view; a string
 /// instance needs an entry with make_string, else InvalidArgument) with every
-/// option given (options.pool is set here for a persistent index).
+/// option given (options.pool, or options.device, is set here).
+/// Errors: as above, and IOError when the device directory cannot be made.
 template <class K>
 Status open_test_index(std::string_view name, IndexOptions options, TestIndexOf<K>* out,
                        uint64_t pool_bytes = kTestPoolBytes);
@@ -160,6 +178,12 @@ namespace nvindex::testing {
 /// (unique to this process, test and tag); the file is removed before first
 /// use and on destruction. Members are destroyed index
 /// first, then pool, so destroying a FileIndexOf is a clean close.
+/// A block-device index (needs_device) lives instead at path() =
+/// "<dir>/<index>" in a temporary directory on a real disk
+/// (make_test_device_dir, removed on destruction), given as
+/// IndexOptions::device; create() and reopen() open it there, `pool` stays
+/// null, open_pool() and crash() do not apply (InvalidArgument / a plain
+/// close).
 template <class K>
 class FileIndexOf {
  public:
@@ -171,8 +195,11 @@ class FileIndexOf {
   FileIndexOf& operator=(const FileIndexOf&) = delete;
 
   /// Creates the pool file (pool_bytes bytes, emulated mode) and a new index
-  /// with `options` (its pool field is set here). Errors: those of
-  /// pm::Pool::create and make_index.
+  /// with `options` (its pool field is set here); for a block-device index,
+  /// a new index at path() (options.device set here; pool_bytes unused:
+  /// options.device_bytes is the store's size). Errors: those of
+  /// pm::Pool::create and make_index; IOError when the device directory
+  /// cannot be made.
   Status create(IndexOptions options, uint64_t pool_bytes = 32ull << 20);
   /// Closes (index, then pool: a clean close), reopens the pool file and
   /// recovers the index with `options` (pool set here). Errors: those of
@@ -188,15 +215,23 @@ class FileIndexOf {
   /// the next open recovers it as after a crash. For tests that build a
   /// crash state by hand.
   void crash();
-  const std::string& path() const { return file_.path(); }
+  const std::string& path() const { return device_ ? device_path_ : file_.path(); }
   const std::string& name() const { return name_; }
+  /// True for a block-device index (see the class comment).
+  bool on_device() const { return device_; }
 
   std::unique_ptr<pm::Pool> pool;
   std::unique_ptr<Index<K>> index;
 
  private:
+  /// Creates the device directory on first use (block-device index).
+  Status ensure_device_dir();
+
   std::string name_;
   pm::testing::TempPool file_;
+  bool device_ = false;
+  std::unique_ptr<util::TempDir> device_dir_;
+  std::string device_path_;
 };
 /// The integer-key and string-key FileIndexOf (classes, not aliases, so a
 /// test may derive from them and name the base).
@@ -253,7 +288,10 @@ struct IndexCase {
 /// size 0 when the entry has no nodes), each with the default options; and
 /// each non-default value of each declared option at the entry's smallest and
 /// largest accepted size. Under a sanitizer (ASan, TSan builds): only the
-/// smallest and largest size, and option values at the smallest.
+/// smallest and largest size, and option values at the smallest. Options
+/// declared runtime_only: their default only. A block-device index: the
+/// smallest and largest size, option values at the smallest (under a
+/// sanitizer the smallest size only).
 std::vector<IndexCase> registered_index_cases();
 
 /// registered_index_cases() of the persistent indexes only.
