@@ -321,20 +321,7 @@ bool Engine::io_begin(Op& op, std::span<IoReq> reqs) {
     r.reads_at_submit = out_reads_;
     r.writes_at_submit = out_writes_;
     const uint64_t ud = reinterpret_cast<uint64_t>(&r);
-    for (;;) {
-      bool ok = false;
-      switch (r.kind) {
-        case IoReq::Kind::kRead:
-          ok = ring_->prep_read(r.buf, r.len, r.offset, ud);
-          break;
-        case IoReq::Kind::kWrite:
-          ok = ring_->prep_write(r.buf, r.len, r.offset, ud, r.dsync);
-          break;
-        case IoReq::Kind::kSync:
-          ok = ring_->prep_fdatasync(ud);
-          break;
-      }
-      if (ok) break;
+    while (!ring_->prep(r, ud)) {
       (void)ring_->submit();  // the submission queue is full: make room
     }
     if (r.kind == IoReq::Kind::kRead) {

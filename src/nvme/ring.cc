@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "nvme/device.h"
+#include "nvme/executor.h"
 
 namespace nvindex::nvme {
 
@@ -139,6 +140,18 @@ bool Ring::prep_fdatasync(uint64_t user_data) {
   sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data64(sqe, user_data);
   return true;
+}
+
+bool Ring::prep(const IoReq& r, uint64_t user_data) {
+  switch (r.kind) {
+    case IoReq::Kind::kRead:
+      return prep_read(r.buf, r.len, r.offset, user_data);
+    case IoReq::Kind::kWrite:
+      return prep_write(r.buf, r.len, r.offset, user_data, r.dsync);
+    case IoReq::Kind::kSync:
+      break;
+  }
+  return prep_fdatasync(user_data);
 }
 
 int Ring::submit() {

@@ -34,6 +34,7 @@
 namespace nvindex::nvme {
 
 class BlockDevice;
+struct IoReq;
 
 /// How the ring finds completions (see the file comment).
 enum class RingMode : uint8_t { kInterrupt, kIopoll, kSqpoll };
@@ -68,6 +69,10 @@ class Ring {
                   bool dsync = false);
   /// Queues an fdatasync of the device (IORING_FSYNC_DATASYNC).
   bool prep_fdatasync(uint64_t user_data);
+
+  /// Queues request `r` (read, write or fdatasync, by r.kind) tagged
+  /// user_data; false when the submission queue is full.
+  bool prep(const IoReq& r, uint64_t user_data);
 
   /// Submits everything queued; returns how many (>= 0) or -errno.
   int submit();

@@ -53,19 +53,7 @@ void run_blocking(Ring& ring, std::span<IoReq> reqs, bool device_polls) {
   while (done < reqs.size()) {
     while (next < reqs.size()) {
       IoReq& r = reqs[next];
-      bool ok = false;
-      switch (r.kind) {
-        case IoReq::Kind::kRead:
-          ok = ring.prep_read(r.buf, r.len, r.offset, next);
-          break;
-        case IoReq::Kind::kWrite:
-          ok = ring.prep_write(r.buf, r.len, r.offset, next, r.dsync);
-          break;
-        case IoReq::Kind::kSync:
-          ok = ring.prep_fdatasync(next);
-          break;
-      }
-      if (!ok) break;  // ring full: submit, then queue the rest
+      if (!ring.prep(r, next)) break;  // ring full: submit, then queue the rest
       ++next;
     }
     if (const int rc = ring.submit(); rc < 0) {
@@ -214,19 +202,7 @@ void SharedExecutor::daemon() {
         slot = free_slots.back();
         free_slots.pop_back();
       }
-      bool ok = false;
-      switch (r.kind) {
-        case IoReq::Kind::kRead:
-          ok = ring_->prep_read(r.buf, r.len, r.offset, slot);
-          break;
-        case IoReq::Kind::kWrite:
-          ok = ring_->prep_write(r.buf, r.len, r.offset, slot, r.dsync);
-          break;
-        case IoReq::Kind::kSync:
-          ok = ring_->prep_fdatasync(slot);
-          break;
-      }
-      if (!ok) {
+      if (!ring_->prep(r, slot)) {
         free_slots.push_back(slot);
         break;
       }
