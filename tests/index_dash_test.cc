@@ -4,7 +4,8 @@
 // records when a bucket and its neighbour are full, a crash leaves every
 // segment for lazy recovery on its first access while a clean shutdown
 // leaves none, segment recovery resets a lock left set and removes the
-// duplicate an interrupted displacement leaves, and readers stay right
+// duplicate an interrupted displacement leaves, verify() catches a stash
+// record its home bucket's overflow metadata does not name, and readers stay right
 // while concurrent inserts split segments and double the directory.
 #include <gtest/gtest.h>
 
@@ -33,6 +34,17 @@ using testing::TestIndex;
 Dash& dash_of(Index<uint64_t>& idx) { return dynamic_cast<Dash&>(idx); }
 
 uint64_t key_of(uint64_t i) { return i * 0x9e3779b97f4a7c15ull + 7; }
+
+// The normal buckets (4 at 1 KiB) of the segment the first directory entry
+// names, in a pool opened without its index (FileIndex::open_pool).
+dash::Bucket* first_segment_buckets(pm::Pool& pool) {
+  char* base = pool.base();
+  const auto* root = reinterpret_cast<const dash::RootObject*>(base + pool.root());
+  const auto* dir = reinterpret_cast<const dash::DirHeader*>(base + root->dir.load());
+  const auto* blk = reinterpret_cast<const dash::DirBlock*>(base + dir->blocks[0]);
+  auto* seg = reinterpret_cast<dash::SegmentHead*>(base + blk->entries[0].load());
+  return reinterpret_cast<dash::Bucket*>(base + seg->groups[0]);
+}
 
 // With 1 KiB of buckets per segment (4 buckets, 56 slots + 28 in the stash)
 // 5,000 keys take dozens of segments: the directory doubles several times,
@@ -152,12 +164,7 @@ TEST(Dash, SegmentRecoveryResetsLocksAndRemovesDisplacementDuplicates) {
   ASSERT_EQ(dash_of(*f.index).segments(), 1u);
   f.crash();
   ASSERT_TRUE(f.open_pool().ok());
-  char* base = f.pool->base();
-  const auto* root = reinterpret_cast<const dash::RootObject*>(base + f.pool->root());
-  const auto* dir = reinterpret_cast<const dash::DirHeader*>(base + root->dir.load());
-  const auto* blk = reinterpret_cast<const dash::DirBlock*>(base + dir->blocks[0]);
-  auto* seg = reinterpret_cast<dash::SegmentHead*>(base + blk->entries[0].load());
-  auto* buckets = reinterpret_cast<dash::Bucket*>(base + seg->groups[0]);
+  dash::Bucket* buckets = first_segment_buckets(*f.pool);
   // A home record (membership 0) in bucket b with room in bucket b + 1.
   int b = -1, slot = -1;
   for (int c = 0; c < 4 && b < 0; ++c) {
@@ -186,6 +193,54 @@ TEST(Dash, SegmentRecoveryResetsLocksAndRemovesDisplacementDuplicates) {
   ASSERT_TRUE(f.index->remove(dup).ok());
   EXPECT_FALSE(f.index->lookup(dup).has_value()) << "the copy was left behind";
   model.erase(dup);
+  ASSERT_NO_FATAL_FAILURE(expect_equals_model(*f.index, model));
+}
+
+// A cleanly closed pool keeps the overflow metadata as it was (no segment
+// recovery), so verify() checks that each stash record is named by its home
+// bucket's metadata: with that metadata erased by hand the record would be
+// invisible to lookups and an insert of its key would make a duplicate.
+// After a crash the same damage is harmless: segment recovery rebuilds the
+// metadata from the stash.
+TEST(Dash, VerifyCatchesAStashRecordItsHomeBucketDoesNotName) {
+  FileIndex f("dash-eh");
+  IndexOptions o;
+  o.node_size = 1024;
+  ASSERT_TRUE(f.create(o).ok());
+  std::map<uint64_t, Value> model;
+  for (uint64_t i = 0; dash_of(*f.index).stash_records() == 0; ++i) {
+    ASSERT_LT(i, 200u) << "no stash record after 200 inserts into 56 bucket slots";
+    ASSERT_TRUE(f.index->insert(key_of(i), i).ok());
+    model[key_of(i)] = i;
+  }
+  ASSERT_EQ(dash_of(*f.index).segments(), 1u);
+  // crashed: the index's last close is a crash (open_pool() alone leaves
+  // the pool's close record as it found it).
+  auto erase_overflow_metadata = [&](bool crashed) {
+    if (crashed) {
+      f.crash();
+    } else {
+      f.close();
+    }
+    ASSERT_TRUE(f.open_pool().ok());
+    dash::Bucket* buckets = first_segment_buckets(*f.pool);
+    for (int b = 0; b < 4; ++b) {
+      buckets[b].ofl_bitmap.store(0);
+      buckets[b].ofl_count.store(0);
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(erase_overflow_metadata(false));
+  ASSERT_TRUE(f.reopen(o).ok());  // clean: the damaged metadata is kept
+  VerifyReport r;
+  const Status s = f.index->verify(&r);
+  EXPECT_EQ(s.code(), Code::kCorruption);
+  EXPECT_NE(s.message().find("not named by the overflow metadata"), std::string::npos)
+      << s.ToString();
+  // The same damage before a crash: recovery rebuilds the metadata.
+  ASSERT_NO_FATAL_FAILURE(erase_overflow_metadata(true));
+  f.close();
+  ASSERT_TRUE(f.reopen(o).ok());
+  EXPECT_EQ(dash_of(*f.index).stale_segments(), 1u);
   ASSERT_NO_FATAL_FAILURE(expect_equals_model(*f.index, model));
 }
 

@@ -1172,6 +1172,18 @@ Status Dash::walk(pm::Allocator* alloc, uint64_t* keys, VerifyReport* r, bool ch
           return Status::Corruption(where + " slot " + std::to_string(i) + ": key of home bucket " +
                                     std::to_string(home) + " in the wrong bucket");
         }
+        // A stash record must be found by a search from its home bucket:
+        // its stash bucket named by a matching overflow fingerprint, or the
+        // home's overflow count nonzero (stash_mask). A cleanly closed pool
+        // keeps this metadata as it was (no rebuild), so a damaged one would
+        // hide the record and let an insert of its key make a duplicate.
+        if (b >= nb &&
+            ((stash_mask(bucket(s, home), bucket(s, (home + 1) & mask), fp_of(h)) >> (b - nb)) &
+             1) == 0) {
+          return Status::Corruption(where + " slot " + std::to_string(i) +
+                                    ": not named by the overflow metadata of its home bucket " +
+                                    std::to_string(home));
+        }
         if (!seen.insert(k).second) {
           return Status::Corruption(where + ": duplicate key " + std::to_string(k));
         }

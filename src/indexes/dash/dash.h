@@ -287,9 +287,9 @@ class Dash final : public PersistentIndex {
   /// access would), then checks: directory entries against local depths
   /// and patterns (each segment covers 2^(G-L) consecutive entries), every
   /// record in its segment (hash prefix = pattern) and in its home bucket or
-  /// the next (membership bit set iff in the next) or in the stash,
-  /// fingerprints, counts, no duplicate key, no lock held, no split in
-  /// flight. Report: keys, leaves = segments, inner_nodes = directory blocks
+  /// the next (membership bit set iff in the next) or in the stash (and
+  /// then named by its home bucket's overflow metadata), fingerprints, counts, no duplicate key, no
+  /// lock held, no split in flight. Report: keys, leaves = segments, inner_nodes = directory blocks
   /// (+ header), height 2, pm_bytes = bytes of every block reached.
   Status verify(VerifyReport* report) const override;
   /// Why the crash lab's ablation self-test cannot catch the removal of some
