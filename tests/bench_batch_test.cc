@@ -4,7 +4,8 @@
 // and counted as one read; a sampled batch records time / n per key. The
 // batch-spy-test double (src/testing/batch_spy/) shows the batch sizes the
 // index receives and, with lie=values, that a wrong multi_lookup result is a
-// verification failure. The command line's --batch checks are in
+// verification failure. Operations in flight (BenchOptions::in_flight,
+// Index::execute) at the end. The command line's --batch checks are in
 // tool_cli_test.
 #include <gtest/gtest.h>
 
@@ -247,6 +248,51 @@ TEST(DriverBatch, BatchOutsideOneTo4096IsInvalidArgument) {
   IndexResult r;
   ASSERT_TRUE(run_benchmark(batch_options(kMaxLookupBatch), w, "btree", &r, nullptr).ok());
   EXPECT_EQ(r.failures, 0u) << first_failure(r);
+}
+
+// Operations in flight (BenchOptions::in_flight, Index::execute): mixed
+// workloads, scans and read-modify-writes included (they run alone), give
+// every count per type as in the stream and no failure, through an index
+// with the default execute() (absl-btree: one by one) and one that keeps
+// the batch in flight (patree: its engine, per-key order). Every operation
+// has its own latency (sampling 1.0: one sample per operation).
+TEST(DriverInFlight, MixedWorkloadsHaveNoFailures) {
+  for (const char* preset : {"ycsb-a", "ycsb-e", "ycsb-f"}) {
+    const Workload w = generated(preset, 1000, 2000, 1);
+    const std::array<uint64_t, kOpTypes> want = type_counts(w);
+    for (const char* index : {"absl-btree", "patree"}) {
+      SCOPED_TRACE(std::string(preset) + " " + index);
+      BenchOptions o = batch_options(1);
+      o.in_flight = 8;
+      IndexResult r;
+      const Status st = run_benchmark(o, w, index, &r, nullptr);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      EXPECT_EQ(r.failures, 0u) << first_failure(r);
+      EXPECT_EQ(r.run.operations, w.total_operations());
+      for (int k = 0; k < kOpTypes; ++k) {
+        EXPECT_EQ(r.by_type[k].completed, want[k]) << op_name(static_cast<OpType>(k));
+      }
+      EXPECT_EQ(r.latency.samples, w.total_operations());
+      EXPECT_TRUE(r.structure.ok()) << r.structure.ToString();
+      EXPECT_GT(r.checked, w.total_operations());
+    }
+  }
+}
+
+TEST(DriverInFlight, BadValuesAndPmIndexesAreInvalidArgument) {
+  const Workload w = generated(nullptr, 100, 100, 1);
+  auto refused = [&](uint32_t in_flight, uint32_t batch, const char* index, const char* why) {
+    BenchOptions o = batch_options(batch);
+    o.in_flight = in_flight;
+    IndexResult r;
+    const Status st = run_benchmark(o, w, index, &r, nullptr);
+    EXPECT_EQ(st.code(), Code::kInvalidArgument) << in_flight << " " << index;
+    EXPECT_NE(st.message().find(why), std::string::npos) << st.ToString();
+  };
+  refused(0, 1, "absl-btree", "operations in flight must be in 1..4096");
+  refused(kMaxInFlight + 1, 1, "absl-btree", "operations in flight must be in 1..4096");
+  refused(4, 4, "absl-btree", "choose one");
+  refused(4, 1, "fastfair", "make no PM writes");
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 // with IndexOptions::threads = 1 may claim less than one made with more.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -131,6 +132,10 @@ struct Capabilities {
   /// the default bulk_load(), one insert() per pair, fill factor ignored).
   bool bulk_load = false;
   Placement placement = Placement::kDram;
+  /// execute() keeps several operations of a batch in flight at once (the
+  /// PA-Tree engine: one worker thread, operations suspended at their I/O);
+  /// false: the default execute(), one operation after another.
+  bool async = false;
 
   bool operator==(const Capabilities&) const = default;
 };
@@ -159,6 +164,10 @@ struct IndexInfo {
   uint64_t pm_bytes = 0;        ///< PM allocated to the index, bytes
   bool recovered = false;       ///< true when opened on an existing pool
   double recovery_seconds = 0;  ///< wall time of that recovery, seconds
+  /// Index-specific event counts since the instance opened, name -> count
+  /// (e.g. PA-Tree's engine: "engine.ios", "engine.probes"); empty for most
+  /// indexes. The bench harness reports each phase's difference.
+  std::vector<std::pair<std::string, uint64_t>> counters{};
 };
 
 /// Outcome of Index::verify(): the structural check of DESIGN.md §6.
@@ -205,6 +214,22 @@ struct IndexOptions {
   uint64_t device_bytes = 0;
   /// Index-specific knobs, "name" -> "value" (e.g. from --index-opt k=v).
   std::map<std::string, std::string> extra;
+};
+
+/// One point operation of an Index::execute() batch: its input (kind, key,
+/// value) and, once execute() returns, its outcome.
+template <class K>
+struct BatchOp {
+  enum class Kind : uint8_t { kLookup, kInsert, kUpdate, kRemove };
+  Kind kind = Kind::kLookup;
+  K key{};
+  Value value = 0;  ///< insert and update: the value to write
+  /// insert, update, remove: what the single call would return (lookup: Ok).
+  Status status;
+  std::optional<Value> found;  ///< lookup: the value, or nullopt when absent
+  /// Time from the operation's submission to its completion, ns (the
+  /// default execute(): the call's own time).
+  uint64_t latency_ns = 0;
 };
 
 /// A key-value index over keys of type K (DESIGN.md §4).
@@ -274,6 +299,41 @@ class Index {
     return Status::Ok();
   }
 
+  /// Runs every operation of `ops` and fills in its outcome, returning when
+  /// all are complete. The outcome is that of running them one after
+  /// another in span order: operations on the same key start in that order,
+  /// each after the one before it completed; operations on different keys
+  /// may overlap. An index with caps.async keeps up to `window` (>= 1) in
+  /// flight at once (PA-Tree: its engine runs them as suspended state
+  /// machines, Wang et al., ICDE 2020, §III; its queue_depth bounds them
+  /// too); the default runs them one by one, timing each, and ignores
+  /// `window`. Errors: each operation's own, in its status (a failed write
+  /// does not stop the others).
+  virtual void execute(std::span<BatchOp<K>> ops, unsigned window) {
+    (void)window;
+    for (BatchOp<K>& op : ops) {
+      const auto t0 = std::chrono::steady_clock::now();
+      switch (op.kind) {
+        case BatchOp<K>::Kind::kLookup:
+          op.found = lookup(op.key);
+          op.status = Status::Ok();
+          break;
+        case BatchOp<K>::Kind::kInsert:
+          op.status = insert(op.key, op.value);
+          break;
+        case BatchOp<K>::Kind::kUpdate:
+          op.status = update(op.key, op.value);
+          break;
+        case BatchOp<K>::Kind::kRemove:
+          op.status = remove(op.key);
+          break;
+      }
+      op.latency_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                std::chrono::steady_clock::now() - t0)
+                                                .count());
+    }
+  }
+
   /// Makes every operation completed before the call durable, returning
   /// when it is (weak persistence: an index that buffers writes, e.g.
   /// PA-Tree with its read-write buffer, writes its dirty nodes back and
@@ -325,7 +385,8 @@ struct OptionSpec {
   /// test cases (registered_string_index_cases) leave them out.
   bool integer_keys_only = false;
   /// The option changes how operations are run (I/O mode, scheduling,
-  /// queue depth), not what is stored or how: the conformance suite runs
+  /// queue depth, the size of a DRAM cache), not what is stored or how: the
+  /// conformance suite runs
   /// only its default (registered_index_cases), and the index's own tests
   /// cover the other values.
   bool runtime_only = false;

@@ -642,7 +642,9 @@ namespace {
 /// Checks what run_benchmark() can refuse before any work (the file comment
 /// of driver.h): the index is registered (*entry), takes the workload's key
 /// type, the workload has thread streams, the fill factor is in (0, 1], the
-/// lookup batch in 1..kMaxLookupBatch.
+/// lookup batch in 1..kMaxLookupBatch, operations in flight in
+/// 1..kMaxInFlight (and above 1 only without lookup batches and for an index
+/// that makes no PM writes).
 /// InvalidArgument otherwise, naming the registered indexes for an unknown
 /// one and the string-key ones for an index without string keys.
 Status check_inputs(const BenchOptions& options, const Workload& workload,
@@ -673,7 +675,41 @@ Status check_inputs(const BenchOptions& options, const Workload& workload,
     return Status::InvalidArgument("lookup batch must be in 1.." + std::to_string(kMaxLookupBatch) +
                                    ", got " + std::to_string(options.lookup_batch));
   }
+  if (options.in_flight < 1 || options.in_flight > kMaxInFlight) {
+    return Status::InvalidArgument("operations in flight must be in 1.." +
+                                   std::to_string(kMaxInFlight) + ", got " +
+                                   std::to_string(options.in_flight));
+  }
+  if (options.in_flight > 1 && options.lookup_batch > 1) {
+    return Status::InvalidArgument(
+        "operations in flight (Index::execute) and lookup batches (multi_lookup) are two ways "
+        "to batch reads: choose one");
+  }
+  if (options.in_flight > 1 && needs_pool((*entry)->caps)) {
+    return Status::InvalidArgument(
+        "operations in flight are for indexes that make no PM writes (block-device and volatile "
+        "ones): '" +
+        std::string(index_name) +
+        "' runs each operation to its end on the calling thread, and a batch's PM cost could "
+        "not be charged to its operations; use threads");
+  }
   return Status::Ok();
+}
+
+/// IndexInfo::counters `after` minus `before`, by name, in after's order (a
+/// name missing from before counts from 0).
+std::vector<std::pair<std::string, uint64_t>> counter_delta(
+    const std::vector<std::pair<std::string, uint64_t>>& before,
+    const std::vector<std::pair<std::string, uint64_t>>& after) {
+  std::vector<std::pair<std::string, uint64_t>> d;
+  for (const auto& [name, v] : after) {
+    uint64_t b = 0;
+    for (const auto& [n0, v0] : before) {
+      if (n0 == name) b = v0;
+    }
+    d.emplace_back(name, v >= b ? v - b : 0);
+  }
+  return d;
 }
 
 /// One worker's PM counters (pm::thread_counters()) as they were after its
@@ -783,11 +819,13 @@ class BenchRun {
   /// LOAD: one bulk_load() of the sorted keys, or inserts split evenly over
   /// the threads; every result checked (driver.h, step 2).
   void load() {
+    const IndexInfo before = index_->info();
     if (options_.bulk_load) {
       load_by_bulk_load();
     } else {
       load_by_inserts();
     }
+    out_->load.index_counters = counter_delta(before.counters, index_->info().counters);
   }
 
   /// RUN: each thread replays its own stream (run_thread) behind a barrier,
@@ -797,14 +835,18 @@ class BenchRun {
     PhaseRunner runner(threads_, options_.pin_threads, options_.pm, options_.perf_counters,
                        energy_meter(), disk_meter());
     auto body = [this](unsigned t, ThreadState& ts, std::optional<Clock::time_point> deadline) {
-      if (options_.lookup_batch > 1) {
+      if (options_.in_flight > 1) {
+        run_thread_in_flight(t, ts, deadline);
+      } else if (options_.lookup_batch > 1) {
         run_thread<true>(t, ts, deadline);
       } else {
         run_thread<false>(t, ts, deadline);
       }
     };
+    const IndexInfo before = index_->info();
     runner.run("run", out_->index, workload_.total_operations(), options_.duration_seconds,
                progress_, body, &out_->run, &out_->timeline, &out_->timeline_last_fraction);
+    out_->run.index_counters = counter_delta(before.counters, index_->info().counters);
     std::vector<uint64_t> latencies;
     for (const ThreadState& ts : runner.states()) {
       key_delta_ += ts.key_delta;
@@ -1038,6 +1080,32 @@ class BenchRun {
     const uint64_t n = workload_.load_keys.size();
     auto body = [&](unsigned t, ThreadState& ts, std::optional<Clock::time_point>) {
       const uint64_t begin = n * t / threads_, end = n * (t + 1) / threads_;
+      if (options_.in_flight > 1) {
+        // In batches of 16 N through Index::execute (BenchOptions::in_flight;
+        // load keys are distinct, so the whole batch may be in flight).
+        std::vector<BatchOp<K>> batch;
+        for (uint64_t i = begin; i < end;) {
+          const uint64_t stop = std::min<uint64_t>(end, i + 16 * uint64_t{options_.in_flight});
+          batch.resize(stop - i);
+          for (uint64_t j = i; j < stop; ++j) {
+            BatchOp<K>& b = batch[j - i];
+            b.kind = BatchOp<K>::Kind::kInsert;
+            b.key = load_key(j);
+            b.value = make_value(load_value_key(j), 0);
+          }
+          index_->execute(std::span<BatchOp<K>>(batch), options_.in_flight);
+          for (; i < stop; ++i) {
+            const BatchOp<K>& b = batch[i + batch.size() - stop];
+            ++ts.checked;
+            if (!b.status.ok()) {
+              ts.fail(where("load", t, i, "insert", b.key) + ": got " + b.status.ToString());
+            }
+            ++ts.completed;
+          }
+          ts.done.store(ts.completed, std::memory_order_relaxed);
+        }
+        return;
+      }
       for (uint64_t i = begin; i < end; ++i) {
         const K key = load_key(i);
         Status st = index_->insert(key, make_value(load_value_key(i), 0));
@@ -1116,6 +1184,107 @@ class BenchRun {
       ++ts.completed;
       ts.done.store(ts.completed, std::memory_order_relaxed);
       ++i;
+    }
+  }
+
+  /// One worker of the run phase with BenchOptions::in_flight N > 1: its
+  /// stream in batches of up to 16 N consecutive point operations, one
+  /// Index::execute(batch, N) call each (a scan, skipped on an unordered
+  /// index, or a read-modify-write runs alone through run_op, as in
+  /// run_thread); every result checked as run_op checks it, latencies the
+  /// index's own per operation (BatchOp::latency_ns), sampled per operation.
+  /// The deadline is checked before each batch.
+  void run_thread_in_flight(unsigned t, ThreadState& ts,
+                            std::optional<Clock::time_point> deadline) {
+    Index<K>& index = *index_;
+    const bool ordered = caps_.ordered;
+    const std::vector<Operation>& ops = workload_.per_thread[t];
+    [[maybe_unused]] const StringKeyList* keys = kStringKeys ? &op_keys_[t] : nullptr;
+    LatencySampler sampler(options_.latency_sample, workload_.spec.seed * 7919 + t + 1);
+    std::vector<std::pair<OwnedKey<K>, Value>> scratch;
+    ts.latencies.reserve(static_cast<size_t>(
+        std::min<double>(ops.size(), ops.size() * options_.latency_sample * 1.2 + 16)));
+    OpCostMeter meter(pm::thread_counters());
+    const size_t most = 16 * size_t{options_.in_flight};
+    std::vector<BatchOp<K>> batch;
+    batch.reserve(most);
+    auto key_of = [&](uint64_t i) -> K {
+      if constexpr (kStringKeys) {
+        return keys->view(i);
+      } else {
+        return ops[i].key;
+      }
+    };
+    auto vkey_of = [&](uint64_t i) -> uint64_t {
+      if constexpr (kStringKeys) {
+        return keys->hash(i);
+      } else {
+        return ops[i].key;
+      }
+    };
+    auto tally = [&](const Operation& op, bool ok) {
+      ++ts.checked;
+      if (op.type == OpType::kInsert || op.type == OpType::kRemove) {
+        if (op.expect == Expect::kAny) ts.delta_unknown = true;
+        if (op.expect == Expect::kFound) ts.key_delta += op.type == OpType::kInsert ? 1 : -1;
+      }
+      TypeCounts& c = ts.by_type[static_cast<int>(op.type)];
+      ++c.completed;
+      c.succeeded += ok ? 1 : 0;
+      meter.charge(c);  // no PM writes (check_inputs): zero
+      ++ts.completed;
+    };
+    for (uint64_t i = 0; i < ops.size();) {
+      if (deadline && Clock::now() >= *deadline) break;
+      const Operation& first = ops[i];
+      if (first.type == OpType::kScan || first.type == OpType::kReadModifyWrite) {
+        if (first.type == OpType::kScan && !ordered) {
+          ++ts.skipped;
+        } else {
+          std::optional<uint64_t> lat;
+          const bool ok =
+              run_op<K>(index, first, key_of(i), vkey_of(i), static_cast<uint32_t>(i + 1), &scratch,
+                        ts, t, i, sampler.should_sample(i) ? &lat : nullptr);
+          tally(first, ok);
+          if (lat) ts.latencies.push_back(*lat);
+        }
+        ++i;
+        ts.done.store(ts.completed, std::memory_order_relaxed);
+        continue;
+      }
+      batch.clear();
+      for (uint64_t j = i; j < ops.size() && batch.size() < most; ++j) {
+        const OpType type = ops[j].type;
+        if (type == OpType::kScan || type == OpType::kReadModifyWrite) break;
+        BatchOp<K> b;
+        b.kind = type == OpType::kRead     ? BatchOp<K>::Kind::kLookup
+                 : type == OpType::kInsert ? BatchOp<K>::Kind::kInsert
+                 : type == OpType::kUpdate ? BatchOp<K>::Kind::kUpdate
+                                           : BatchOp<K>::Kind::kRemove;
+        b.key = key_of(j);
+        b.value = make_value(vkey_of(j), static_cast<uint32_t>(j + 1));
+        batch.push_back(b);
+      }
+      index.execute(std::span<BatchOp<K>>(batch), options_.in_flight);
+      for (size_t n = 0; n < batch.size(); ++n, ++i) {
+        const Operation& op = ops[i];
+        const BatchOp<K>& b = batch[n];
+        bool ok;
+        switch (op.type) {
+          case OpType::kRead:
+            ok = check_read(b.found, op.expect, ts, "run", t, i, op, b.key, vkey_of(i));
+            break;
+          case OpType::kInsert:
+            ok = check_write(b.status, op.expect, Code::kAlreadyExists, ts, "run", t, i, op, b.key);
+            break;
+          default:
+            ok = check_write(b.status, op.expect, Code::kNotFound, ts, "run", t, i, op, b.key);
+            break;
+        }
+        tally(op, ok);
+        if (sampler.should_sample(i)) ts.latencies.push_back(b.latency_ns);
+      }
+      ts.done.store(ts.completed, std::memory_order_relaxed);
     }
   }
 

@@ -24,7 +24,8 @@
 //     when the time is up (or when its stream ends, whichever comes first).
 //     With BenchOptions::lookup_batch N > 1, runs of consecutive reads go to
 //     the index in batches of up to N keys, one Index::multi_lookup call each
-//     (see lookup_batch);
+//     (see lookup_batch); with BenchOptions::in_flight N > 1, runs of point
+//     operations go to Index::execute, up to N in flight (see in_flight);
 //  4. checks the structure with Index::verify() and the final key count
 //     (loaded keys + inserts expected to succeed - removes expected to
 //     succeed, when no insert or remove had Expect::kAny: this catches an
@@ -106,6 +107,8 @@ namespace nvindex::bench {
 inline constexpr size_t kMaxFailureExamples = 10;
 /// Largest BenchOptions::lookup_batch (keys per multi_lookup call).
 inline constexpr uint32_t kMaxLookupBatch = 4096;
+/// Largest BenchOptions::in_flight (operations per worker at once).
+inline constexpr uint32_t kMaxInFlight = 4096;
 
 /// Driver settings that are not part of the workload (the workload's own
 /// settings are in WorkloadSpec).
@@ -157,6 +160,21 @@ struct BenchOptions {
   /// batch is charged to the read type (a batch with an SMO counts as one
   /// smo_ops operation). The load phase is unchanged.
   uint32_t lookup_batch = 1;
+  /// Run phase: operations each worker keeps in flight, in 1..kMaxInFlight
+  /// (run_benchmark: InvalidArgument otherwise). 1 = one index call per
+  /// operation. With N > 1 (an index that makes no PM writes only, and not
+  /// with lookup_batch > 1), each worker cuts its stream into batches of up
+  /// to 16 N consecutive point operations (lookups, inserts, updates,
+  /// removes; a scan or read-modify-write ends a batch and runs alone) and
+  /// issues each as one Index::execute(batch, N) call: an index with
+  /// caps.async keeps up to N of them in flight (PA-Tree's asynchronous
+  /// clients: one thread, many operations), any other runs them one by one.
+  /// Every result is checked as a single call's is (same failure
+  /// messages); the deadline is checked between batches. Latency: each
+  /// operation's own (BatchOp::latency_ns, from its submission to its
+  /// completion), sampled per operation at latency_sample. The load phase's
+  /// inserts (not a bulk load) go the same way, in batches of 16 N.
+  uint32_t in_flight = 1;
   /// Pin worker threads to CPUs (ignored when the OS refuses).
   bool pin_threads = true;
   /// Load with one Index::bulk_load() of the sorted load keys instead of
@@ -220,6 +238,8 @@ struct PhaseResult {
   /// over the phase (device-wide); nullopt for other indexes or without
   /// counters (IndexResult::disk_why).
   std::optional<DiskIo> disk{};
+  /// IndexInfo::counters spent in the phase (after - before), by name.
+  std::vector<std::pair<std::string, uint64_t>> index_counters{};
 };
 
 /// Completed and succeeded operations of one OpType in the run phase.
@@ -336,7 +356,9 @@ std::unique_ptr<ProgressSink> make_stderr_progress(double interval_s = 5.0);
 /// InvalidArgument (unknown index, string keys (workload.spec.key_type) on
 /// an index without caps.string_keys, threads > 1 on an index that is not
 /// thread-safe, workload with no thread streams, bad pool size, fill_factor
-/// outside (0, 1], lookup_batch outside 1..kMaxLookupBatch, a block-device
+/// outside (0, 1], lookup_batch outside 1..kMaxLookupBatch, in_flight
+/// outside 1..kMaxInFlight or above 1 for a PM index or with lookup_batch,
+/// a block-device
 /// index with a device directory on tmpfs), any error of
 /// pm::Pool::create / make_index (pool, recovery), IOError (temporary pool
 /// directory). `progress` may be null.

@@ -121,25 +121,44 @@ json disk_json(const IndexResult& r, const PhaseResult& p) {
 
 std::string bytes_str(uint64_t b);
 
-/// The text lines of a phase's process usage and (block-device index) disk
-/// I/O.
+/// The line of a phase's index counters ("" when the index has none).
+std::string index_counters_text(std::string_view phase, const PhaseResult& p) {
+  if (p.index_counters.empty()) return "";
+  std::string s = fmt::format("	{} index counters:", phase);
+  for (const auto& [name, v] : p.index_counters) s += fmt::format(" {} {},", name, v);
+  s.back() = '\n';
+  return s;
+}
+
+/// A phase's "index_counters" (see report.h): name -> count, {} when none.
+json index_counters_json(const PhaseResult& p) {
+  json j = json::object();
+  for (const auto& [name, v] : p.index_counters) j[name] = v;
+  return j;
+}
+
+/// The text lines of a phase's process usage, (block-device index) disk
+/// I/O and index counters.
 std::string os_text(std::string_view phase, const IndexResult& r, const PhaseResult& p) {
   std::string s = fmt::format(
       "	{} CPU {:.3f} s user + {:.3f} s system = {:.2f} cores used; context switches "
       "{} voluntary, {} involuntary\n",
       phase, p.process.user_seconds, p.process.system_seconds, p.process.cores_used,
       p.process.voluntary_switches, p.process.involuntary_switches);
-  if (r.device_path.empty()) return s;
+  if (r.device_path.empty()) return s + index_counters_text(phase, p);
   if (!p.disk) {
-    return s + fmt::format("	{} disk: not available ({})\n", phase,
-                           r.disk_why.empty() ? "no reading" : r.disk_why);
+    return s +
+           fmt::format("	{} disk: not available ({})\n", phase,
+                       r.disk_why.empty() ? "no reading" : r.disk_why) +
+           index_counters_text(phase, p);
   }
   const DiskIo& d = *p.disk;
-  return s + fmt::format(
-                 "	{} disk {}: {} reads ({}), {} writes ({}), {:.0f} IOPS, {:.2f} mean "
-                 "outstanding I/Os\n",
-                 phase, r.disk, d.reads, bytes_str(d.read_bytes), d.writes,
-                 bytes_str(d.write_bytes), d.iops, d.mean_outstanding);
+  s += fmt::format(
+      "	{} disk {}: {} reads ({}), {} writes ({}), {:.0f} IOPS, {:.2f} mean "
+      "outstanding I/Os\n",
+      phase, r.disk, d.reads, bytes_str(d.read_bytes), d.writes, bytes_str(d.write_bytes), d.iops,
+      d.mean_outstanding);
+  return s + index_counters_text(phase, p);
 }
 
 /// A phase's "energy" (see report.h): null without --energy; {"available":
@@ -304,6 +323,7 @@ json options_json(const BenchReport& r) {
          {"fill_factor", o.fill_factor},
          {"recovery_threads", o.recovery_threads},
          {"batch", o.lookup_batch},
+         {"in_flight", o.in_flight},
          {"insert_pattern", insert_pattern_name(w.insert_pattern)},
          {"dense_gap", w.dense_gap},
          {"perf_counters", o.perf_counters}};
@@ -360,7 +380,8 @@ json result_json(const IndexResult& r) {
         {"cpu", cpu_json(r.load.cpu, r.load.operations)},
         {"energy", energy_json(r, r.load)},
         {"process", process_json(r.load.process)},
-        {"disk", disk_json(r, r.load)}}},
+        {"disk", disk_json(r, r.load)},
+        {"index_counters", index_counters_json(r.load)}}},
       {"run",
        {{"operations", r.run.operations},
         {"seconds", r.run.seconds},
@@ -382,6 +403,7 @@ json result_json(const IndexResult& r) {
         {"energy", energy_json(r, r.run)},
         {"process", process_json(r.run.process)},
         {"disk", disk_json(r, r.run)},
+        {"index_counters", index_counters_json(r.run)},
         {"timeline", r.timeline},
         {"timeline_last_seconds", r.timeline_last_fraction}}},
       {"verification",
@@ -519,6 +541,9 @@ std::string report_text(const BenchReport& r) {
   if (o.duration_seconds > 0) s += fmt::format("\t# Duration: {} s\n", o.duration_seconds);
   s += fmt::format("\t# Sampling: {:g}%\n", o.latency_sample * 100);
   if (o.lookup_batch > 1) s += fmt::format("\t# Lookup batch: {} (multi_lookup)\n", o.lookup_batch);
+  if (o.in_flight > 1) {
+    s += fmt::format("\t# Operations in flight per thread: {} (Index::execute)\n", o.in_flight);
+  }
   s += fmt::format(
       "\t# Operations ratio:\n\t\tRead: {:g}\n\t\tInsert: {:g}\n\t\tUpdate: {:g}\n\t\tRemove: "
       "{:g}\n\t\tScan: {:g} (size {}{})\n\t\tRead-modify-write: {:g}\n",

@@ -89,7 +89,12 @@
 //   results[]: "sync_seconds", "sync" ("ok" or the error): Index::sync()
 //   after the run phase; "device" (block-device indexes: the path given as
 //   IndexOptions::device; "pool" stays for pools);
-//   options: "device_dir", "device_bytes".
+//   options: "device_dir", "device_bytes", "in_flight"
+//   (BenchOptions::in_flight: operations each thread keeps in flight through
+//   Index::execute; 1 = one call per operation);
+//   "load" and "run": "index_counters": {name: count} of IndexInfo::counters
+//   spent in the phase ({} for an index without counters; PA-Tree's engine:
+//   "engine.ios", "engine.probes", "engine.empty_probes", ...).
 // Units: seconds (s), throughput (operations/s), latency (ns), energy
 // (joules), bytes.
 //

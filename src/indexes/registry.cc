@@ -23,6 +23,7 @@
 #include "indexes/wbtree/wbtree.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
+#include "nvme/patree_index.h"
 
 namespace nvindex {
 
@@ -188,6 +189,12 @@ constexpr IndexEntry kIndexes[] = {
      16384},
     {"leveldb", kLevelDbDescription, kBlockDevice, 0, "", nullptr, kLevelDbOptions, &make_leveldb},
     {"rocksdb", kRocksDbDescription, kBlockDevice, 0, "", nullptr, kRocksDbOptions, &make_rocksdb},
+    {"patree", kPaTreeDescription, kPaTreeCaps, 512, kPaTreeNodeSizes, &patree_node_size_ok,
+     kPaTreeEngineOptions, &make_patree, nullptr, 512},
+    {"patree-dedicated", kPaTreeDedicatedDescription, kPaTreeSyncCaps, 512, kPaTreeNodeSizes,
+     &patree_node_size_ok, kPaTreeOptions, &make_patree_dedicated, nullptr, 512},
+    {"patree-shared", kPaTreeSharedDescription, kPaTreeSyncCaps, 512, kPaTreeNodeSizes,
+     &patree_node_size_ok, kPaTreeOptions, &make_patree_shared, nullptr, 512},
 };
 
 }  // namespace

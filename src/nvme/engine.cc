@@ -8,6 +8,7 @@
 #include <cstring>
 #include <deque>
 #include <random>
+#include <unordered_set>
 
 #include "nvme/device.h"
 #include "nvme/ring.h"
@@ -93,6 +94,7 @@ Engine::~Engine() {
 // Submission: Vyukov's intrusive MPSC queue
 
 void Engine::submit(Request* r) {
+  r->submitted_ns = now_ns();
   r->next.store(nullptr, std::memory_order_relaxed);
   Request* prev = tail_.exchange(r, std::memory_order_seq_cst);
   prev->next.store(r, std::memory_order_release);
@@ -132,17 +134,67 @@ Request* Engine::pop_submission() {
   return nullptr;
 }
 
+namespace {
+
+/// Where a waiting caller learns of its requests' completions. The worker
+/// signals under the mutex, so the caller cannot return (and destroy this)
+/// before the worker is done with it (an atomic's notify after the store
+/// could touch it after the caller returned).
+struct Completions {
+  std::mutex mu;
+  std::condition_variable cv;
+  Request* done = nullptr;  ///< completed requests, newest first (done_next)
+  bool waiting = false;
+  static void on_done(Request* r, void* arg) {
+    auto* c = static_cast<Completions*>(arg);
+    std::lock_guard g(c->mu);
+    r->done_next = c->done;
+    c->done = r;
+    if (c->waiting) c->cv.notify_one();
+  }
+  /// Blocks until a request completed; returns them all (a list).
+  Request* take() {
+    std::unique_lock g(mu);
+    waiting = true;
+    cv.wait(g, [&] { return done != nullptr; });
+    waiting = false;
+    Request* list = done;
+    done = nullptr;
+    return list;
+  }
+};
+
+}  // namespace
+
 Status Engine::run(Request* r) {
-  std::atomic<uint32_t> done{0};
-  r->on_done = [](Request*, void* arg) {
-    auto* d = static_cast<std::atomic<uint32_t>*>(arg);
-    d->store(1, std::memory_order_release);
-    d->notify_one();
-  };
-  r->arg = &done;
+  Completions c;
+  r->on_done = &Completions::on_done;
+  r->arg = &c;
   submit(r);
-  done.wait(0, std::memory_order_acquire);
+  (void)c.take();
   return r->status;
+}
+
+void Engine::run_batch(std::span<Request> reqs, unsigned window) {
+  Completions c;
+  std::unordered_set<uint64_t> busy;  // keys with a request in flight
+  size_t next = 0, in_flight = 0, completed = 0;
+  window = std::max(1u, window);
+  while (completed < reqs.size()) {
+    while (next < reqs.size() && in_flight < window && !busy.contains(reqs[next].key)) {
+      Request& r = reqs[next++];
+      busy.insert(r.key);
+      r.on_done = &Completions::on_done;
+      r.arg = &c;
+      ++in_flight;
+      submit(&r);
+    }
+    for (Request* r = c.take(); r != nullptr; r = r->done_next) {
+      busy.erase(r->key);
+      --in_flight;
+      ++completed;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -203,6 +255,7 @@ void Engine::finish(Ctx* c) {
   st_ops_.fetch_add(1, std::memory_order_relaxed);
   const bool update = r->kind == Request::Kind::kInsert || r->kind == Request::Kind::kUpdate ||
                       r->kind == Request::Kind::kRemove;
+  r->completed_ns = now_ns();
   if (r->on_done != nullptr) r->on_done(r, r->arg);  // r may be gone after this
   // Weak persistence: a checkpoint when half the buffer is dirty, admitted
   // as an operation of its own (one at a time).
@@ -315,6 +368,9 @@ void Engine::worker() {
 
 bool Engine::io_begin(Op& op, std::span<IoReq> reqs) {
   const uint64_t now = now_ns();
+  // Set first: a reap below (the ring full) may complete some of reqs,
+  // and the operation is made ready only when all of them are done.
+  op.pending_io = static_cast<uint32_t>(reqs.size());
   for (IoReq& r : reqs) {
     r.op = &op;
     r.submit_ns = now;
@@ -323,6 +379,12 @@ bool Engine::io_begin(Op& op, std::span<IoReq> reqs) {
     const uint64_t ud = reinterpret_cast<uint64_t>(&r);
     while (!ring_->prep(r, ud)) {
       (void)ring_->submit();  // the submission queue is full: make room
+      if (ring_->in_flight() + ring_->queued() >= ring_->cq_capacity()) {
+        // The completion queue is full (a checkpoint of many nodes): wait
+        // for a completion. reap() only marks operations ready; none runs
+        // until this one suspends.
+        if (ring_->wait() == 0) (void)reap(now_ns());
+      }
     }
     if (r.kind == IoReq::Kind::kRead) {
       ++out_reads_;
@@ -331,7 +393,6 @@ bool Engine::io_begin(Op& op, std::span<IoReq> reqs) {
     }
     outstanding_.push_back(&r);
   }
-  op.pending_io = static_cast<uint32_t>(reqs.size());
   if (reqs.empty()) return true;
   op.state = OpState::kWaitingIo;
   return false;
@@ -392,27 +453,39 @@ EngineStats Engine::stats() const {
   s.empty_probes = st_empty_.load(std::memory_order_relaxed);
   s.yields = st_yields_.load(std::memory_order_relaxed);
   s.sleeps = st_sleeps_.load(std::memory_order_relaxed);
-  const uint64_t loops = st_loops_.load(std::memory_order_relaxed);
-  s.mean_outstanding =
-      loops ? static_cast<double>(st_outstanding_sum_.load(std::memory_order_relaxed)) / loops : 0;
-  s.mean_latency_ns =
-      s.ios ? static_cast<double>(st_latency_sum_.load(std::memory_order_relaxed)) / s.ios : 0;
+  s.loops = st_loops_.load(std::memory_order_relaxed);
+  s.outstanding_sum = st_outstanding_sum_.load(std::memory_order_relaxed);
+  s.latency_sum_ns = st_latency_sum_.load(std::memory_order_relaxed);
+  s.mean_outstanding = s.loops ? static_cast<double>(s.outstanding_sum) / s.loops : 0;
+  s.mean_latency_ns = s.ios ? static_cast<double>(s.latency_sum_ns) / s.ios : 0;
   return s;
 }
 
 // ---------------------------------------------------------------------------
 // Calibration
 
-Status calibrate(const BlockDevice& dev, uint32_t node_size, uint64_t read_slots,
-                 uint64_t write_from, uint64_t write_to, LatencyModel* out, std::string* report) {
-  if (read_slots < 2 || write_to <= write_from) {
-    return Status::InvalidArgument("patree calibrate: no slots to read or write");
+Status calibrate(const BlockDevice& dev, uint32_t node_size, uint64_t write_from, uint64_t write_to,
+                 LatencyModel* out, std::string* report) {
+  if (write_to < write_from + 64) {
+    return Status::InvalidArgument("patree calibrate: fewer than 64 free slots to use");
   }
   std::unique_ptr<Ring> ring;
   if (Status s = Ring::create(dev, 256, "auto", &ring); !s.ok()) return s;
   std::mt19937_64 rng(1);
   const unsigned kDepths[] = {1, 2, 4, 8, 16, 32, 64};
   AlignedBuffer bufs(64ull * node_size);
+  // The reads go to slots written first: a file system answers a read of a
+  // preallocated, never written extent with zeros without touching the
+  // disk, which would fit a read cost of nearly nothing.
+  const uint64_t read_from = write_from;
+  const uint64_t read_to = std::min(write_to, write_from + 4096);
+  for (uint64_t id = read_from; id < read_to;) {
+    const uint64_t n = std::min<uint64_t>(64, read_to - id);
+    if (!dev.write(id * node_size, bufs.data(), n * node_size).ok()) {
+      return Status::IOError("patree calibrate: writing the slots to read failed");
+    }
+    id += n;
+  }
   struct Sample {
     double reads, writes, latency;
   };
@@ -426,8 +499,8 @@ Status calibrate(const BlockDevice& dev, uint32_t node_size, uint64_t read_slots
       uint32_t out_r = 0, out_w = 0;
       auto issue = [&](unsigned slot) {
         const bool w = writes && (rng() & 1);
-        const uint64_t id =
-            w ? write_from + rng() % (write_to - write_from) : 1 + rng() % (read_slots - 1);
+        const uint64_t id = w ? write_from + rng() % (write_to - write_from)
+                              : read_from + rng() % (read_to - read_from);
         std::byte* b = bufs.data() + slot * node_size;
         const bool ok = w ? ring->prep_write(b, node_size, id * node_size, slot * 2 + 1)
                           : ring->prep_read(b, node_size, id * node_size, slot * 2);

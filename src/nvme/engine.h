@@ -11,7 +11,9 @@
 //   multi-producer single-consumer queue (Vyukov's intrusive MPSC) carries it
 //   to the worker, which admits requests while fewer than queue_depth are in
 //   flight. Completion: the Request's callback runs on the worker thread;
-//   run() is the blocking form (submit, then wait on an atomic).
+//   run() is the blocking form (submit, then wait), and run_batch() keeps a
+//   window of a caller's operations in flight, in per-key order (the
+//   harness's asynchronous client: Index::execute).
 // - Latches are granted by the worker (no OS locks, no blocking): a latch
 //   table of shared/exclusive holders with a FIFO queue of waiting
 //   operations; a release grants the queue's compatible prefix and makes
@@ -44,6 +46,7 @@
 #include <mutex>
 #include <optional>
 #include <queue>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -87,14 +90,17 @@ struct EngineOptions {
 /// What the engine counted since it started (read with no operation running,
 /// or as a snapshot: the fields are atomics read relaxed).
 struct EngineStats {
-  uint64_t operations = 0;      ///< completed operations
-  uint64_t ios = 0;             ///< completed I/Os
-  uint64_t probes = 0;          ///< completion-queue probes
-  uint64_t empty_probes = 0;    ///< probes that found nothing
-  uint64_t yields = 0;          ///< sched_yield calls
-  uint64_t sleeps = 0;          ///< waits for a submission with nothing to do
-  double mean_outstanding = 0;  ///< mean I/Os outstanding per loop pass
-  double mean_latency_ns = 0;   ///< mean I/O completion latency, ns
+  uint64_t operations = 0;       ///< completed operations
+  uint64_t ios = 0;              ///< completed I/Os
+  uint64_t probes = 0;           ///< completion-queue probes
+  uint64_t empty_probes = 0;     ///< probes that found nothing
+  uint64_t yields = 0;           ///< sched_yield calls
+  uint64_t sleeps = 0;           ///< waits for a submission with nothing to do
+  double mean_outstanding = 0;   ///< mean I/Os outstanding per loop pass
+  double mean_latency_ns = 0;    ///< mean I/O completion latency, ns
+  uint64_t loops = 0;            ///< passes of the worker's loop
+  uint64_t outstanding_sum = 0;  ///< I/Os outstanding, summed over the passes
+  uint64_t latency_sum_ns = 0;   ///< I/O completion latencies summed, ns
 };
 
 /// One operation submitted to the engine. The caller owns it until done.
@@ -114,6 +120,10 @@ struct Request {
   void (*on_done)(Request*, void* arg) = nullptr;
   void* arg = nullptr;
   std::atomic<Request*> next{nullptr};  ///< MPSC link
+  /// Set by the engine: when submit() took the request and when its
+  /// operation ended (CLOCK_MONOTONIC, ns): the latency its caller saw.
+  uint64_t submitted_ns = 0, completed_ns = 0;
+  Request* done_next = nullptr;  ///< run_batch()'s list of completed requests
 };
 
 /// The tree operation that carries out `r` (its results go into r), as a
@@ -136,6 +146,15 @@ class Engine final : public Executor {
   void submit(Request* r);
   /// Submits `r` and blocks until it is done; returns r->status.
   Status run(Request* r);
+  /// Runs the point operations `reqs` (insert, update, remove, lookup) with
+  /// up to `window` (>= 1) submitted at once, and blocks until all are done
+  /// (their results and completed_ns set). Operations on the same key are
+  /// submitted in span order, each after the one before it completed (a
+  /// request whose key is in flight waits, and the ones after it with it),
+  /// so the outcome is that of running them one by one; the engine's
+  /// queue_depth bounds what runs at once. Their on_done and arg are
+  /// overwritten.
+  void run_batch(std::span<Request> reqs, unsigned window);
 
   EngineStats stats() const;
   /// The ring mode and why (Ring::create's note).
@@ -191,13 +210,17 @@ class Engine final : public Executor {
   std::thread thread_;
 };
 
-/// Fits a LatencyModel on `dev` (a few thousand random reads of the slots
-/// [1, read_slots) and writes of the slots [write_from, write_to), which
-/// must hold nothing: above the tree's high-water mark) at queue depths 1..64,
-/// least squares over (reads, writes) outstanding at each submission.
-/// *report (when not null) gets a table of depth -> mean latency.
-Status calibrate(const BlockDevice& dev, uint32_t node_size, uint64_t read_slots,
-                 uint64_t write_from, uint64_t write_to, LatencyModel* out,
-                 std::string* report = nullptr);
+/// Fits a LatencyModel on `dev` (§IV-A's linear model): writes the first
+/// min(4096, write_to - write_from) slots of [write_from, write_to) once,
+/// then, at queue depths 1..64, keeps that many random node-size I/Os
+/// outstanding for 400 completions each, reads of those written slots and
+/// then half reads, half writes anywhere in the range; least squares of each
+/// completion's latency (ns) over the reads and writes outstanding at its
+/// submission. The range must hold nothing (slots at or above a tree's
+/// high-water mark). *report (when not null) gets a line per depth with
+/// the mean latency (us). Errors: InvalidArgument (fewer than 64 slots, a
+/// singular fit), IOError, the ring's errors.
+Status calibrate(const BlockDevice& dev, uint32_t node_size, uint64_t write_from, uint64_t write_to,
+                 LatencyModel* out, std::string* report = nullptr);
 
 }  // namespace nvindex::nvme

@@ -16,6 +16,7 @@
 #include "nvme/sync_exec.h"
 #include "nvme/tree.h"
 #include "util/dcheck.h"
+#include "util/temp_files.h"
 
 namespace nvindex {
 
@@ -34,7 +35,9 @@ uint64_t buffer_bytes(const std::string& v) {
 }
 
 std::string model_file(unsigned major_id, unsigned minor_id) {
-  return "/var/tmp/nvindex-patree-model-" + std::to_string(major_id) + "-" +
+  // v2: fits since reads go to written slots (v1 fits read preallocated,
+  // unwritten slots, which the file system answers without the disk).
+  return "/var/tmp/nvindex-patree-model-v2-" + std::to_string(major_id) + "-" +
          std::to_string(minor_id);
 }
 
@@ -66,18 +69,28 @@ const char* mode_name(Mode m) {
 
 /// The latency model for `dev`'s disk: fit once per process and disk
 /// (calibrate(), about half a second), kept in a small file
-/// /var/tmp/nvindex-patree-model-<major>-<minor> ("a ns_per_read
+/// /var/tmp/nvindex-patree-model-v2-<major>-<minor> ("a ns_per_read
 /// ns_per_write", ns) so later processes read it; `nvindex patree-calibrate`
 /// fits it again. Writes of the fit go to slots at and above the tree's
 /// high-water mark, which hold nothing.
-Status model_for(const BlockDevice& dev, const Tree& tree, LatencyModel* out) {
-  static std::mutex mu;
-  static std::map<std::pair<unsigned, unsigned>, LatencyModel> known;
+/// The disk under `dev` (its own numbers for a block device, else those of
+/// the file system's device), as (major, minor).
+Status disk_of(const BlockDevice& dev, std::pair<unsigned, unsigned>* key) {
   struct stat st {};
   if (::fstat(dev.fd(), &st) != 0) return Status::IOError("patree: fstat of the device failed");
   const dev_t disk = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
-  const std::pair<unsigned, unsigned> key(major(disk), minor(disk));
-  std::lock_guard g(mu);
+  *key = {major(disk), minor(disk)};
+  return Status::Ok();
+}
+
+std::mutex g_models_mu;
+std::map<std::pair<unsigned, unsigned>, LatencyModel> g_models;  ///< fits of this process
+
+Status model_for(const BlockDevice& dev, const Tree& tree, LatencyModel* out) {
+  std::pair<unsigned, unsigned> key;
+  if (Status s = disk_of(dev, &key); !s.ok()) return s;
+  auto& known = g_models;
+  std::lock_guard g(g_models_mu);
   if (auto it = known.find(key); it != known.end()) {
     *out = it->second;
     return Status::Ok();
@@ -99,7 +112,7 @@ Status model_for(const BlockDevice& dev, const Tree& tree, LatencyModel* out) {
     *out = m;  // a full store: keep the default model rather than write into it
     return Status::Ok();
   }
-  if (Status s = calibrate(dev, tree.node_size(), tree.slots(), from, tree.slots(), &m); !s.ok()) {
+  if (Status s = calibrate(dev, tree.node_size(), from, tree.slots(), &m); !s.ok()) {
     return s;
   }
   save_model(file, m);  // a cache: a refusal to write it costs a fit next time
@@ -230,6 +243,33 @@ class PaTreeIndex final : public Index<uint64_t> {
     if (!exec(r).ok()) return std::nullopt;
     return r.pair;
   }
+  /// The engine (patree): the batch goes to Engine::run_batch with
+  /// min(window, queue_depth) in flight, in per-key order; each operation's
+  /// latency is from its submission to its completion. The synchronous
+  /// baselines: the default, one operation after another on this thread.
+  void execute(std::span<BatchOp<uint64_t>> ops, unsigned window) override {
+    if (engine_ == nullptr || window <= 1) {
+      Index<uint64_t>::execute(ops, window);
+      return;
+    }
+    using Kind = BatchOp<uint64_t>::Kind;
+    std::vector<Request> reqs(ops.size());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const BatchOp<uint64_t>& op = ops[i];
+      reqs[i].kind = op.kind == Kind::kLookup   ? Request::Kind::kLookup
+                     : op.kind == Kind::kInsert ? Request::Kind::kInsert
+                     : op.kind == Kind::kUpdate ? Request::Kind::kUpdate
+                                                : Request::Kind::kRemove;
+      reqs[i].key = op.key;
+      reqs[i].value = op.value;
+    }
+    engine_->run_batch(reqs, window);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      ops[i].status = std::move(reqs[i].status);
+      ops[i].found = reqs[i].found;
+      ops[i].latency_ns = reqs[i].completed_ns - reqs[i].submitted_ns;
+    }
+  }
   Status sync() override {
     Request r;
     r.kind = Request::Kind::kSync;
@@ -242,14 +282,23 @@ class PaTreeIndex final : public Index<uint64_t> {
     i.description = mode_ == Mode::kEngine      ? kPaTreeDescription
                     : mode_ == Mode::kDedicated ? kPaTreeDedicatedDescription
                                                 : kPaTreeSharedDescription;
-    i.caps = Capabilities{.ordered = true,
-                          .persistent = true,
-                          .thread_safe = true,
-                          .placement = Placement::kBlockDevice};
+    i.caps = mode_ == Mode::kEngine ? kPaTreeCaps : kPaTreeSyncCaps;
     i.node_size = tree_->node_size();
     i.dram_bytes = tree_->buffer().allocated_bytes();
     i.recovered = tree_->recovered();
     i.recovery_seconds = tree_->recovery_seconds();
+    if (engine_ != nullptr) {
+      const EngineStats st = engine_->stats();
+      i.counters = {{"engine.operations", st.operations},
+                    {"engine.ios", st.ios},
+                    {"engine.io_latency_ns_sum", st.latency_sum_ns},
+                    {"engine.loop_passes", st.loops},
+                    {"engine.outstanding_sum", st.outstanding_sum},
+                    {"engine.probes", st.probes},
+                    {"engine.empty_probes", st.empty_probes},
+                    {"engine.yields", st.yields},
+                    {"engine.sleeps", st.sleeps}};
+    }
     return i;
   }
 
@@ -296,6 +345,39 @@ class PaTreeIndex final : public Index<uint64_t> {
 
 }  // namespace
 }  // namespace nvme
+
+Status patree_calibrate(const std::string& dir, uint32_t node_size, std::string* report) {
+  if (!nvme::valid_node_size(node_size)) {
+    return Status::InvalidArgument("patree-calibrate: node size " + std::to_string(node_size) +
+                                   " B is not a power of two in 512..4096");
+  }
+  util::TempDir tmp(dir, "nvindex-patree-calibrate-");
+  if (!tmp.ok()) return Status::InvalidArgument("patree-calibrate: " + tmp.error());
+  std::unique_ptr<nvme::BlockDevice> dev;
+  constexpr uint64_t kBytes = 64ull << 20;
+  if (Status s = nvme::BlockDevice::open(tmp.path() + "/store", kBytes, &dev); !s.ok()) return s;
+  std::pair<unsigned, unsigned> key;
+  if (Status s = nvme::disk_of(*dev, &key); !s.ok()) return s;
+  nvme::LatencyModel m;
+  std::string table;
+  if (Status s = nvme::calibrate(*dev, node_size, 0, kBytes / node_size, &m, &table); !s.ok()) {
+    return s;
+  }
+  const std::string file = nvme::model_file(key.first, key.second);
+  nvme::save_model(file, m);
+  {
+    std::lock_guard g(nvme::g_models_mu);
+    nvme::g_models[key] = m;
+  }
+  char fit[160];
+  std::snprintf(fit, sizeof(fit),
+                "model: latency = %.1f us + %.2f us x reads + %.2f us x writes outstanding\n",
+                m.a_ns / 1000, m.ns_per_read / 1000, m.ns_per_write / 1000);
+  *report = "disk " + std::to_string(key.first) + ":" + std::to_string(key.second) + ", " +
+            std::to_string(node_size) + " B I/Os, mean completion latency:\n" + table + fit +
+            "saved to " + file + "\n";
+  return Status::Ok();
+}
 
 Status make_patree(const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out) {
   return nvme::PaTreeIndex::open(nvme::Mode::kEngine, o, out);

@@ -44,6 +44,21 @@ inline constexpr char kPaTreeSharedDescription[] =
     "PA-Tree's B+-tree on a block device, synchronous baseline: threads hand I/O to one "
     "polling daemon and block on a semaphore (Wang et al., ICDE 2020, §V-A)";
 
+/// patree's capabilities: an ordered, thread-safe store on a block device
+/// whose execute() keeps a batch's operations in flight (the engine).
+inline constexpr Capabilities kPaTreeCaps{.ordered = true,
+                                          .persistent = true,
+                                          .thread_safe = true,
+                                          .placement = Placement::kBlockDevice,
+                                          .async = true};
+/// patree-dedicated's and patree-shared's: the same, execute() one by one.
+inline constexpr Capabilities kPaTreeSyncCaps{
+    .ordered = true, .persistent = true, .thread_safe = true, .placement = Placement::kBlockDevice};
+
+/// The node sizes the registry lists (patree_node_size_ok).
+inline constexpr char kPaTreeNodeSizes[] =
+    "a power of two in 512..4096 B (512 B: the NVMe access unit, the paper's)";
+
 inline constexpr std::string_view kPaTreePersistenceValues[] = {"strong", "weak"};
 inline constexpr std::string_view kPaTreeBufferValues[] = {"64m", "none", "1m"};
 inline constexpr std::string_view kPaTreeRingValues[] = {"auto", "interrupt", "sqpoll"};
@@ -56,7 +71,8 @@ inline constexpr OptionSpec kPaTreeOptions[] = {
     {"persistence", kPaTreePersistenceValues,
      "strong: updates written through before they complete; weak: read-write buffer, durable "
      "at sync()"},
-    {"buffer", kPaTreeBufferValues, "node buffer in DRAM (none: every node visit is a read)"},
+    {"buffer", kPaTreeBufferValues, "node buffer in DRAM (none: every node visit is a read)", false,
+     true},
     {"ring", kPaTreeRingValues,
      "io_uring mode: auto = iopoll when the device polls (probed at open), else interrupt; "
      "sqpoll: a kernel thread polls the submission queue",
@@ -81,6 +97,16 @@ bool patree_node_size_ok(uint32_t bytes);
 /// option or node size, weak without a buffer, a tmpfs path), Busy (the
 /// device is open elsewhere), Corruption (not a PA-Tree store, a torn or
 /// damaged superblock or node), IOError.
+/// `nvindex patree-calibrate`: fits PA-Tree's latency model (nvme::calibrate,
+/// Wang et al., ICDE 2020, §IV-A) for the disk that holds directory `dir`,
+/// with I/Os of `node_size` bytes, on a temporary 64 MiB file in `dir`
+/// (removed afterwards), and stores it where every later open of a PA-Tree
+/// on that disk reads it (/var/tmp/nvindex-patree-model-v2-<major>-<minor>,
+/// replacing the fit an open made). *report gets the mean latency per queue
+/// depth, the fit and the file. Errors: InvalidArgument (node size, a
+/// directory that cannot be used, tmpfs), IOError.
+Status patree_calibrate(const std::string& dir, uint32_t node_size, std::string* report);
+
 Status make_patree(const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out);
 Status make_patree_dedicated(const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out);
 Status make_patree_shared(const IndexOptions& o, std::unique_ptr<Index<uint64_t>>* out);

@@ -108,6 +108,12 @@ Ring::~Ring() {
 }
 
 io_uring_sqe* Ring::next_sqe() {
+  // Never more requests out than the completion queue holds: beyond it the
+  // kernel keeps completions on an overflow list that reap() (which reads
+  // only the shared queue) does not see, and older kernels refuse further
+  // submissions (-EBUSY) until it drains: an engine waiting for those
+  // completions would wait forever.
+  if (in_flight_ + queued_ >= ring_.cq.ring_entries) return nullptr;
   io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
   if (sqe != nullptr) ++queued_;
   return sqe;

@@ -62,8 +62,9 @@ class Ring {
 
   /// Queues a read (write) of `len` bytes at byte `offset` into (from) `buf`
   /// (aligned as O_DIRECT needs). False when the submission queue is full
-  /// (submit() first). With dsync, the write is RWF_DSYNC: durable (FUA or a
-  /// cache flush) when it completes.
+  /// (submit() first) or when the requests queued and in flight fill the
+  /// completion queue (cq_capacity(): reap() first). With dsync, the write is RWF_DSYNC: durable
+  /// (FUA or a cache flush) when it completes.
   bool prep_read(void* buf, uint32_t len, uint64_t offset, uint64_t user_data);
   bool prep_write(const void* buf, uint32_t len, uint64_t offset, uint64_t user_data,
                   bool dsync = false);
@@ -101,6 +102,9 @@ class Ring {
 
   /// Operations submitted and not yet reaped.
   unsigned in_flight() const { return in_flight_; }
+  /// Completion-queue entries (twice the submission slots): the most
+  /// requests queued and in flight at once (the prep calls refuse more).
+  unsigned cq_capacity() const { return ring_.cq.ring_entries; }
   /// Operations queued and not yet submitted.
   unsigned queued() const { return queued_; }
 

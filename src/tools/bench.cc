@@ -49,7 +49,8 @@ std::string registered_list() {
   return s;
 }
 
-/// "ordered, thread-safe, bulk-load, placement selective" (what --list-indexes prints).
+/// "ordered, thread-safe, bulk-load, async, placement selective" (what --list-indexes
+/// prints).
 std::string caps_summary(const Capabilities& c) {
   std::string s;
   auto add = [&](bool on, std::string_view what) {
@@ -61,6 +62,7 @@ std::string caps_summary(const Capabilities& c) {
   add(c.thread_safe, "thread-safe");
   add(c.string_keys, "string keys");
   add(c.bulk_load, "bulk-load");
+  add(c.async, "async");
   add(true, "placement " + std::string(placement_name(c.placement)));
   return s;
 }
@@ -161,6 +163,7 @@ struct BenchArgs {
   std::string insert_pattern = "random";
   unsigned recovery_threads = 0;
   uint32_t batch = 1;
+  uint32_t in_flight = 1;
   uint64_t key_size = bench::kDefaultStringKeySize;
 };
 
@@ -481,6 +484,7 @@ Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
   opts->fill_factor = a.fill;
   opts->recovery_threads = a.recovery_threads;
   opts->lookup_batch = a.batch;
+  opts->in_flight = a.in_flight;
   if (Status st = bench::parse_byte_size(a.pool_size, &opts->pool_size); !st.ok()) {
     return Status::InvalidArgument("--pool-size: " + st.message());
   }
@@ -668,6 +672,14 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                   "(--latency-sample then picks index calls, a batch being one). 1 = one "
                   "lookup() per read")
       ->check(count_in(1, bench::kMaxLookupBatch, "1.." + std::to_string(bench::kMaxLookupBatch)));
+  cmd->add_option("--in-flight", a.in_flight,
+                  "Run phase: operations each thread keeps in flight. N > 1: runs of lookups, "
+                  "inserts, updates and removes go to the index up to 16 N at a time "
+                  "(Index::execute); an async index (patree) runs up to N of them at once, in "
+                  "per-key order, any other one by one; latency = each operation's own. Indexes "
+                  "that make no PM writes only (block-device, volatile); not with --batch. 1 = one "
+                  "call per operation")
+      ->check(count_in(1, bench::kMaxInFlight, "1.." + std::to_string(bench::kMaxInFlight)));
   cmd->add_option("--seed", a.spec.seed, "Seed of every random choice")->check(no_sign());
   cmd->add_option("--workload", a.workload,
                   "Preset: sets the ratios and distribution (an error with explicit ratios). "

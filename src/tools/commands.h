@@ -22,6 +22,9 @@ void add_crashtest_command(CLI::App& app, int* exit_code);
 void add_torture_command(CLI::App& app, int* exit_code);
 /// `nvindex tpcc`: in-memory TPC-C over an index design (src/tools/tpcc.cc).
 void add_tpcc_command(CLI::App& app, int* exit_code);
+/// `nvindex patree-calibrate`: fit PA-Tree's latency model for a disk
+/// (src/tools/patree_calibrate.cc).
+void add_patree_calibrate_command(CLI::App& app, int* exit_code);
 
 /// Writes `text` to the file `path` (created, or truncated); false when it
 /// cannot be opened or written (the caller reports it as a usage error:

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   nvindex::tools::add_crashtest_command(app, &exit_code);
   nvindex::tools::add_torture_command(app, &exit_code);
   nvindex::tools::add_tpcc_command(app, &exit_code);
+  nvindex::tools::add_patree_calibrate_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

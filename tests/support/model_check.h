@@ -288,10 +288,10 @@ struct IndexCase {
 /// size 0 when the entry has no nodes), each with the default options; and
 /// each non-default value of each declared option at the entry's smallest and
 /// largest accepted size. Under a sanitizer (ASan, TSan builds): only the
-/// smallest and largest size, and option values at the smallest. Options
-/// declared runtime_only: their default only. A block-device index: the
-/// smallest and largest size, option values at the smallest (under a
-/// sanitizer the smallest size only).
+/// smallest size, with the option values there. Options declared
+/// runtime_only: their default only. A block-device index: the smallest and
+/// largest size, option values at the smallest (under a sanitizer the
+/// smallest size only).
 std::vector<IndexCase> registered_index_cases();
 
 /// registered_index_cases() of the persistent indexes only.
