@@ -202,6 +202,10 @@ class Engine final : public Executor {
   unsigned in_flight_ops_ = 0;
   uint64_t admissions_ = 0;
   uint64_t probe_after_ns_ = 0;  ///< earliest time of the next probe after an empty one
+  uint64_t last_probe_ns_ = 0;   ///< time of the previous probe
+  /// Running average of I/O completion latency (each I/O's completion taken
+  /// at the middle of the interval between the probe that found it and the
+  /// one before), ns.
   double avg_latency_ns_ = 80000;
   std::vector<Ctx*> free_ctx_;
   // Statistics (written by the worker, read by anyone).

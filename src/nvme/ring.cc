@@ -64,7 +64,10 @@ Status Ring::create(const BlockDevice& dev, unsigned entries, std::string_view w
     r->mode_ = m;
     if (m != RingMode::kIopoll) return 0;
     // Probe: an IOPOLL ring is accepted by the kernel whatever the device;
-    // the device's refusal shows only in the completion of a read.
+    // the device's refusal shows only in the completion of a read. Offset 0
+    // must hold written data: a file system answers a read of a never
+    // written extent itself, so the probe would pass and every later read
+    // fail with EOPNOTSUPP (patree-calibrate's scratch file did).
     void* buf = nullptr;
     if (posix_memalign(&buf, kIoAlign, dev.direct_io_align()) != 0) return -ENOMEM;
     int res = -EIO;
