@@ -126,6 +126,46 @@ TEST_F(Cli, BenchDeviceOptionsAndTheirReports) {
   EXPECT_TRUE(fs::is_empty(dir.path())) << "the stores' directories are removed after the run";
 }
 
+// `nvindex patree-calibrate` (issue 14): fits and stores PA-Tree's latency
+// model for the disk under --device, printing the mean latency per queue
+// depth and the fit, and leaves no scratch file; a bad node size, tmpfs and
+// a missing directory are usage errors. `bench --in-flight` runs patree's
+// engine with a window of operations and reports the engine's counters.
+TEST_F(Cli, PatreeCalibrateAndInFlight) {
+  nvindex::util::TempDir dir(nvindex::util::temp_device_dir(), "nvindex-cli-");
+  ASSERT_TRUE(dir.ok()) << dir.error();
+  Outcome r = nvindex("patree-calibrate --device " + dir.path());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("reads depth 64:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model: latency ="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("saved to /var/tmp/nvindex-patree-model-v2-"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(dir.path())) << "the scratch file is removed";
+  r = nvindex("patree-calibrate --node-size 768 --device " + dir.path());
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("768"), std::string::npos) << r.err;
+  r = nvindex("patree-calibrate --device /no/such/dir");
+  EXPECT_EQ(r.rc, 2) << r.err;
+  if (nvindex::util::on_tmpfs("/dev/shm")) {
+    r = nvindex("patree-calibrate --device /dev/shm");
+    EXPECT_EQ(r.rc, 2) << r.err;
+  }
+
+  const std::string json = tmp_path("inflight.json");
+  r = nvindex("bench --index patree --device " + dir.path() +
+              " --quiet -n 2000 -p 2000 --workload ycsb-a --in-flight 16 --json-output " + json);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("Operations in flight per thread: 16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("run  index counters: engine.operations"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(json));
+  fs::remove(json);
+  EXPECT_EQ(j["options"]["in_flight"], 16);
+  const auto& c = j["results"][0]["run"]["index_counters"];
+  EXPECT_GE(c["engine.operations"].get<uint64_t>(), 2000u) << c;
+  EXPECT_GT(c["engine.probes"].get<uint64_t>(), 0u) << c;
+  r = nvindex("bench --index patree --device " + dir.path() + " -n 10 -p 10 --in-flight 0");
+  EXPECT_EQ(r.rc, 2) << r.err;
+}
+
 TEST_F(Cli, BenchHelpMentionsEveryOption) {
   Outcome r = nvindex("bench --help");
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -154,6 +194,7 @@ TEST_F(Cli, BenchHelpMentionsEveryOption) {
                         "--pool-size",
                         "--device",
                         "--device-bytes",
+                        "--in-flight",
                         "--pm-mode",
                         "--pm-latency-ns",
                         "--media-model",
