@@ -12,6 +12,10 @@
 #                bztree, fastfair, fptree; read-only, 10%/50% updates or inserts,
 #                uniform and Zipfian, 1 and 2 threads, tail latency and split
 #                time (scripts/bench-pibench; BENCH_PIBENCH_ARGS)
+#   make bench-patree  PA-Tree's Table I on this machine's disk (issue 14):
+#                patree (1 thread, 64 in flight, three probe strategies)
+#                against patree-dedicated, patree-shared, leveldb and rocksdb
+#                at 1..64 threads (scripts/bench-patree; BENCH_PATREE_ARGS)
 #   make test    every test: the doc-link check, a release build, then the installed library
 #                (scripts/test-install: cmake --install, then examples/embed built
 #                against it with find_package), then an ASan+UBSan build, then
@@ -24,13 +28,14 @@ BENCH_ARGS ?=
 BENCH_LBTREE_ARGS ?=
 BENCH_NI_ARGS ?=
 BENCH_PIBENCH_ARGS ?=
+BENCH_PATREE_ARGS ?=
 # Pool-file fuzzing in make test (tests/fuzz/run-fuzz.sh): a fixed number of
 # inputs from a fixed seed, so a commit's result does not depend on luck or
 # machine speed; FUZZ_SECONDS bounds the time. Longer: see README.
 FUZZ_RUNS ?= 60000
 FUZZ_SECONDS ?= 120
 
-.PHONY: test-long all deps build bench bench-lbtree bench-ni bench-pibench test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
+.PHONY: test-long all deps build bench bench-lbtree bench-ni bench-pibench bench-patree test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
 
 all: build
 
@@ -52,6 +57,9 @@ bench-ni: build
 
 bench-pibench: build
 	@scripts/bench-pibench $(BENCH_PIBENCH_ARGS)
+
+bench-patree: build
+	@scripts/bench-patree $(BENCH_PATREE_ARGS)
 
 test: deps format-check doc-links test-release test-install test-asan test-tsan test-fuzz
 
