@@ -553,6 +553,25 @@ TEST(PaTree, ForeignFileIsNotAStore) {
                             "not a PA-Tree store");
 }
 
+// The ring mode chosen at open is reported (IndexInfo::description): a
+// requested mode as requested, auto as what the device allowed and why.
+TEST(PaTree, RingModeIsReported) {
+  TempDir dir;
+  for (const char* ring : {"interrupt", "auto"}) {
+    std::unique_ptr<Index<uint64_t>> idx;
+    const auto o = patree_options(dir.file(ring), 512, {{"ring", ring}});
+    ASSERT_TRUE(make_index("patree", o, &idx).ok()) << ring;
+    const std::string d = idx->info().description;
+    if (std::string(ring) == "interrupt") {
+      EXPECT_NE(d.find("; io_uring: interrupt (requested)"), std::string::npos) << d;
+    } else {
+      EXPECT_TRUE(d.find("; io_uring: iopoll (the device polls)") != std::string::npos ||
+                  d.find("; io_uring: iopoll refused by the device") != std::string::npos)
+          << d;
+    }
+  }
+}
+
 TEST(PaTree, BadDevicesAreRefused) {
   TempDir dir;
   std::unique_ptr<Index<uint64_t>> idx;

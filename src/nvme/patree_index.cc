@@ -282,6 +282,9 @@ class PaTreeIndex final : public Index<uint64_t> {
     i.description = mode_ == Mode::kEngine      ? kPaTreeDescription
                     : mode_ == Mode::kDedicated ? kPaTreeDedicatedDescription
                                                 : kPaTreeSharedDescription;
+    // The ring mode chosen at open and why (issue 14: "chosen at start-up
+    // and reported"), e.g. "iopoll refused by the device (...): interrupt".
+    i.description += "; io_uring: " + ring_note_;
     i.caps = mode_ == Mode::kEngine ? kPaTreeCaps : kPaTreeSyncCaps;
     i.node_size = tree_->node_size();
     i.dram_bytes = tree_->buffer().allocated_bytes();
