@@ -67,12 +67,6 @@ const char* mode_name(Mode m) {
   return "?";
 }
 
-/// The latency model for `dev`'s disk: fit once per process and disk
-/// (calibrate(), about half a second), kept in a small file
-/// /var/tmp/nvindex-patree-model-v2-<major>-<minor> ("a ns_per_read
-/// ns_per_write", ns) so later processes read it; `nvindex patree-calibrate`
-/// fits it again. Writes of the fit go to slots at and above the tree's
-/// high-water mark, which hold nothing.
 /// The disk under `dev` (its own numbers for a block device, else those of
 /// the file system's device), as (major, minor).
 Status disk_of(const BlockDevice& dev, std::pair<unsigned, unsigned>* key) {
@@ -83,15 +77,23 @@ Status disk_of(const BlockDevice& dev, std::pair<unsigned, unsigned>* key) {
   return Status::Ok();
 }
 
+/// The fits this process made or read, by disk (major, minor); guarded by
+/// g_models_mu, which model_for holds through a fit so that one is made
+/// per disk.
 std::mutex g_models_mu;
-std::map<std::pair<unsigned, unsigned>, LatencyModel> g_models;  ///< fits of this process
+std::map<std::pair<unsigned, unsigned>, LatencyModel> g_models;
 
+/// The latency model for `dev`'s disk: fit once per process and disk
+/// (calibrate(), about half a second), kept in a small file
+/// /var/tmp/nvindex-patree-model-v2-<major>-<minor> ("a ns_per_read
+/// ns_per_write", ns) so later processes read it; `nvindex patree-calibrate`
+/// fits it again. Writes of the fit go to slots at and above the tree's
+/// high-water mark, which hold nothing.
 Status model_for(const BlockDevice& dev, const Tree& tree, LatencyModel* out) {
   std::pair<unsigned, unsigned> key;
   if (Status s = disk_of(dev, &key); !s.ok()) return s;
-  auto& known = g_models;
   std::lock_guard g(g_models_mu);
-  if (auto it = known.find(key); it != known.end()) {
+  if (auto it = g_models.find(key); it != g_models.end()) {
     *out = it->second;
     return Status::Ok();
   }
@@ -101,7 +103,7 @@ Status model_for(const BlockDevice& dev, const Tree& tree, LatencyModel* out) {
     const int n = std::fscanf(f, "%lf %lf %lf", &m.a_ns, &m.ns_per_read, &m.ns_per_write);
     std::fclose(f);
     if (n == 3 && m.a_ns > 0) {
-      known[key] = m;
+      g_models[key] = m;
       *out = m;
       return Status::Ok();
     }
@@ -116,7 +118,7 @@ Status model_for(const BlockDevice& dev, const Tree& tree, LatencyModel* out) {
     return s;
   }
   save_model(file, m);  // a cache: a refusal to write it costs a fit next time
-  known[key] = m;
+  g_models[key] = m;
   *out = m;
   return Status::Ok();
 }
