@@ -3,12 +3,16 @@
 // open leaves the file byte-identical), read_header, anonymous pools.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstring>
 #include <random>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/pool.h"
@@ -244,6 +248,28 @@ TEST(Pool, OpenMissingFile) {
   EXPECT_NE(s.message().find(tp.path()), std::string::npos) << s.ToString();
   PoolHeaderInfo info;
   EXPECT_EQ(Pool::read_header(tp.path(), &info).code(), Code::kNotFound);
+}
+
+// Only a regular file is a pool: a FIFO (which would block open() or a read
+// until a writer came), a directory or a device is refused at once, with a
+// message naming what it is, and nothing is read or written.
+TEST(Pool, OpenRefusesWhatIsNotARegularFileWithoutBlocking) {
+  TempPool tp;
+  ASSERT_EQ(::mkfifo(tp.path().c_str(), 0600), 0);
+  const std::string dir = ::testing::TempDir();
+  for (const auto& [path, kind] : std::vector<std::pair<std::string, std::string>>{
+           {tp.path(), "a FIFO"}, {dir, "a directory"}, {"/dev/null", "a character device"}}) {
+    SCOPED_TRACE(path);
+    std::unique_ptr<Pool> pool;
+    Status s = Pool::open(path, "test", Mode::kEmulated, &pool);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find(kind + ", not a pool file"), std::string::npos) << s.ToString();
+    PoolHeaderInfo info;
+    s = Pool::read_header(path, &info);
+    EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find(kind), std::string::npos) << s.ToString();
+  }
+  ::unlink(tp.path().c_str());
 }
 
 TEST(Pool, OpenNotAPool) {

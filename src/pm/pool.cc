@@ -16,6 +16,7 @@
 #include <string>
 
 #include "nvindex/pm/allocator.h"
+#include "util/file_kind.h"
 
 namespace nvindex::pm {
 namespace {
@@ -24,6 +25,43 @@ namespace {
 constexpr size_t kChecksummed = offsetof(PoolHeader, checksum);
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+/// Opens the existing pool file `path` with `flags` (O_RDONLY or O_RDWR;
+/// O_CLOEXEC added) without blocking: O_NONBLOCK, so a FIFO cannot hold
+/// open() or a later read until a writer comes, then anything but a regular
+/// file is refused before a byte is read, and O_NONBLOCK is cleared. A
+/// device DAX character device is refused too: a pool is a file (on a DAX
+/// file system for --pm-mode dax). Errors: NotFound (no such file),
+/// InvalidArgument "<path> is a FIFO, not a pool file" (a directory, a
+/// socket, a character or block device likewise), IOError (open, fstat,
+/// fcntl). Nothing is changed in any case.
+Status open_pool_file(const std::string& path, int flags, int* out) {
+  const int fd = ::open(path.c_str(), flags | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return Status::NotFound("pool file " + path + " does not exist");
+    if (err == EISDIR) return Status::InvalidArgument(path + " is a directory, not a pool file");
+    return Status::IOError("cannot open " + path + ": " + errno_text(err));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IOError("cannot stat " + path + ": " + errno_text(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status::InvalidArgument(path + " is " + file_kind(st.st_mode) + ", not a pool file");
+  }
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl < 0 || ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Status::IOError("cannot set " + path + " to blocking I/O: " + errno_text(err));
+  }
+  *out = fd;
+  return Status::Ok();
+}
 
 std::string pmem2_text() {
   const char* m = pmem2_errormsg();
@@ -269,12 +307,9 @@ Status Pool::open(const std::string& path, std::string_view layout, Mode mode,
                   std::unique_ptr<Pool>* out) {
   Status s = check_file_mode(mode);
   if (!s.ok()) return s;
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return Status::NotFound("pool file " + path + " does not exist");
-    return Status::IOError("cannot open " + path + ": " + errno_text(err));
-  }
+  int fd = -1;
+  s = open_pool_file(path, O_RDWR, &fd);
+  if (!s.ok()) return s;
   std::unique_ptr<Pool> pool(new Pool);
   pool->fd_ = fd;
   pool->path_ = path;
@@ -356,15 +391,12 @@ Status Pool::create_anonymous(uint64_t size, std::string_view layout, std::uniqu
 }
 
 Status Pool::read_header(const std::string& path, PoolHeaderInfo* info) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ENOENT) return Status::NotFound("pool file " + path + " does not exist");
-    return Status::IOError("cannot open " + path + ": " + errno_text(err));
-  }
+  int fd = -1;
+  Status s = open_pool_file(path, O_RDONLY, &fd);
+  if (!s.ok()) return s;
   RawHeader hdr;
   std::string layout;
-  Status s = read_and_validate(fd, path, /*check_checksum=*/false, &hdr, &layout);
+  s = read_and_validate(fd, path, /*check_checksum=*/false, &hdr, &layout);
   ::close(fd);
   if (!s.ok()) return s;
   info->layout = layout;

@@ -138,7 +138,10 @@ class Pool {
   /// not modified. On success clears the clean-shutdown flag (NAW) and
   /// remembers whether it was set. The allocator then needs recovery (see
   /// Allocator::begin_recovery) before it hands out blocks. Other errors:
-  /// NotFound (no such file), Corruption "not an nvindex pool (file too
+  /// NotFound (no such file), InvalidArgument "<path> is a FIFO, not a
+  /// pool file" (a directory, socket or device likewise: only a regular
+  /// file is a pool, and it is opened without blocking, so a FIFO never
+  /// hangs the caller), Corruption "not an nvindex pool (file too
   /// small)" / "(bad magic)", a damaged allocator metadata or chunk table,
   /// Busy (the pool is open already: an exclusive flock is held while open),
   /// InvalidArgument (mode kDram), NotSupported/IOError as for create().
