@@ -282,7 +282,7 @@ TEST(CrashTorture, CommandLineTwentyKills) {
   const std::string out = pool + ".stdout";
   std::filesystem::remove(pool);
   const std::string cmd = std::string(bin) + " torture --index fastfair --pool " + pool +
-                          " --kills 20 --seconds 60 --node-size 256 --seed 7 --pool-size 8 >" +
+                          " --kills 20 --seconds 60 --node-size 256 --seed 7 --pool-size 8M >" +
                           out + " 2>&1";
   const int status = std::system(cmd.c_str());
   const std::string text = slurp(out);

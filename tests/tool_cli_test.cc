@@ -4,6 +4,7 @@
 // over the shared YCSB samples ($NVINDEX_DATA/ycsb); and scripts/plot.py
 // --tpcc (make bench's TPC-C section) over two nvindex tpcc reports.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,10 +14,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "nvindex/index.h"
 #include "util/temp_files.h"
@@ -79,7 +83,9 @@ TEST_F(Cli, BenchDeviceOptionsAndTheirReports) {
   }
   Outcome r = nvindex("bench --index leveldb --device /no/such/dir" + std::string(kSmall));
   EXPECT_EQ(r.rc, 2) << r.err;
-  EXPECT_NE(r.err.find("not an existing directory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--device: /no/such/dir: its directory /no/such does not exist"),
+            std::string::npos)
+      << r.err;
   r = nvindex("bench --index leveldb --device-bytes 12Q" + std::string(kSmall));
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("--device-bytes"), std::string::npos) << r.err;
@@ -266,66 +272,133 @@ TEST_F(Cli, MisspeltOrRefusedIndexOptionIsUsageError) {
       << t.err;
 }
 
-// Every numeric option of every command: a negative and an absurdly large
-// value (and zero where zero is meaningless) are usage errors (exit 2) whose
-// message names the option, never an abort or a run.
-TEST_F(Cli, EveryNumericOptionRefusesNegativeAndHugeValues) {
-  struct Case {
-    const char* command;  // with the arguments the command requires
-    const char* option;
-    bool zero_bad;
+/// One row of `nvindex --list-options` (src/tools/cli.h): an option of a
+/// subcommand and the kind of value it takes.
+struct OptionRow {
+  std::string command, option, kind;
+  long double lo = 0, hi = 0;
+  bool lo_open = false, zero_ok = false;
+};
+
+std::vector<OptionRow> option_table() {
+  std::vector<OptionRow> rows;
+  std::istringstream in(nvindex("--list-options").out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    OptionRow r;
+    std::string lo, hi, lo_open, zero_ok;
+    std::getline(f, r.command, '\t');
+    std::getline(f, r.option, '\t');
+    std::getline(f, r.kind, '\t');
+    std::getline(f, lo, '\t');
+    std::getline(f, hi, '\t');
+    std::getline(f, lo_open, '\t');
+    std::getline(f, zero_ok, '\t');
+    r.lo = std::strtold(lo.c_str(), nullptr);
+    r.hi = std::strtold(hi.c_str(), nullptr);
+    r.lo_open = lo_open == "1";
+    r.zero_ok = zero_ok == "1";
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+/// "'x'" for the shell (single quotes; no value here holds one).
+std::string sh(const std::string& v) { return "'" + v + "'"; }
+
+// Every option of every subcommand, as `nvindex --list-options` lists them
+// (so an option added later is in the table without editing it): each bad
+// value its kind can be given is a usage error (exit 2) that names the
+// option, refused before any work, and nothing hangs (each call is bounded by
+// `timeout`). Numbers: negative, zero (where below the range), NaN, infinity,
+// overflow, a fraction for an integer, past the largest, empty; paths: empty,
+// a missing directory, a directory, a FIFO, a device file (and a regular file
+// where a directory is asked for); choices, index lists and texts: empty and
+// unknown; switches: a value. An option declared without the shared parser is
+// "unchecked" and fails here.
+TEST_F(Cli, EveryOptionOfEveryCommandRefusesBadValuesBeforeAnyWork) {
+  const std::string dir = tmp_path("opt-dir"), fifo = tmp_path("opt-fifo");
+  const std::string plain = tmp_path("opt-plain"), pool = tmp_path("opt-pool");
+  const std::string never = tmp_path("opt-never");
+  fs::create_directory(dir);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  std::ofstream(plain) << "not a pool\n";
+  ASSERT_EQ(nvindex("bench -q --index fastfair -n 100 -p 100 --keep-pool --pool " + pool).rc, 0);
+  // Base arguments per command: valid (and quick) for every option but the
+  // one under test, which is dropped from them.
+  const std::map<std::string, std::vector<std::pair<std::string, std::string>>> base = {
+      {"bench",
+       {{"--quiet", ""}, {"--index", "btree"}, {"--records", "100"}, {"--operations", "100"}}},
+      {"verify", {{"--index", "fastfair"}, {"--pool", pool}}},
+      {"info", {{"--pool", pool}}},
+      {"crashtest", {{"--quiet", ""}, {"--index", "fastfair"}, {"--ops", "2"}, {"--budget", "2"}}},
+      {"torture", {{"--index", "fastfair"}, {"--pool", never}, {"--kills", "1"}}},
+      {"tpcc", {{"--quiet", ""}, {"--index", "btree"}, {"--transactions", "10"}}},
+      {"patree-calibrate", {}},
   };
-  const Case cases[] = {
-      {"bench -q --index btree", "--records", true},
-      {"bench -q --index btree", "--operations", false},
-      {"bench -q --index btree", "--duration", false},
-      {"bench -q --index btree", "--threads", true},
-      {"bench -q --index btree", "--read-ratio", false},
-      {"bench -q --index btree", "--insert-ratio", false},
-      {"bench -q --index btree", "--update-ratio", false},
-      {"bench -q --index btree", "--remove-ratio", false},
-      {"bench -q --index btree", "--scan-ratio", false},
-      {"bench -q --index btree", "--rmw-ratio", false},
-      {"bench -q --index btree", "--scan-size", true},
-      {"bench -q --index btree", "--skew", true},
-      {"bench -q --index btree", "--latency-sample", false},
-      {"bench -q --index btree", "--seed", false},
-      {"bench -q --index btree", "--fill", true},
-      {"bench -q --index btree", "--dense-gap", false},
-      {"bench -q --index btree", "--recovery-threads", false},
-      {"bench -q --index btree", "--batch", true},
-      {"bench -q --index btree", "--node-size", true},
-      {"bench -q --index fastfair", "--pool-size", false},
-      {"crashtest -q --index fastfair", "--ops", true},
-      {"crashtest -q --index fastfair", "--seed", false},
-      {"crashtest -q --index fastfair", "--budget", true},
-      {"crashtest -q --index fastfair", "--node-size", true},
-      {"crashtest -q --index fastfair", "--scenarios", true},
-      {"crashtest -q --index fastfair", "--jobs", true},
-      {"crashtest -q --index fastfair", "--timeout", true},
-      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--seconds", true},
-      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--kills", true},
-      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--seed", false},
-      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--node-size", true},
-      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--threads", true},
-      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--keys", false},
-      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--pool-size", true},
-      {"torture --index fastfair --pool /dev/shm/nvindex-never", "--max-run-ms", true},
-      {"verify --index fastfair --pool /dev/shm/nvindex-never", "--node-size", true},
-      {"verify --index fastfair --pool /dev/shm/nvindex-never", "--threads", true},
-  };
-  for (const Case& c : cases) {
-    std::vector<std::string> bad = {"-1", "1e30", "100000000000000T"};
-    if (c.zero_bad) bad.push_back("0");
+  const std::vector<OptionRow> rows = option_table();
+  ASSERT_GT(rows.size(), 80u);
+  std::set<std::string> commands;
+  size_t cases = 0;
+  for (const OptionRow& o : rows) {
+    SCOPED_TRACE(o.command + " " + o.option + " (" + o.kind + ")");
+    commands.insert(o.command);
+    EXPECT_NE(o.kind, "unchecked") << "declare it through src/tools/cli.h";
+    ASSERT_TRUE(base.count(o.command)) << "add base arguments for " << o.command;
+    std::vector<std::string> bad;
+    const bool integer = o.kind == "count" || o.kind == "seed";
+    if (integer || o.kind == "real") {
+      bad = {"nan", "inf", "", "1e5000", "-5"};
+      if (integer) bad.insert(bad.end(), {"1.5", "1e30", "18446744073709551616"});
+      if (o.lo > 0 || (o.kind == "real" && o.lo_open)) bad.push_back("0");
+      if (o.hi < 1e18L) bad.push_back(std::to_string(static_cast<uint64_t>(o.hi) + 1));
+    } else if (o.kind == "byte-size") {
+      bad = {"", "-1", "nan", "1.5G", "12Q", "100000000000000T"};
+      if (o.lo > 1) bad.push_back("1");
+    } else if (o.kind == "choice") {
+      bad = {"", "bogus"};
+    } else if (o.kind == "index-list") {
+      bad = {"", ",", "btree,", ",btree", "btree,,fastfair", "nope"};
+    } else if (o.kind == "index-name") {
+      bad = {"", "nope", "btree,fastfair"};
+    } else if (o.kind == "text") {
+      bad = {""};
+    } else if (o.kind == "input-file" || o.kind == "new-file" || o.kind == "output-file") {
+      bad = {"", "/nonexistent-nvindex-dir/x", dir, fifo, "/dev/null"};
+    } else if (o.kind == "directory" || o.kind == "new-directory") {
+      bad = {"", "/nonexistent-nvindex-dir/x", plain, fifo, "/dev/null"};
+    } else if (o.kind == "flag") {
+      bad = {"=yes"};
+    }
+    EXPECT_FALSE(bad.empty()) << "no bad values for kind " << o.kind;
     for (const std::string& v : bad) {
-      const std::string args = std::string(c.command) + " " + c.option + " " + v;
+      std::string args = o.command;
+      for (const auto& [k, val] : base.at(o.command)) {
+        if (k != o.option) args += " " + k + (val.empty() ? "" : " " + sh(val));
+      }
+      args += " " + o.option + (o.kind == "flag" ? v : " " + sh(v));
       SCOPED_TRACE(args);
-      const Outcome r = nvindex(args);
-      EXPECT_EQ(r.rc, 2) << r.err << r.out;
-      EXPECT_NE(r.err.find(c.option), std::string::npos) << r.err;
+      const char* bin = std::getenv("NVINDEX_BIN");
+      const std::string out = tmp_path("opt-out"), err = tmp_path("opt-err");
+      const int status = std::system(
+          ("timeout 60 " + std::string(bin) + " " + args + " >" + out + " 2>" + err + " </dev/null")
+              .c_str());
+      const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      const std::string e = slurp(err);
+      EXPECT_NE(rc, 124) << "hung";
+      EXPECT_EQ(rc, 2) << e << slurp(out);
+      EXPECT_NE(e.find(o.option), std::string::npos) << e;
+      EXPECT_EQ(e.find("generating workload"), std::string::npos) << "refused before any work";
+      ++cases;
     }
   }
-  EXPECT_FALSE(fs::exists("/dev/shm/nvindex-never"));
+  EXPECT_EQ(commands, (std::set<std::string>{"bench", "verify", "info", "crashtest", "torture",
+                                             "tpcc", "patree-calibrate"}));
+  std::printf("%zu options, %zu bad values refused\n", rows.size(), cases);
+  EXPECT_FALSE(fs::exists(never)) << "nothing created";
+  EXPECT_EQ(slurp(plain), "not a pool\n");
+  for (const std::string& f : {dir, fifo, plain, pool}) fs::remove_all(f);
 }
 
 // One exit-code rule: a malformed or existing file and an option that
@@ -415,14 +488,15 @@ TEST_F(Cli, BadFillInsertPatternPresetAndIndexSpecAreUsageErrors) {
   for (const char* fill : {"0", "1.5", "-1"}) {
     Outcome r = nvindex(small + "--bulk-load --fill " + fill);
     EXPECT_EQ(r.rc, 2) << fill;
-    EXPECT_NE(r.err.find("--fill must be in (0, 1]"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--fill: must be (0, 1]"), std::string::npos) << r.err;
   }
   Outcome r = nvindex(small + "--fill 0.7");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("--bulk-load"), std::string::npos) << r.err;
   r = nvindex(small + "--insert-pattern sideways");
   EXPECT_EQ(r.rc, 2);
-  EXPECT_NE(r.err.find("expected random or dense"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--insert-pattern: must be one of random, dense"), std::string::npos)
+      << r.err;
   r = nvindex(small + "--workload insertz");
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("dense-insert"), std::string::npos) << "lists the presets: " << r.err;
@@ -516,9 +590,12 @@ TEST_F(Cli, InfoOnNonPoolFileFailsAndLeavesItUnchanged) {
 }
 
 TEST_F(Cli, VerifyOfVolatileIndexIsUsageError) {
-  Outcome r = nvindex("verify --index absl-btree --pool /nonexistent");
+  const std::string file = tmp_path("volatile.pool");
+  std::ofstream(file) << "not a pool";
+  Outcome r = nvindex("verify --index absl-btree --pool " + file);
   EXPECT_EQ(r.rc, 2);
   EXPECT_NE(r.err.find("volatile"), std::string::npos) << r.err;
+  fs::remove(file);
 }
 
 TEST_F(Cli, JsonOutputHasTheSchema) {
@@ -552,7 +629,7 @@ TEST_F(Cli, LookupBatchIsCheckedAndReported) {
     const Outcome r = nvindex(std::string("bench") + kSmall + "--index btree --batch " + v);
     EXPECT_EQ(r.rc, 2) << r.err << r.out;
     EXPECT_NE(r.err.find("--batch"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("1..4096"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("1..4,096"), std::string::npos) << r.err;
     EXPECT_EQ(r.err.find("generating workload"), std::string::npos) << "refused before any work";
   }
   const std::string out = tmp_path("batch.json");
@@ -725,8 +802,8 @@ TEST_F(Cli, KeyTypeOptionsAreCheckedBeforeAnyWork) {
   };
   const Case cases[] = {
       {"--index absl-btree --key-type bogus", "--key-type: key type 'bogus' invalid"},
-      {"--index absl-btree --key-type string --key-size 4", "--key-size 4: expected 5..255"},
-      {"--index absl-btree --key-type string --key-size 256", "--key-size 256: expected 5..255"},
+      {"--index absl-btree --key-type string --key-size 4", "--key-size: must be 5..255 bytes"},
+      {"--index absl-btree --key-type string --key-size 256", "--key-size: must be 5..255"},
       {"--index absl-btree --key-size 30", "--key-size applies to --key-type string"},
       {"--index fptree --key-type string", "index 'fptree' does not take string keys"},
       {"--index fptree --key-type string", "absl-btree"},
@@ -989,7 +1066,10 @@ TEST_F(Cli, TpccRowsPmSurvivesAKilledRunAndChecksOnly) {
   // Bad usage: no --pool, a directory without a database, rows in PM for a
   // volatile index or without pool files.
   EXPECT_EQ(nvindex("tpcc --check-only").rc, 2);
-  EXPECT_EQ(nvindex("tpcc --check-only --pool " + dir).rc, 1);
+  EXPECT_EQ(nvindex("tpcc --check-only --pool " + dir).rc, 2);  // missing: usage
+  fs::create_directory(dir);
+  EXPECT_EQ(nvindex("tpcc --check-only --pool " + dir).rc, 1);  // no database in it
+  fs::remove_all(dir);
   EXPECT_EQ(nvindex("tpcc --index btree --rows pm -n 10").rc, 2);
   EXPECT_EQ(nvindex("tpcc --index fastfair --rows pm --pm-mode dram -n 10").rc, 2);
 }

@@ -637,14 +637,41 @@ double media_write_amplification(const pm::CounterSnapshot& pm) {
          (static_cast<double>(pm.lines_written_back) * pm::kLineSize);
 }
 
+Status check_run_options(const BenchOptions& options, const IndexEntry& entry) {
+  if (!(options.fill_factor > 0.0 && options.fill_factor <= 1.0)) {
+    return Status::InvalidArgument("fill factor must be in (0, 1], got " +
+                                   std::to_string(options.fill_factor));
+  }
+  if (options.lookup_batch < 1 || options.lookup_batch > kMaxLookupBatch) {
+    return Status::InvalidArgument("lookup batch must be in 1.." + std::to_string(kMaxLookupBatch) +
+                                   ", got " + std::to_string(options.lookup_batch));
+  }
+  if (options.in_flight < 1 || options.in_flight > kMaxInFlight) {
+    return Status::InvalidArgument("operations in flight must be in 1.." +
+                                   std::to_string(kMaxInFlight) + ", got " +
+                                   std::to_string(options.in_flight));
+  }
+  if (options.in_flight > 1 && options.lookup_batch > 1) {
+    return Status::InvalidArgument(
+        "operations in flight (Index::execute) and lookup batches (multi_lookup) are two ways "
+        "to batch reads: choose one");
+  }
+  if (options.in_flight > 1 && needs_pool(entry.caps)) {
+    return Status::InvalidArgument(
+        "operations in flight are for indexes that make no PM writes (block-device and volatile "
+        "ones): '" +
+        std::string(entry.name) +
+        "' runs each operation to its end on the calling thread, and a batch's PM cost could "
+        "not be charged to its operations; use threads");
+  }
+  return Status::Ok();
+}
+
 namespace {
 
 /// Checks what run_benchmark() can refuse before any work (the file comment
 /// of driver.h): the index is registered (*entry), takes the workload's key
-/// type, the workload has thread streams, the fill factor is in (0, 1], the
-/// lookup batch in 1..kMaxLookupBatch, operations in flight in
-/// 1..kMaxInFlight (and above 1 only without lookup batches and for an index
-/// that makes no PM writes).
+/// type, the workload has thread streams, and check_run_options.
 /// InvalidArgument otherwise, naming the registered indexes for an unknown
 /// one and the string-key ones for an index without string keys.
 Status check_inputs(const BenchOptions& options, const Workload& workload,
@@ -667,33 +694,7 @@ Status check_inputs(const BenchOptions& options, const Workload& workload,
         "index '" + std::string(index_name) +
         "' does not take string keys (string-key indexes: " + string_key_index_list() + ")");
   }
-  if (!(options.fill_factor > 0.0 && options.fill_factor <= 1.0)) {
-    return Status::InvalidArgument("fill factor must be in (0, 1], got " +
-                                   std::to_string(options.fill_factor));
-  }
-  if (options.lookup_batch < 1 || options.lookup_batch > kMaxLookupBatch) {
-    return Status::InvalidArgument("lookup batch must be in 1.." + std::to_string(kMaxLookupBatch) +
-                                   ", got " + std::to_string(options.lookup_batch));
-  }
-  if (options.in_flight < 1 || options.in_flight > kMaxInFlight) {
-    return Status::InvalidArgument("operations in flight must be in 1.." +
-                                   std::to_string(kMaxInFlight) + ", got " +
-                                   std::to_string(options.in_flight));
-  }
-  if (options.in_flight > 1 && options.lookup_batch > 1) {
-    return Status::InvalidArgument(
-        "operations in flight (Index::execute) and lookup batches (multi_lookup) are two ways "
-        "to batch reads: choose one");
-  }
-  if (options.in_flight > 1 && needs_pool((*entry)->caps)) {
-    return Status::InvalidArgument(
-        "operations in flight are for indexes that make no PM writes (block-device and volatile "
-        "ones): '" +
-        std::string(index_name) +
-        "' runs each operation to its end on the calling thread, and a batch's PM cost could "
-        "not be charged to its operations; use threads");
-  }
-  return Status::Ok();
+  return check_run_options(options, **entry);
 }
 
 /// IndexInfo::counters `after` minus `before`, by name, in after's order (a

@@ -350,6 +350,15 @@ class ProgressSink {
 /// `interval_s` seconds.
 std::unique_ptr<ProgressSink> make_stderr_progress(double interval_s = 5.0);
 
+/// The options run_benchmark() refuses for the index of `entry` whatever the
+/// workload (the command line checks them for every index before any
+/// work): Ok, or InvalidArgument for fill_factor outside (0, 1],
+/// lookup_batch outside 1..kMaxLookupBatch, in_flight outside
+/// 1..kMaxInFlight, in_flight above 1 with lookup_batch above 1, or in_flight
+/// above 1 for an index that makes PM writes (needs_pool: a batch's PM cost
+/// could not be charged to its operations).
+Status check_run_options(const BenchOptions& options, const IndexEntry& entry);
+
 /// Runs `workload` against the index registered as `index_name` (see the file
 /// comment) and fills *out. Returns Ok when the benchmark ran to the end, even
 /// with verification failures (they are in out->failures); errors:

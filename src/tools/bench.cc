@@ -23,7 +23,8 @@
 #include "bench/workload.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/persist.h"
-#include "tools/cli_checks.h"
+#include "nvindex/pm/pool.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/index_opts.h"
 #include "util/quote.h"
@@ -38,16 +39,6 @@ constexpr std::string_view kDefaultIndexes[] = {"btree",  "fastfair",   "lbtree"
 bool is_test_only(std::string_view name) { return is_test_only_index(name); }
 
 bool is_registered(std::string_view name) { return find_index_entry(name) != nullptr; }
-
-std::string registered_list() {
-  std::string s;
-  for (const IndexEntry& e : registered_indexes()) {
-    s += s.empty() ? "" : ", ";
-    s += e.name;
-    if (is_test_only(e.name)) s += " (test only)";
-  }
-  return s;
-}
 
 /// "ordered, thread-safe, bulk-load, async, placement selective" (what --list-indexes
 /// prints).
@@ -65,69 +56,6 @@ std::string caps_summary(const Capabilities& c) {
   add(c.async, "async");
   add(true, "placement " + std::string(placement_name(c.placement)));
   return s;
-}
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t b = 0;
-  while (b <= s.size()) {
-    size_t e = s.find(',', b);
-    if (e == std::string::npos) e = s.size();
-    if (e > b) out.push_back(s.substr(b, e - b));
-    b = e + 1;
-  }
-  return out;
-}
-
-/// One --index entry: "name[:k=v[;k=v]]".
-struct IndexSpec {
-  std::string label;                         ///< the whole entry, shown in reports
-  std::string name;                          ///< registry name
-  std::map<std::string, std::string> extra;  ///< options for this index only
-  uint32_t node_size = 0;                    ///< "node_size=N" (bytes); 0 = --node-size
-};
-
-/// Parses one --index entry. InvalidArgument for an unknown index (listing
-/// the registered ones) or an option that is not k=v.
-Status parse_index_spec(const std::string& text, IndexSpec* out) {
-  out->label = text;
-  out->extra.clear();
-  const size_t colon = text.find(':');
-  out->name = text.substr(0, colon);
-  if (!is_registered(out->name)) {
-    return Status::InvalidArgument("unknown index '" + out->name +
-                                   "'; registered indexes: " + registered_list());
-  }
-  if (colon == std::string::npos) return Status::Ok();
-  const std::string opts = text.substr(colon + 1);
-  size_t b = 0;
-  while (b <= opts.size()) {
-    size_t e = opts.find(';', b);
-    if (e == std::string::npos) e = opts.size();
-    const std::string kv = opts.substr(b, e - b);
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Status::InvalidArgument("--index " + text + ": expected name:k=v[;k=v], got option '" +
-                                     kv + "'");
-    }
-    out->extra[kv.substr(0, eq)] = kv.substr(eq + 1);
-    b = e + 1;
-  }
-  // node_size is IndexOptions::node_size, not an extra knob.
-  if (auto it = out->extra.find("node_size"); it != out->extra.end()) {
-    const std::string& v = it->second;
-    uint64_t n = 0;
-    bool ok = !v.empty() && v.size() <= 10;
-    for (char c : v) ok = ok && c >= '0' && c <= '9';
-    if (ok) n = std::stoull(v);
-    if (!ok || n == 0 || n > UINT32_MAX) {
-      return Status::InvalidArgument("--index " + text + ": node_size must be a byte count, got " +
-                                     quote_input(v));
-    }
-    out->node_size = static_cast<uint32_t>(n);
-    out->extra.erase(it);
-  }
-  return Status::Ok();
 }
 
 /// Settings as parsed by CLI11, before validation.
@@ -266,7 +194,6 @@ Status resolve_key_type(BenchArgs& a, CLI::App* cmd) {
   if (explicit_size && a.spec.key_type != KeyType::kString) {
     return Status::InvalidArgument("--key-size applies to --key-type string");
   }
-  if (Status st = bench::check_string_key_size(a.key_size); !st.ok()) return st;
   a.spec.key_size = static_cast<uint32_t>(a.key_size);
   return Status::Ok();
 }
@@ -290,21 +217,21 @@ Status select_indexes(const BenchArgs& a, CLI::App* cmd, std::vector<IndexSpec>*
       }
     }
   } else {
-    std::set<std::string> seen;
-    for (const std::string& entry : split_commas(a.indexes)) {
-      IndexSpec is;
-      if (Status st = parse_index_spec(entry, &is); !st.ok()) return st;
+    if (Status st = parse_index_list(a.indexes, specs); !st.ok()) {
+      return Status::InvalidArgument("--index: " + st.message());
+    }
+    for (const IndexSpec& is : *specs) {
       if (strings && !find_index_entry(is.name)->caps.string_keys) {
         return Status::InvalidArgument(
             "--key-type string: index '" + is.name +
             "' does not take string keys; indexes that do: " + bench::string_key_index_list());
       }
-      if (seen.insert(is.label).second) specs->push_back(std::move(is));
     }
   }
   if (specs->empty()) {
-    return Status::InvalidArgument(strings ? "no registered index takes string keys"
-                                           : "no index to run; registered: " + registered_list());
+    return Status::InvalidArgument(strings
+                                       ? "no registered index takes string keys"
+                                       : "no index to run; registered: " + registered_index_list());
   }
   return Status::Ok();
 }
@@ -335,11 +262,6 @@ Status apply_workload_options(BenchArgs& a, CLI::App* cmd, bool explicit_ratio) 
     if (Status st = bench::parse_insert_pattern(a.insert_pattern, &spec.insert_pattern); !st.ok()) {
       return Status::InvalidArgument("--insert-pattern: " + st.message());
     }
-  }
-  if (!(a.fill > 0.0 && a.fill <= 1.0)) {
-    return Status::InvalidArgument(
-        "--fill must be in (0, 1] (fraction of each node's slots a bulk load fills), got " +
-        std::to_string(a.fill));
   }
   if (cmd->get_option("--fill")->count() > 0 && !a.bulk_load) {
     return Status::InvalidArgument("--fill applies to a bulk load; add --bulk-load");
@@ -442,21 +364,16 @@ Status check_pool_options(const BenchArgs& a, const std::vector<IndexSpec>& spec
 }
 
 /// Checks --device for the block-device indexes of the run (and whenever it
-/// is given): an existing directory, not on tmpfs (memory, not a disk, and
-/// no O_DIRECT). InvalidArgument with the usage message.
-Status check_device_options(const BenchArgs& a, const std::vector<IndexSpec>& specs) {
+/// is given): check_device_dir. InvalidArgument with the usage message.
+Status check_device_options(const BenchArgs& a, const std::vector<IndexSpec>& specs,
+                            CLI::App* cmd) {
   bool any_device = false;
   for (const IndexSpec& is : specs) any_device |= needs_device(find_index_entry(is.name)->caps);
-  if (!any_device && a.device.empty()) return Status::Ok();
-  const std::string dir = a.device.empty() ? util::temp_device_dir() : a.device;
-  struct stat st {};
-  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return Status::InvalidArgument("--device: " + dir + " is not an existing directory");
-  }
-  if (util::on_tmpfs(dir)) {
-    return Status::InvalidArgument("--device: " + dir +
-                                   " is on tmpfs: memory, not a disk, and no O_DIRECT; give a "
-                                   "directory on a real disk (e.g. /var/tmp)");
+  const bool given = cmd->get_option("--device")->count() > 0;
+  if (!any_device && !given) return Status::Ok();
+  const std::string dir = given ? a.device : util::temp_device_dir();
+  if (Status st = check_device_dir(dir); !st.ok()) {
+    return Status::InvalidArgument("--device: " + st.message());
   }
   return Status::Ok();
 }
@@ -469,7 +386,7 @@ Status check_device_options(const BenchArgs& a, const std::vector<IndexSpec>& sp
 /// takes k; a k none takes, or a value an index refuses, is a usage error,
 /// so a misspelt option never runs the default). InvalidArgument with the
 /// usage message.
-Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
+Status make_driver_options(const BenchArgs& a, CLI::App* cmd, std::vector<IndexSpec>* specs,
                            bench::BenchOptions* opts) {
   opts->duration_seconds = a.duration;
   opts->latency_sample = a.latency_sample;
@@ -495,7 +412,7 @@ Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
   if (Status st = bench::parse_byte_size(a.device_bytes, &opts->device_bytes); !st.ok()) {
     return Status::InvalidArgument("--device-bytes: " + st.message());
   }
-  if (Status st = check_device_options(a, *specs); !st.ok()) return st;
+  if (Status st = check_device_options(a, *specs, cmd); !st.ok()) return st;
   if (!a.pm_latency.empty()) {
     if (Status st = pm::parse_latency(a.pm_latency, &opts->pm); !st.ok()) {
       return Status::InvalidArgument("--pm-latency-ns: " + st.message());
@@ -509,6 +426,15 @@ Status make_driver_options(const BenchArgs& a, std::vector<IndexSpec>* specs,
   if (Status st = parse_index_opts(a.index_opts, &global_opts); !st.ok()) return st;
   if (Status st = resolve_index_options(global_opts, a.node_size, specs); !st.ok()) return st;
   opts->index_extra = global_opts;
+  // What the driver would refuse for an index whatever the workload
+  // (--in-flight with a PM index or with --batch): refused here, before any
+  // work, as a usage error.
+  for (const IndexSpec& is : *specs) {
+    if (Status st = bench::check_run_options(*opts, *find_index_entry(is.name)); !st.ok()) {
+      const char* opt = a.in_flight > 1 ? "--in-flight: " : "";
+      return Status::InvalidArgument(opt + st.message());
+    }
+  }
   return Status::Ok();
 }
 
@@ -590,7 +516,7 @@ int run_bench(BenchArgs& a, CLI::App* cmd) {
   Status st = resolve_key_type(a, cmd);
   if (st.ok()) st = select_indexes(a, cmd, &specs);
   if (st.ok()) st = resolve_workload_spec(a, cmd);
-  if (st.ok()) st = make_driver_options(a, &specs, &opts);
+  if (st.ok()) st = make_driver_options(a, cmd, &specs, &opts);
   if (!st.ok()) return fail_usage(st.message());
 
   if (!a.quiet) std::fprintf(stderr, "generating workload...\n");
@@ -612,7 +538,7 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<BenchArgs>();
   BenchArgs& a = *args;
   std::string footer =
-      "Registered indexes: " + registered_list() +
+      "Registered indexes: " + registered_index_list() +
       ".\nTest-only indexes (names ending in -test) are never in the default list.";
   CLI::App* cmd = app.add_subcommand(
       "bench",
@@ -625,157 +551,153 @@ void add_bench_command(CLI::App& app, int* exit_code) {
   cmd->option_defaults()->always_capture_default()->multi_option_policy(
       CLI::MultiOptionPolicy::TakeLast);
 
-  cmd->add_option("--index", a.indexes,
-                  "Comma-separated indexes to run, in order (default: "
-                  "btree,fastfair,lbtree,fptree,wbtree,p-masstree,p-bwtree,absl-btree, "
-                  "those registered). Each entry is name[:k=v[;k=v]]: options for that index "
-                  "only (over --index-opt; node_size=N overrides --node-size), the whole entry "
-                  "its label, e.g. --index 'wbtree,wbtree:inner=dram' or "
-                  "'lbtree:node_size=256,lbtree:node_size=512'")
+  add_index_list(cmd, "--index", &a.indexes,
+                 "Comma-separated indexes to run, in order (default: "
+                 "btree,fastfair,lbtree,fptree,wbtree,p-masstree,p-bwtree,absl-btree, "
+                 "those registered). Each entry is name[:k=v[;k=v]]: options for that index "
+                 "only (over --index-opt; node_size=N overrides --node-size), the whole entry "
+                 "its label, e.g. --index 'wbtree,wbtree:inner=dram' or "
+                 "'lbtree:node_size=256,lbtree:node_size=512'")
       ->default_str("btree,fastfair,lbtree,fptree,wbtree,p-masstree,p-bwtree,absl-btree");
-  cmd->add_flag("--list-indexes", a.list_indexes,
-                "Print the registered indexes (name, kind, description) and exit");
-  cmd->add_option("-n,--records", a.spec.records, "Keys loaded before the run")
-      ->check(fits_memory(64, true));
-  cmd->add_option("-p,--operations", a.spec.operations, "Run operations, all threads together")
-      ->check(fits_memory(32, false));
-  cmd->add_option("--duration", a.duration,
-                  "Stop the run after this many seconds (0 = run every operation)")
-      ->check(in_range(0, 604800, "0..604800 s (a week)"));
-  cmd->add_option("-t,--threads", a.spec.threads, "Worker threads")
-      ->check(count_in(1, 1024, "1..1024"));
-  const CLI::Validator ratio = in_range(0, 1, "0..1");
-  cmd->add_option("-r,--read-ratio", a.spec.read_ratio, "Fraction of lookups")->check(ratio);
-  cmd->add_option("-i,--insert-ratio", a.spec.insert_ratio, "Fraction of inserts (fresh keys)")
-      ->check(ratio);
-  cmd->add_option("-u,--update-ratio", a.spec.update_ratio, "Fraction of updates")->check(ratio);
-  cmd->add_option("-d,--remove-ratio", a.spec.remove_ratio, "Fraction of removes")->check(ratio);
-  cmd->add_option("-s,--scan-ratio", a.spec.scan_ratio, "Fraction of range scans")->check(ratio);
-  cmd->add_option("--rmw-ratio", a.spec.rmw_ratio, "Fraction of read-modify-writes (YCSB F)")
-      ->check(ratio);
-  cmd->add_option("--scan-size", a.spec.scan_size, "Pairs per scan")
-      ->check(count_in(1, 1 << 24, "1..16,777,216"));
-  cmd->add_option("--distribution", a.distribution,
-                  "Key choice: uniform|zipfian|selfsimilar|latest|sequential (applies on top of "
-                  "--workload when given)");
-  cmd->add_option("--skew", a.spec.skew, "Zipfian theta, or self-similar h")
-      ->check(in_range(0, 100, "(0, 100]", true));
-  cmd->add_flag("--sequential-keys", a.spec.sequential_keys,
-                "Key i is i+1 (default: FNV-1a hash of i, YCSB's hashed insert order)");
-  cmd->add_option("--latency-sample", a.latency_sample,
-                  "Fraction of run operations whose latency is measured (0.01 = 1%)")
-      ->check(ratio);
-  cmd->add_option("--batch", a.batch,
-                  "Run phase: lookups issued in batches of N through multi_lookup (a run of "
-                  "consecutive reads is cut into batches of up to N keys; any other operation "
-                  "ends a batch); throughput = keys per second; latency per key = batch time / N "
-                  "(--latency-sample then picks index calls, a batch being one). 1 = one "
-                  "lookup() per read")
-      ->check(count_in(1, bench::kMaxLookupBatch, "1.." + std::to_string(bench::kMaxLookupBatch)));
-  cmd->add_option("--in-flight", a.in_flight,
-                  "Run phase: operations each thread keeps in flight. N > 1: runs of lookups, "
-                  "inserts, updates and removes go to the index up to 16 N at a time "
-                  "(Index::execute); an async index (patree) runs up to N of them at once, in "
-                  "per-key order, any other one by one; latency = each operation's own. Indexes "
-                  "that make no PM writes only (block-device, volatile); not with --batch. 1 = one "
-                  "call per operation")
-      ->check(count_in(1, bench::kMaxInFlight, "1.." + std::to_string(bench::kMaxInFlight)));
-  cmd->add_option("--seed", a.spec.seed, "Seed of every random choice")->check(no_sign());
-  cmd->add_option("--workload", a.workload,
-                  "Preset: sets the ratios and distribution (an error with explicit ratios). "
-                  "YCSB ycsb-a..ycsb-f; the LB+-tree paper's (sec. 4.2, uniform): insert = 100% "
-                  "inserts of fresh random keys, dense-insert = 100% inserts ascending in each "
-                  "thread's own region above the largest loaded key, search = 100% reads of "
-                  "loaded keys, delete = 100% removes of loaded keys (operations <= records). "
-                  "Combine with --bulk-load --fill F");
-  cmd->add_flag("--bulk-load", a.bulk_load,
-                "Load with one bulk_load() of the sorted keys (timed as the load phase; an "
-                "index without a bottom-up bulk load gets inserts, and the report says so)");
-  cmd->add_option("--fill", a.fill,
-                  "Bulk-load fill factor in (0, 1]: fraction of each node's slots filled "
-                  "(needs --bulk-load)");
-  cmd->add_option("--insert-pattern", a.insert_pattern,
-                  "Insert keys: random (fresh keys anywhere) | dense (each thread ascending in its "
-                  "own region above the largest loaded key); applies on top of --workload");
-  cmd->add_option("--dense-gap", a.spec.dense_gap,
-                  "Dense inserts: minimum key distance between threads' regions (0 = the "
-                  "per-thread insert count)")
-      ->check(no_sign());
-  cmd->add_option("--recovery-threads", a.recovery_threads,
-                  "Threads for the recovery after a persistent run (IndexOptions::threads on "
-                  "reopen; 0 = --threads)")
-      ->check(count_in(0, 1024, "0..1024"));
+  add_switch(cmd, "--list-indexes", &a.list_indexes,
+             "Print the registered indexes (name, kind, description) and exit");
+  add_memory_count(cmd, "-n,--records", &a.spec.records, 64, true, "Keys loaded before the run");
+  add_memory_count(cmd, "-p,--operations", &a.spec.operations, 32, false,
+                   "Run operations, all threads together");
+  add_real(cmd, "--duration", &a.duration, 0, 604800, false, "0..604,800 s (a week)",
+           "Stop the run after this many seconds (0 = run every operation)");
+  add_count(cmd, "-t,--threads", &a.spec.threads, 1, 1024, "Worker threads");
+  const auto ratio = [&](const char* name, double* into, const char* help) {
+    add_real(cmd, name, into, 0, 1, false, "0..1", help);
+  };
+  ratio("-r,--read-ratio", &a.spec.read_ratio, "Fraction of lookups");
+  ratio("-i,--insert-ratio", &a.spec.insert_ratio, "Fraction of inserts (fresh keys)");
+  ratio("-u,--update-ratio", &a.spec.update_ratio, "Fraction of updates");
+  ratio("-d,--remove-ratio", &a.spec.remove_ratio, "Fraction of removes");
+  ratio("-s,--scan-ratio", &a.spec.scan_ratio, "Fraction of range scans");
+  ratio("--rmw-ratio", &a.spec.rmw_ratio, "Fraction of read-modify-writes (YCSB F)");
+  add_count(cmd, "--scan-size", &a.spec.scan_size, 1, 1 << 24, "Pairs per scan");
+  add_choice(cmd, "--distribution", &a.distribution,
+             {"uniform", "zipfian", "selfsimilar", "latest", "sequential"},
+             "Key choice (applies on top of --workload when given)");
+  add_real(cmd, "--skew", &a.spec.skew, 0, 100, true, "(0, 100]",
+           "Zipfian theta, or self-similar h");
+  add_switch(cmd, "--sequential-keys", &a.spec.sequential_keys,
+             "Key i is i+1 (default: FNV-1a hash of i, YCSB's hashed insert order)");
+  ratio("--latency-sample", &a.latency_sample,
+        "Fraction of run operations whose latency is measured (0.01 = 1%)");
+  add_count(cmd, "--batch", &a.batch, 1, bench::kMaxLookupBatch,
+            "Run phase: lookups issued in batches of N through multi_lookup (a run of "
+            "consecutive reads is cut into batches of up to N keys; any other operation "
+            "ends a batch); throughput = keys per second; latency per key = batch time / N "
+            "(--latency-sample then picks index calls, a batch being one). 1 = one "
+            "lookup() per read");
+  add_count(cmd, "--in-flight", &a.in_flight, 1, bench::kMaxInFlight,
+            "Run phase: operations each thread keeps in flight. N > 1: runs of lookups, "
+            "inserts, updates and removes go to the index up to 16 N at a time "
+            "(Index::execute); an async index (patree) runs up to N of them at once, in "
+            "per-key order, any other one by one; latency = each operation's own. Indexes "
+            "that make no PM writes only (block-device, volatile); not with --batch. 1 = one "
+            "call per operation");
+  add_seed(cmd, "--seed", &a.spec.seed, "Seed of every random choice");
+  add_choice(
+      cmd, "--workload", &a.workload,
+      std::vector<std::string>(std::begin(bench::kPresetNames), std::end(bench::kPresetNames)),
+      "Preset: sets the ratios and distribution (an error with explicit ratios). "
+      "YCSB ycsb-a..ycsb-f; the LB+-tree paper's (sec. 4.2, uniform): insert = 100% "
+      "inserts of fresh random keys, dense-insert = 100% inserts ascending in each "
+      "thread's own region above the largest loaded key, search = 100% reads of "
+      "loaded keys, delete = 100% removes of loaded keys (operations <= records). "
+      "Combine with --bulk-load --fill F");
+  add_switch(cmd, "--bulk-load", &a.bulk_load,
+             "Load with one bulk_load() of the sorted keys (timed as the load phase; an "
+             "index without a bottom-up bulk load gets inserts, and the report says so)");
+  add_real(cmd, "--fill", &a.fill, 0, 1, true, "(0, 1]",
+           "Bulk-load fill factor: fraction of each node's slots filled (needs --bulk-load)");
+  add_choice(cmd, "--insert-pattern", &a.insert_pattern, {"random", "dense"},
+             "Insert keys: random (fresh keys anywhere) | dense (each thread ascending in its "
+             "own region above the largest loaded key); applies on top of --workload");
+  add_count(cmd, "--dense-gap", &a.spec.dense_gap, 0, UINT64_MAX,
+            "Dense inserts: minimum key distance between threads' regions (0 = the "
+            "per-thread insert count)");
+  add_count(cmd, "--recovery-threads", &a.recovery_threads, 0, 1024,
+            "Threads for the recovery after a persistent run (IndexOptions::threads on "
+            "reopen; 0 = --threads)");
   add_key_type_option(cmd, &a.spec.key_type,
                       "8-byte keys, or byte strings up to 255 bytes (indexes with string keys: "
                       "--list-indexes; default index list: those)");
-  cmd->add_option("--key-size", a.key_size,
-                  "String keys: bytes of a generated key, \"user\" + the key's decimal "
-                  "zero-padded, 5..255 (24 holds every 64-bit key; smaller sizes need keys that "
-                  "fit, e.g. --sequential-keys)")
-      ->check(no_sign());
-  cmd->add_option("--keys-file", a.spec.keys_file,
-                  "Load keys from this file, one key a line: a decimal key, or with --key-type "
-                  "string the line's bytes (e.g. a word list)");
-  cmd->add_option("--trace-load", a.spec.trace_load,
-                  "index-microbench load trace (INSERT <key> lines; \"user...\" keys need "
-                  "--key-type string)");
-  cmd->add_option("--trace-run", a.spec.trace_run,
-                  "index-microbench run trace (READ/UPDATE/INSERT <key>, SCAN <key> <n>)");
-  cmd->add_option("--pool", a.pool,
-                  "Pool file for persistent indexes (must not exist; with several indexes, "
-                  "PATH-<index>); default a temporary file in /dev/shm, removed afterwards");
-  cmd->add_option("--device", a.device,
-                  "Block-device indexes (leveldb, rocksdb, patree): a directory on a real disk "
-                  "(not tmpfs: no O_DIRECT) in which each gets a fresh temporary directory for "
-                  "its store, removed afterwards unless --keep-pool; default $NVINDEX_DEVICE_DIR, "
-                  "else /var/tmp. Their reports add the disk's own I/O counters "
-                  "(/sys/block/<disk>/stat, device-wide): IOPS, bytes, mean outstanding I/Os");
-  cmd->add_option("--device-bytes", a.device_bytes,
-                  "Block-device indexes: size of a new store, bytes with K/M/G/T suffixes (0 = "
-                  "the index's default; leveldb and rocksdb have no size limit and ignore it)");
-  cmd->add_option("--pool-size", a.pool_size,
-                  "Pool size, bytes, with K/M/G/T suffixes (0 = automatic: 64 MiB + 256 B per "
-                  "key)");
-  cmd->add_option("--pm-mode", a.pm_mode, "PM mode: dram|emulated|dax")
-      ->check(CLI::IsMember({"dram", "emulated", "dax"}));
-  cmd->add_option("--pm-latency-ns", a.pm_latency,
-                  "Injected latency, e.g. flush=300,fence=100,media=500: ns per flushed line, per "
-                  "fence, and per 256 B XPLine media write of the media model (media=N turns "
-                  "the media model on; reports call that time \"modelled\")");
-  cmd->add_flag("--media-model", a.media_model,
-                "Count 256 B XPLine media writes and write amplification");
-  cmd->add_option("--media-cache-kib", a.media_cache_kib,
-                  "Media model: the modelled CPU write-back cache, KiB (11-way LRU; stored lines "
-                  "reach the media when flushed dirty or evicted; 0 = no cache model: every "
-                  "flushed line reaches it)")
-      ->check(CLI::Range(0u, 1u << 22));
-  cmd->add_option("--node-size", a.node_size,
-                  "Node size in bytes for indexes that take one (each index's sizes: "
-                  "--list-indexes); default 512, and an index that does not take 512 runs at "
-                  "its own default (dash-eh: 16384, the paper's segment)")
-      ->check(count_in(64, 65536, "64..65536"));
-  cmd->add_option("--index-opt", a.index_opts, "Index-specific knob name=value (repeatable)");
-  cmd->add_option("--format", a.format, "Report format: text|json")
-      ->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("--output", a.output,
-                  "Write the report in --format to FILE (a text report still goes to stdout)");
-  cmd->add_option("--json-output", a.json_output, "Also write the JSON report to FILE");
-  cmd->add_flag("--keep-pool", a.keep_pool,
-                "Keep the pool file after the run (for nvindex verify/info), and a "
-                "block-device index's directory");
-  cmd->add_flag("--no-pin", a.no_pin, "Do not pin worker threads to CPUs");
-  cmd->add_flag("--no-perf-counters", a.no_perf_counters,
-                "Do not count instructions, cycles and task-clock per phase with "
-                "perf_event_open");
-  cmd->add_flag("--energy", a.energy,
-                "Package and DRAM energy of each phase (load, run) from RAPL "
-                "(/sys/class/powercap), joules and joules per operation, or the reason there is "
-                "none on this machine");
-  // For tests: the powercap tree --energy reads (hidden from --help).
-  cmd->add_option("--powercap-root", a.powercap_root,
-                  "Directory of the powercap interface --energy reads")
-      ->group("");
-  cmd->add_flag("-q,--quiet", a.quiet, "No progress line on stderr");
+  add_count(cmd, "--key-size", &a.key_size, bench::kMinStringKeySize, kMaxKeyBytes,
+            "String keys: bytes of a generated key, \"user\" + the key's decimal "
+            "zero-padded (24 holds every 64-bit key; smaller sizes need keys that "
+            "fit, e.g. --sequential-keys)",
+            std::to_string(bench::kMinStringKeySize) + ".." + std::to_string(kMaxKeyBytes) +
+                " bytes (\"user\" and at least one digit)");
+  add_path(cmd, "--keys-file", &a.spec.keys_file, ValueKind::kInputFile,
+           "Load keys from this file, one key a line: a decimal key, or with --key-type "
+           "string the line's bytes (e.g. a word list)");
+  add_path(cmd, "--trace-load", &a.spec.trace_load, ValueKind::kInputFile,
+           "index-microbench load trace (INSERT <key> lines; \"user...\" keys need "
+           "--key-type string)");
+  add_path(cmd, "--trace-run", &a.spec.trace_run, ValueKind::kInputFile,
+           "index-microbench run trace (READ/UPDATE/INSERT <key>, SCAN <key> <n>)");
+  add_path(cmd, "--pool", &a.pool, ValueKind::kNewFile,
+           "Pool file for persistent indexes (must not exist; its directory must; with several "
+           "indexes, PATH-<index>); default a temporary file in /dev/shm, removed afterwards");
+  add_path(cmd, "--device", &a.device, ValueKind::kDirectory,
+           "Block-device indexes (leveldb, rocksdb, patree): a directory on a real disk "
+           "(not tmpfs: no O_DIRECT) in which each gets a fresh temporary directory for "
+           "its store, removed afterwards unless --keep-pool; default $NVINDEX_DEVICE_DIR, "
+           "else /var/tmp. Their reports add the disk's own I/O counters "
+           "(/sys/block/<disk>/stat, device-wide): IOPS, bytes, mean outstanding I/Os");
+  add_byte_size(cmd, "--device-bytes", &a.device_bytes, 1 << 20, uint64_t{1} << 50, true,
+                "Block-device indexes: size of a new store, bytes with K/M/G/T suffixes (0 = "
+                "the index's default; leveldb and rocksdb have no size limit and ignore it)");
+  add_byte_size(cmd, "--pool-size", &a.pool_size, pm::kMinPoolSize, uint64_t{1} << 50, true,
+                "Pool size, bytes, with K/M/G/T suffixes (0 = automatic: 64 MiB + 256 B per "
+                "key)");
+  add_choice(cmd, "--pm-mode", &a.pm_mode, {"dram", "emulated", "dax"}, "PM mode");
+  add_text(cmd, "--pm-latency-ns", &a.pm_latency,
+           "Injected latency, e.g. flush=300,fence=100,media=500: ns per flushed line, per "
+           "fence, and per 256 B XPLine media write of the media model (media=N turns "
+           "the media model on; reports call that time \"modelled\")",
+           [](const std::string& text) {
+             pm::PersistConfig c;
+             return pm::parse_latency(text, &c);
+           });
+  add_switch(cmd, "--media-model", &a.media_model,
+             "Count 256 B XPLine media writes and write amplification");
+  add_count(cmd, "--media-cache-kib", &a.media_cache_kib, 0, 1 << 22,
+            "Media model: the modelled CPU write-back cache, KiB (11-way LRU; stored lines "
+            "reach the media when flushed dirty or evicted; 0 = no cache model: every "
+            "flushed line reaches it)");
+  add_count(cmd, "--node-size", &a.node_size, 64, 65536,
+            "Node size in bytes for indexes that take one (each index's sizes: "
+            "--list-indexes); default 512, and an index that does not take 512 runs at "
+            "its own default (dash-eh: 16384, the paper's segment)");
+  add_text(cmd, "--index-opt", &a.index_opts, "Index-specific knob name=value (repeatable)");
+  add_choice(cmd, "--format", &a.format, {"text", "json"}, "Report format");
+  add_path(cmd, "--output", &a.output, ValueKind::kOutputFile,
+           "Write the report in --format to FILE (a text report still goes to stdout)");
+  add_path(cmd, "--json-output", &a.json_output, ValueKind::kOutputFile,
+           "Also write the JSON report to FILE");
+  add_switch(cmd, "--keep-pool", &a.keep_pool,
+             "Keep the pool file after the run (for nvindex verify/info), and a "
+             "block-device index's directory");
+  add_switch(cmd, "--no-pin", &a.no_pin, "Do not pin worker threads to CPUs");
+  add_switch(cmd, "--no-perf-counters", &a.no_perf_counters,
+             "Do not count instructions, cycles and task-clock per phase with "
+             "perf_event_open");
+  add_switch(cmd, "--energy", &a.energy,
+             "Package and DRAM energy of each phase (load, run) from RAPL "
+             "(/sys/class/powercap), joules and joules per operation, or the reason there is "
+             "none on this machine");
+  // For tests: the powercap tree --energy reads. A missing directory is
+  // meaningful here ("this machine has no RAPL"). Listed under its own
+  // heading: CLI11 gives a hidden option no name in its error messages.
+  add_text(cmd, "--powercap-root", &a.powercap_root,
+           "Directory of the powercap interface --energy reads (default /sys/class/powercap)")
+      ->group("For tests");
+  add_switch(cmd, "-q,--quiet", &a.quiet, "No progress line on stderr");
   cmd->callback([args, cmd, exit_code] { *exit_code = run_bench(*args, cmd); });
 }
 

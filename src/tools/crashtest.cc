@@ -14,7 +14,7 @@
 
 #include "crash/oracle.h"
 #include "nvindex/index.h"
-#include "tools/cli_checks.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/index_opts.h"
 
@@ -24,6 +24,9 @@ namespace {
 namespace cs = pm::crashsim;
 using nlohmann::json;
 
+/// crashtest's node size when --node-size is not given, bytes.
+constexpr uint32_t kCrashNodeSize = 256;
+
 struct CrashArgs {
   std::string index;
   KeyType key_type = KeyType::kInteger;
@@ -32,7 +35,7 @@ struct CrashArgs {
   uint32_t budget = 256;
   std::string profile = "adr";
   std::string ablate;
-  uint32_t node_size = 256;
+  uint32_t node_size = 0;  ///< 0: not given (256, or the index's own default)
   size_t scenarios = 1;
   std::string output;
   unsigned jobs = 1;
@@ -159,6 +162,12 @@ int run_crashtest(const CrashArgs& a) {
   o.ops = a.ops;
   o.seed = a.seed;
   o.node_size = a.node_size;
+  if (o.node_size == 0) {
+    // Not given: 256 (splits within a few operations), or the index's own
+    // default where it does not take 256 (run_node_size, as bench).
+    const IndexEntry* e = find_index_entry(a.index);
+    o.node_size = e != nullptr ? run_node_size(*e, kCrashNodeSize) : kCrashNodeSize;
+  }
   o.scenarios = a.scenarios;
   o.jobs = a.jobs;
   o.child_timeout_s = a.timeout;
@@ -264,33 +273,28 @@ void add_crashtest_command(CLI::App& app, int* exit_code) {
       "Crash-consistency lab: run crash scenarios on a persistent index under the crash "
       "simulator, recover and check every crash image. Exit 0 no failure, 1 failures, 2 usage.");
   cmd->option_defaults()->always_capture_default();
-  cmd->add_option("--index", a->index, "Registered persistent index")->required();
+  add_index_name(cmd, "--index", &a->index, "Registered persistent index")->required();
   add_key_type_option(cmd, &a->key_type,
                       "integer keys, or the index's string instance with byte-string keys "
                       "(the key ids' string form, docs/crash-lab.md)");
-  cmd->add_option("--ops", a->ops, "Operations per scenario")
-      ->check(count_in(1, 100000, "1..100000"));
-  cmd->add_option("--seed", a->seed, "Seed of the first scenario (scenario s uses seed + s)")
-      ->check(no_sign());
-  cmd->add_option("--budget", a->budget, "Images per crash point before sampling")
-      ->check(count_in(1, 1 << 20, "1..1,048,576"));
-  cmd->add_option("--profile", a->profile, "Persistence domain: adr|eadr")
-      ->check(CLI::IsMember({"adr", "eadr"}));
-  cmd->add_option(
-      "--ablate", a->ablate,
-      "all: the ablation self-test; SITE: drop that site's flushes and fences; SITE/flush or "
-      "SITE/fence: only one kind. A site the run never reaches is a usage error (exit 2)");
-  cmd->add_option("--node-size", a->node_size, "Node size in bytes (small: 128 or 256)")
-      ->check(count_in(64, 65536, "64..65536"));
-  cmd->add_option("--scenarios", a->scenarios, "Scenarios to run")
-      ->check(count_in(1, 100000, "1..100000"));
-  cmd->add_option("--output", a->output, "Also write the results as JSON to FILE");
-  cmd->add_option("--jobs", a->jobs, "Image checks in flight at once")
-      ->check(count_in(1, 16, "1..16"));
-  cmd->add_option("--timeout", a->timeout, "Seconds before a recovery check counts as hung")
-      ->check(in_range(0, 3600, "(0, 3600] s", true));
-  cmd->add_option("--index-opt", a->index_opts, "Index-specific knob name=value (repeatable)");
-  cmd->add_flag("-q,--quiet", a->quiet, "No progress lines on stderr");
+  add_count(cmd, "--ops", &a->ops, 1, 100000, "Operations per scenario");
+  add_seed(cmd, "--seed", &a->seed, "Seed of the first scenario (scenario s uses seed + s)");
+  add_count(cmd, "--budget", &a->budget, 1, 1 << 20, "Images per crash point before sampling");
+  add_choice(cmd, "--profile", &a->profile, {"adr", "eadr"}, "Persistence domain");
+  add_text(cmd, "--ablate", &a->ablate,
+           "all: the ablation self-test; SITE: drop that site's flushes and fences; SITE/flush or "
+           "SITE/fence: only one kind. A site the run never reaches is a usage error (exit 2)");
+  add_count(cmd, "--node-size", &a->node_size, 64, 65536,
+            "Node size in bytes (default 256: splits within a few operations; an index that "
+            "does not take 256 runs at its own default)");
+  add_count(cmd, "--scenarios", &a->scenarios, 1, 100000, "Scenarios to run");
+  add_path(cmd, "--output", &a->output, ValueKind::kOutputFile,
+           "Also write the results as JSON to FILE");
+  add_count(cmd, "--jobs", &a->jobs, 1, 16, "Image checks in flight at once");
+  add_real(cmd, "--timeout", &a->timeout, 0, 3600, true, "(0, 3600] s",
+           "Seconds before a recovery check counts as hung");
+  add_text(cmd, "--index-opt", &a->index_opts, "Index-specific knob name=value (repeatable)");
+  add_switch(cmd, "-q,--quiet", &a->quiet, "No progress lines on stderr");
   cmd->callback([a, exit_code] { *exit_code = run_crashtest(*a); });
 }
 

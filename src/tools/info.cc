@@ -1,13 +1,16 @@
 // `nvindex info`: prints a pool file's header (pm::Pool::read_header), which
 // reads and validates it without changing the file.
+// Only a regular file is read, opened without blocking (Pool::read_header),
+// so a FIFO or a device is refused at once instead of hanging.
 // Exit codes: 0 a valid header, 1 not a pool / corrupt / bad checksum, 2 bad
-// usage (missing or unreadable file).
+// usage (a missing file, a directory, FIFO or device, an unreadable file).
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "nvindex/pm/pool.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 
 namespace nvindex::tools {
@@ -63,9 +66,9 @@ void add_info_command(CLI::App& app, int* exit_code) {
       "Print a pool file's header (layout, version, size, root offset, clean shutdown, checksum) "
       "without changing the file. Exit 0 valid, 1 not a pool or corrupt, 2 usage.");
   cmd->option_defaults()->always_capture_default();
-  cmd->add_option("--pool", args->pool, "Pool file")->required();
-  cmd->add_option("--format", args->format, "Output format: text|json")
-      ->check(CLI::IsMember({"text", "json"}));
+  add_path(cmd, "--pool", &args->pool, ValueKind::kInputFile, "Pool file (a regular file)")
+      ->required();
+  add_choice(cmd, "--format", &args->format, {"text", "json"}, "Output format");
   cmd->callback([args, exit_code] { *exit_code = run_info(*args); });
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "nvme/patree_index.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "util/temp_files.h"
 
@@ -25,14 +26,21 @@ void add_patree_calibrate_command(CLI::App& app, int* exit_code) {
       "Fit PA-Tree's latency model (completion latency over outstanding reads and writes, "
       "measured at queue depths 1..64) for the disk under --device, print it, and store it "
       "for every later PA-Tree open on that disk");
-  cmd->add_option("--device", a->device,
-                  "A directory on the disk to measure (a real disk, not tmpfs); a temporary "
-                  "64 MiB file is made there and removed. Default: $NVINDEX_DEVICE_DIR, else "
-                  "/var/tmp");
-  cmd->add_option("--node-size", a->node_size, "I/O size in bytes: a power of two in 512..4096")
+  CLI::Option* device =
+      add_path(cmd, "--device", &a->device, ValueKind::kDirectory,
+               "A directory on the disk to measure (a real disk, not tmpfs); a temporary "
+               "64 MiB file is made there and removed. Default: $NVINDEX_DEVICE_DIR, else "
+               "/var/tmp");
+  add_count(cmd, "--node-size", &a->node_size, 512, 4096,
+            "I/O size in bytes: a power of two in 512..4096")
       ->capture_default_str();
-  cmd->callback([a, exit_code] {
-    const std::string dir = a->device.empty() ? util::temp_device_dir() : a->device;
+  cmd->callback([a, device, exit_code] {
+    const std::string dir = device->count() > 0 ? a->device : util::temp_device_dir();
+    if (Status s = check_device_dir(dir); !s.ok()) {
+      std::fprintf(stderr, "nvindex patree-calibrate: --device: %s\n", s.message().c_str());
+      *exit_code = 2;
+      return;
+    }
     std::string report;
     const Status s = patree_calibrate(dir, a->node_size, &report);
     if (!s.ok()) {

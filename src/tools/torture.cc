@@ -14,18 +14,24 @@
 #include <string>
 #include <vector>
 
+#include "bench/driver.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/persist.h"
-#include "tools/cli_checks.h"
+#include "nvindex/pm/pool.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/index_opts.h"
 
 namespace nvindex::tools {
 namespace {
 
+/// torture's node size when --node-size is not given, bytes (small: splits
+/// and merges in a few operations).
+constexpr uint32_t kTortureNodeSize = 256;
+
 struct TortureArgs {
   crash::TortureOptions o;
-  uint64_t pool_mib = 16;
+  std::string pool_size = "16M";        ///< --pool-size, bytes with a suffix
   std::vector<std::string> index_opts;  ///< --index-opt name=value
 };
 
@@ -33,7 +39,16 @@ int run_torture_command(TortureArgs& a) {
   pm::PersistConfig config;
   config.mode = pm::Mode::kEmulated;
   pm::configure(config);
-  a.o.pool_bytes = a.pool_mib << 20;
+  if (Status s = bench::parse_byte_size(a.pool_size, &a.o.pool_bytes); !s.ok()) {
+    std::fprintf(stderr, "nvindex torture: --pool-size: %s\n", s.message().c_str());
+    return 2;  // refused at parse time already (add_byte_size)
+  }
+  const IndexEntry* entry = find_index_entry(a.o.index);
+  if (a.o.node_size == 0) {
+    // Not given: 256, or the index's own default where it does not take 256
+    // (run_node_size, as bench).
+    a.o.node_size = entry != nullptr ? run_node_size(*entry, kTortureNodeSize) : kTortureNodeSize;
+  }
   if (Status s = check_node_size_for(a.o.index, a.o.node_size); !s.ok()) {
     std::fprintf(stderr, "nvindex torture: --node-size: %s\n", s.message().c_str());
     return 2;
@@ -52,12 +67,11 @@ int run_torture_command(TortureArgs& a) {
               index_with_opts(a.o.index, a.o.index_opts).c_str(),
               std::string(key_type_name(a.o.key_type)).c_str(), a.o.node_size, a.o.threads,
               a.o.threads == 1 ? "" : "s", static_cast<unsigned long long>(a.o.seed));
-  const IndexEntry* e = find_index_entry(a.o.index);
-  if (e != nullptr && needs_device(e->caps)) {
+  if (entry != nullptr && needs_device(entry->caps)) {
     std::printf("device:             %s\n", a.o.pool_path.c_str());
   } else {
-    std::printf("pool:               %s (%llu MiB, emulated)\n", a.o.pool_path.c_str(),
-                static_cast<unsigned long long>(a.pool_mib));
+    std::printf("pool:               %s (%s bytes, emulated)\n", a.o.pool_path.c_str(),
+                with_commas(a.o.pool_bytes).c_str());
   }
   if (a.o.sync_every != 0) {
     std::printf(
@@ -76,7 +90,10 @@ int run_torture_command(TortureArgs& a) {
               static_cast<unsigned long long>(r.acked_removes),
               static_cast<unsigned long long>(r.acked_lookups));
   std::printf("in-flight applied:  %llu\n", static_cast<unsigned long long>(r.inflight_applied));
-  std::printf("recoveries checked: %u\n", r.recoveries);
+  std::printf(
+      "recoveries checked: %u (each after a kill: no close record, so every key is "
+      "checked against the acknowledged operations instead)\n",
+      r.recoveries);
   std::printf("recovery time:      min %.3f ms, median %.3f ms, max %.3f ms (open + recover)\n",
               r.recovery_min() * 1e3, r.recovery_median() * 1e3, r.recovery_max() * 1e3);
   std::printf("final state:        %llu keys, %llu leaves, %llu inner nodes, height %u\n",
@@ -102,40 +119,38 @@ void add_torture_command(CLI::App& app, int* exit_code) {
       "seconds. Exit 0 no failure, 1 a failure, 2 usage.");
   cmd->option_defaults()->always_capture_default();
   crash::TortureOptions& o = args->o;
-  cmd->add_option("--index", o.index, "Registered persistent index")->required();
+  o.node_size = 0;  // not given: run_torture_command picks it
+  add_index_name(cmd, "--index", &o.index, "Registered persistent index")->required();
   add_key_type_option(cmd, &o.key_type,
                       "integer keys, or the index's string instance with byte-string keys");
-  cmd->add_option("--pool", o.pool_path,
-                  "Pool file to create (must not exist), e.g. /dev/shm/t.pool; for a "
-                  "block-device index its device path on a real disk, e.g. /var/tmp/t.ldb")
+  add_path(cmd, "--pool", &o.pool_path, ValueKind::kNewFile,
+           "Pool file to create (must not exist; its directory must), e.g. /dev/shm/t.pool; for "
+           "a block-device index its device path on a real disk, e.g. /var/tmp/t.ldb")
       ->required();
-  cmd->add_option("--sync-every", o.sync_every,
-                  "Block-device indexes: weak persistence, thread 0 calls sync() after every N "
-                  "of its operations and only what the last sync covered must survive (0: "
-                  "strong, every acknowledged operation)")
-      ->check(count_in(0, 1 << 30, "0..1,073,741,824"));
-  cmd->add_option("--seconds", o.seconds, "Stop after this many seconds")
-      ->check(in_range(0, 604800, "(0, 604800] s", true));
-  cmd->add_option("--kills", o.kills, "Stop after this many kills")
-      ->check(count_in(1, 1 << 30, "1..1,073,741,824"));
-  cmd->add_option("--seed", o.seed, "Seed of the op streams and kill delays")->check(no_sign());
-  cmd->add_option("--node-size", o.node_size, "Node size in bytes (small: more splits and merges)")
-      ->check(count_in(64, 65536, "64..65536"));
-  cmd->add_option("--index-opt", args->index_opts,
-                  "Index-specific knob name=value, at creation and every reopen (repeatable)");
-  cmd->add_option("--threads", o.threads,
-                  "Worker threads in the child (>1 needs a thread-safe index)")
-      ->check(count_in(1, 16, "1..16"));
-  cmd->add_option("--keys", o.keys, "Key space size (0: 64 nodes' worth of entries)")
-      ->check(fits_memory(64, false));
-  cmd->add_option("--pool-size", args->pool_mib,
-                  "Pool size, MiB (a block-device index: its device_bytes)")
-      ->check(count_in(4, 1 << 20, "4..1,048,576 MiB"));
-  cmd->add_option("--max-run-ms", o.max_run_ms,
-                  "A child runs uniform [0, this] ms after it is ready before the kill")
-      ->check(in_range(0, 3600000, "(0, 3600000] ms", true));
-  cmd->add_flag("--keep-pool", o.keep_pool,
-                "Keep the pool file after a clean run (always kept after a failure)");
+  add_count(cmd, "--sync-every", &o.sync_every, 0, 1 << 30,
+            "Block-device indexes: weak persistence, thread 0 calls sync() after every N "
+            "of its operations and only what the last sync covered must survive (0: "
+            "strong, every acknowledged operation)");
+  add_real(cmd, "--seconds", &o.seconds, 0, 604800, true, "(0, 604,800] s",
+           "Stop after this many seconds");
+  add_count(cmd, "--kills", &o.kills, 1, 1 << 30, "Stop after this many kills");
+  add_seed(cmd, "--seed", &o.seed, "Seed of the op streams and kill delays");
+  add_count(cmd, "--node-size", &o.node_size, 64, 65536,
+            "Node size in bytes (default 256: more splits and merges; an index that does not "
+            "take 256 runs at its own default)");
+  add_text(cmd, "--index-opt", &args->index_opts,
+           "Index-specific knob name=value, at creation and every reopen (repeatable)");
+  add_count(cmd, "--threads", &o.threads, 1, 16,
+            "Worker threads in the child (>1 needs a thread-safe index)");
+  add_memory_count(cmd, "--keys", &o.keys, 64, false,
+                   "Key space size (0: 64 nodes' worth of entries)");
+  add_byte_size(cmd, "--pool-size", &args->pool_size, pm::kMinPoolSize, uint64_t{1} << 40, false,
+                "Pool size, bytes with K/M/G/T suffixes, e.g. 64M (a block-device index: its "
+                "device_bytes)");
+  add_real(cmd, "--max-run-ms", &o.max_run_ms, 0, 3600000, true, "(0, 3,600,000] ms",
+           "A child runs uniform [0, this] ms after it is ready before the kill");
+  add_switch(cmd, "--keep-pool", &o.keep_pool,
+             "Keep the pool file after a clean run (always kept after a failure)");
   cmd->callback([args, exit_code] { *exit_code = run_torture_command(*args); });
 }
 

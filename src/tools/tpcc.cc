@@ -26,7 +26,7 @@
 #include "nvindex/index.h"
 #include "nvindex/pm/counters.h"
 #include "nvindex/pm/persist.h"
-#include "tools/cli_checks.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/index_opts.h"
 #include "tpcc/check.h"
@@ -44,7 +44,7 @@ using nlohmann::json;
 constexpr char kTpccSchema[] = "nvindex.tpcc/1";
 
 struct TpccArgs {
-  std::vector<std::string> indexes{"btree"};
+  std::string indexes = "btree";  ///< --index: an index list (parse_index_list)
   uint32_t warehouses = 1;
   uint64_t transactions = 100000;
   double duration = 0;
@@ -52,7 +52,7 @@ struct TpccArgs {
   uint64_t seed = 1;
   std::string pm_mode = "emulated";
   std::string pool;
-  uint32_t node_size = 512;
+  uint32_t node_size = 0;  ///< 0: not given (512, or an index's own default)
   std::vector<std::string> index_opts;
   std::string format = "text";
   std::string output;
@@ -84,6 +84,16 @@ struct TpccResult {
   std::optional<tpcc::RowsRecovery> recovery;  ///< --check-only: what reopening did
   uint32_t warehouses = 0;                     ///< --check-only: the database's
 };
+
+/// The --index entries as the JSON report lists them (their labels).
+std::vector<std::string> index_labels(const TpccArgs& a) {
+  std::vector<IndexSpec> specs;
+  std::vector<std::string> out;
+  if (parse_index_list(a.indexes, &specs).ok()) {
+    for (const IndexSpec& is : specs) out.push_back(is.label);
+  }
+  return out;
+}
 
 json check_json(const TpccResult& r) {
   json violations = json::array();
@@ -227,7 +237,10 @@ void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& 
                    "%s free row blocks\n",
                    r.warehouses, static_cast<double>(r.row_bytes) / (1 << 20),
                    rows_place_text(r.rows_in),
-                   r.recovery->clean_shutdown ? "clean close" : "crash (not closed cleanly)",
+                   r.recovery->clean_shutdown
+                       ? "clean close"
+                       : "crash (not closed cleanly; entry counts not checked against a close "
+                         "record, the 12 conditions are)",
                    r.recovery->undone_transactions, thousands(r.recovery->undone_entries).c_str(),
                    thousands(r.recovery->free_blocks).c_str());
       print_check(f, r);
@@ -296,7 +309,8 @@ void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& 
 }
 
 /// Prints the report (text or JSON, to --output or stdout); returns the
-/// exit code: 2 when the output cannot be written, 1 when `failed`, else 0.
+/// exit code: 1 when the output cannot be written (the path was checked
+/// before the run: this is an I/O error) or when `failed`, else 0.
 int write_report(const TpccArgs& a, const std::vector<TpccResult>& results,
                  const tpcc::NurandConstants& load_c, const tpcc::NurandConstants& run_c,
                  const bench::EnergyMeter* meter, bool failed) {
@@ -307,14 +321,14 @@ int write_report(const TpccArgs& a, const std::vector<TpccResult>& results,
         {"schema", kTpccSchema},
         {"machine", bench::machine_json(m)},
         {"options",
-         {{"indexes", a.indexes},
+         {{"indexes", index_labels(a)},
           {"warehouses", a.warehouses},
           {"transactions", a.transactions},
           {"duration_s", a.duration},
           {"clients", a.clients},
           {"seed", a.seed},
           {"pm_mode", a.pm_mode},
-          {"node_size", a.node_size},
+          {"node_size", a.node_size != 0 ? a.node_size : IndexOptions{}.node_size},
           {"rows", a.rows},
           {"check_only", a.check_only},
           {"pool", a.pool},
@@ -346,7 +360,7 @@ int write_report(const TpccArgs& a, const std::vector<TpccResult>& results,
     std::fputs(text.c_str(), stdout);
   } else if (!write_file(a.output, text)) {
     std::fprintf(stderr, "nvindex tpcc: cannot write %s\n", quote_input(a.output).c_str());
-    return 2;
+    return 1;
   }
   return failed ? 1 : 0;
 }
@@ -371,16 +385,36 @@ int run_tpcc(const TpccArgs& a) {
                  tpcc::kMaxPmClients);
     return 2;
   }
-  std::vector<std::pair<std::string, std::map<std::string, std::string>>> plan;
-  for (const std::string& name : a.indexes) {
+  // The plan: each --index entry with its options (--index-opt, then the
+  // entry's own) and node size (the entry's node_size=N, else --node-size,
+  // else 512 or the index's own default: run_node_size, as bench).
+  struct Planned {
+    std::string name;
+    std::map<std::string, std::string> opts;
+    uint32_t node_size = 0;
+  };
+  std::vector<Planned> plan;
+  std::vector<IndexSpec> specs;
+  if (Status st = parse_index_list(a.indexes, &specs); !st.ok()) {
+    std::fprintf(stderr, "nvindex tpcc: --index: %s\n", st.message().c_str());
+    return 2;
+  }
+  for (const IndexSpec& is : specs) {
+    const std::string& name = is.name;
     std::map<std::string, std::string> o;
     if (Status st = parse_index_opts_for(name, a.index_opts, &o); !st.ok()) {
       std::fprintf(stderr, "nvindex tpcc: %s\n", st.ToString().c_str());
       return 2;
     }
+    for (const auto& [k, v] : is.extra) o[k] = v;  // the entry's own win
     const IndexEntry* e = find_index_entry(name);
     if (e == nullptr || is_test_only_index(name)) {
       std::fprintf(stderr, "nvindex tpcc: unknown index %s\n", quote_input(name).c_str());
+      return 2;
+    }
+    if (Status st = check_index_options(*e, o); !st.ok()) {
+      std::fprintf(stderr, "nvindex tpcc: --index %s: %s\n", is.label.c_str(),
+                   st.message().c_str());
       return 2;
     }
     if (!e->caps.ordered) {
@@ -394,8 +428,11 @@ int run_tpcc(const TpccArgs& a) {
                    name.c_str());
       return 2;
     }
-    if (Status st = check_node_size_for(name, a.node_size); !st.ok()) {
-      std::fprintf(stderr, "nvindex tpcc: %s\n", st.ToString().c_str());
+    const uint32_t node_size = is.node_size != 0  ? is.node_size
+                               : a.node_size != 0 ? a.node_size
+                                                  : run_node_size(*e, IndexOptions{}.node_size);
+    if (Status st = check_node_size(*e, node_size); !st.ok()) {
+      std::fprintf(stderr, "nvindex tpcc: --node-size: %s\n", st.message().c_str());
       return 2;
     }
     if (needs_device(e->caps)) {
@@ -412,19 +449,22 @@ int run_tpcc(const TpccArgs& a) {
                    name.c_str());
       return 2;
     }
-    plan.emplace_back(name, o);
+    plan.push_back(Planned{name, o, node_size});
   }
   // Each index gets its own directory under --pool when there are several.
+  // --pool itself is made when missing, never its parents (its directory
+  // was checked to exist when parsed: the rule of bench --pool).
   if (!a.pool.empty()) {
     std::error_code ec;
-    for (const auto& [name, o] : plan) {
-      const std::string dir = plan.size() > 1 ? a.pool + "/" + name : a.pool;
-      std::filesystem::create_directories(dir, ec);
-      if (ec) {
-        std::fprintf(stderr, "nvindex tpcc: cannot create %s: %s\n", quote_input(dir).c_str(),
-                     ec.message().c_str());
-        return 2;
-      }
+    std::filesystem::create_directory(a.pool, ec);
+    for (const Planned& p : plan) {
+      if (ec) break;
+      if (plan.size() > 1) std::filesystem::create_directory(a.pool + "/" + p.name, ec);
+    }
+    if (ec) {
+      std::fprintf(stderr, "nvindex tpcc: --pool: cannot create a directory in %s: %s\n",
+                   quote_input(a.pool).c_str(), ec.message().c_str());
+      return 2;
     }
   }
   tpcc::NurandConstants load_c, run_c;
@@ -433,13 +473,14 @@ int run_tpcc(const TpccArgs& a) {
   bool failed = false;
   std::optional<bench::EnergyMeter> meter;
   if (a.energy) meter.emplace();
-  for (const auto& [name, o] : plan) {
+  for (const Planned& p : plan) {
+    const std::string& name = p.name;
     TpccResult r;
-    r.index = index_with_opts(name, o);
+    r.index = index_with_opts(name, p.opts);
     tpcc::DbOptions dbo;
     dbo.index = name;
-    dbo.index_opts = o;
-    dbo.node_size = a.node_size;
+    dbo.index_opts = p.opts;
+    dbo.node_size = p.node_size;
     dbo.warehouses = a.warehouses;
     dbo.clients = a.clients;
     dbo.pm_mode = mode;
@@ -519,6 +560,11 @@ int check_only(const TpccArgs& a) {
                  "nvindex tpcc: --check-only needs --pool DIR (a database made with --rows pm)\n");
     return 2;
   }
+  if (Status st = check_path(ValueKind::kDirectory, a.pool); !st.ok()) {
+    std::fprintf(stderr, "nvindex tpcc: --pool: %s (--check-only opens a database kept there)\n",
+                 st.message().c_str());
+    return 2;
+  }
   TpccResult r;
   std::unique_ptr<tpcc::Database> db;
   tpcc::RowsRecovery rec;
@@ -550,44 +596,44 @@ void add_tpcc_command(CLI::App& app, int* exit_code) {
       "In-memory TPC-C (5.11) over an index design: every table is an index; load, run the five\n"
       "transactions with C clients (strict 2PL, NO_WAIT), then check the 12 consistency\n"
       "conditions of clause 3.3.2. Exit 1 if an index fails or a condition is violated.");
-  cmd->add_option("--index", a->indexes,
-                  "Ordered indexes to run, in turn (comma-separated; default btree)")
-      ->delimiter(',');
-  cmd->add_option("-w,--warehouses", a->warehouses, "Warehouses W (about 500,000 keys each)")
-      ->check(CLI::Range(1u, tpcc::kMaxWarehouses));
-  cmd->add_option("-n,--transactions", a->transactions,
-                  "Transactions, all clients together (default 100,000)");
-  cmd->add_option("--duration", a->duration,
-                  "Run for S seconds; with -n, at most that many transactions; without, a "
-                  "persistent index stops at 500,000 (its pools are sized for them)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("-c,--clients", a->clients,
-                  "Clients (threads); client k's home warehouse is k mod W + 1")
-      ->check(CLI::Range(1u, 256u));
-  cmd->add_option("--seed", a->seed, "Seed of every random choice");
-  cmd->add_option("--pm-mode", a->pm_mode,
-                  "PM mode of a persistent index's pools: dram|emulated|dax");
-  cmd->add_option("--pool", a->pool,
-                  "Directory for a persistent index's pools, one per table, kept (default: a "
-                  "temporary one, removed)");
-  cmd->add_option("--node-size", a->node_size, "Node size in bytes (the index's range applies)");
-  cmd->add_option("--index-opt", a->index_opts, "Index-specific knob name=value (repeatable)");
-  cmd->add_option("--format", a->format, "Report format: text|json")
-      ->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("--output", a->output, "Write the report to FILE instead of stdout");
-  cmd->add_flag("-q,--quiet", a->quiet, "No progress on stderr");
-  cmd->add_flag(
-      "--energy", a->energy,
-      "Package and DRAM energy of each run from RAPL (/sys/class/powercap), or the reason "
-      "there is none on this machine");
-  cmd->add_option("--rows", a->rows,
-                  "Where rows live: dram (default), or pm: a rows pool beside the indexes' "
-                  "(<pool>/rows.pool), every transaction atomic across a crash (undo log); needs "
-                  "a persistent index")
-      ->check(CLI::IsMember({"dram", "pm"}));
-  cmd->add_flag("--check-only", a->check_only,
-                "Reopen the database kept in --pool DIR (made with --rows pm; recovered first if "
-                "it crashed) and check the 12 conditions; no load, no run");
+  add_index_list(cmd, "--index", &a->indexes,
+                 "Ordered indexes to run, in turn: comma-separated entries name[:k=v[;k=v]] "
+                 "(options for that index only, over --index-opt; node_size=N overrides "
+                 "--node-size); default btree");
+  add_count(cmd, "-w,--warehouses", &a->warehouses, 1, tpcc::kMaxWarehouses,
+            "Warehouses W (about 500,000 keys each)");
+  add_memory_count(cmd, "-n,--transactions", &a->transactions, 1024, true,
+                   "Transactions, all clients together (default 100,000)");
+  add_real(cmd, "--duration", &a->duration, 0, 604800, true, "(0, 604,800] s (a week)",
+           "Run for S seconds; with -n, at most that many transactions; without, a "
+           "persistent index stops at 500,000 (its pools are sized for them)");
+  add_count(cmd, "-c,--clients", &a->clients, 1, 256,
+            "Clients (threads); client k's home warehouse is k mod W + 1");
+  add_seed(cmd, "--seed", &a->seed, "Seed of every random choice");
+  add_choice(cmd, "--pm-mode", &a->pm_mode, {"dram", "emulated", "dax"},
+             "PM mode of a persistent index's pools");
+  add_path(cmd, "--pool", &a->pool, ValueKind::kNewDirectory,
+           "Directory for a persistent index's pools, one per table, kept; made when missing "
+           "(its parent must exist); with --check-only, the database to check (default: a "
+           "temporary one, removed)");
+  add_count(cmd, "--node-size", &a->node_size, 64, 65536,
+            "Node size in bytes (default 512, or an index's own default where it does not "
+            "take 512; the index's range applies)");
+  add_text(cmd, "--index-opt", &a->index_opts, "Index-specific knob name=value (repeatable)");
+  add_choice(cmd, "--format", &a->format, {"text", "json"}, "Report format");
+  add_path(cmd, "--output", &a->output, ValueKind::kOutputFile,
+           "Write the report to FILE instead of stdout");
+  add_switch(cmd, "-q,--quiet", &a->quiet, "No progress on stderr");
+  add_switch(cmd, "--energy", &a->energy,
+             "Package and DRAM energy of each run from RAPL (/sys/class/powercap), or the reason "
+             "there is none on this machine");
+  add_choice(cmd, "--rows", &a->rows, {"dram", "pm"},
+             "Where rows live: dram (default), or pm: a rows pool beside the indexes' "
+             "(<pool>/rows.pool), every transaction atomic across a crash (undo log); needs "
+             "a persistent index");
+  add_switch(cmd, "--check-only", &a->check_only,
+             "Reopen the database kept in --pool DIR (made with --rows pm; recovered first if "
+             "it crashed) and check the 12 conditions; no load, no run");
   cmd->callback([a, cmd, exit_code] {
     a->transactions_given = cmd->count("--transactions") > 0;
     if (a->duration > 0 && !a->transactions_given) a->transactions = 0;

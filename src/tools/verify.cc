@@ -5,13 +5,19 @@
 // IndexOptions::threads (indexes with a parallel recovery, e.g. lbtree,
 // rebuild with N threads), plus keys, leaves, inner nodes and height; text, or
 // one JSON object with --format json (schema "nvindex.verify/1": "pool",
-// "index", "key_type", "threads", "clean_shutdown", "recovery_seconds",
+// "index", "key_type", "threads", "clean_shutdown", "close_record_checked"
+// (the previous close left a close record recovery held the structure
+// against; false after a crash: see "previous close" below), "recovery_seconds",
 // "rebuild_seconds", "structure_ok", "error", "keys", "leaves",
 // "inner_nodes", "height", "pm_bytes", "dram_bytes", "reachable_bytes",
 // "allocated_bytes_at_close" and "keys_at_close": the pool's close record,
 // null when there is none: no clean close since the last recovery). A cleanly closed pool
 // whose structure reaches fewer or other blocks, or holds another number of
-// keys, than its close record fails recovery with Corruption (exit 1).
+// keys, than its close record fails recovery with Corruption (exit 1). The
+// text report's "previous close" line says whether that check was made:
+// after a crash there is no record, and "entry count not checked against a
+// record" (docs/crash-lab.md, "Damage after a crash", lists what goes
+// unseen then).
 // Exit codes: 0 the structure is sound, 1 corruption (of the pool or the
 // index) or a failed recovery, 2 bad usage (unknown or volatile index, missing
 // file, pool of another index or key type). --key-type string opens the
@@ -26,7 +32,7 @@
 #include "crash/string_keys.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
-#include "tools/cli_checks.h"
+#include "tools/cli.h"
 #include "tools/commands.h"
 #include "tools/index_opts.h"
 
@@ -37,12 +43,29 @@ struct VerifyArgs {
   std::string index;
   KeyType key_type = KeyType::kInteger;
   std::string pool;
-  uint32_t node_size = 512;
+  uint32_t node_size = 0;  ///< 0: not given (512, or the index's own default)
   std::string pm_mode = "emulated";
   unsigned threads = 1;
   std::vector<std::string> index_opts;
   std::string format = "text";
 };
+
+/// What the previous close lets recovery check, as verify prints it: a
+/// clean close leaves a close record (pool.h) that the reachability pass
+/// held the structure against; a crash leaves none, so damage that only
+/// drops entries (a cleared entry count, bitmap or sibling offset) cannot
+/// be told from removes (docs/crash-lab.md, "Damage after a crash").
+std::string close_check_text(const pm::Pool& pool) {
+  const pm::Pool::CloseRecord& r = pool.close_record_at_open();
+  if (r.bytes != 0) {
+    return r.keys ? "clean; allocated bytes and entry count checked against its close record"
+                  : "clean; allocated bytes checked against its close record (no entry count "
+                    "recorded)";
+  }
+  return pool.was_clean_shutdown()
+             ? "clean, without a close record; entry count not checked against a record"
+             : "not clean (a crash); entry count not checked against a record";
+}
 
 int run_verify(const VerifyArgs& a) {
   const IndexEntry* entry = find_index_entry(a.index);
@@ -79,7 +102,9 @@ int run_verify(const VerifyArgs& a) {
   }
   pm::configure(config);
   IndexOptions options;
-  options.node_size = a.node_size;
+  // Not given: 512, or the index's own default where it does not take 512
+  // (run_node_size, as bench).
+  options.node_size = a.node_size != 0 ? a.node_size : run_node_size(*entry, 512);
   options.threads = a.threads;
   if (Status s = parse_index_opts_for(a.index, a.index_opts, &options.extra); !s.ok()) {
     std::fprintf(stderr, "nvindex verify: %s\n", s.message().c_str());
@@ -116,6 +141,7 @@ int run_verify(const VerifyArgs& a) {
                      {"key_type", std::string(key_type_name(a.key_type))},
                      {"threads", a.threads},
                      {"clean_shutdown", pool->was_clean_shutdown()},
+                     {"close_record_checked", record.bytes != 0},
                      {"recovery_seconds", seconds},
                      {"rebuild_seconds", info.recovery_seconds},
                      {"structure_ok", st.ok()},
@@ -136,7 +162,7 @@ int run_verify(const VerifyArgs& a) {
   std::printf("pool:            %s\n", a.pool.c_str());
   std::printf("index:           %s (%s keys)\n", a.index.c_str(),
               std::string(key_type_name(a.key_type)).c_str());
-  std::printf("previous close:  %s\n", pool->was_clean_shutdown() ? "clean" : "NOT clean (crash)");
+  std::printf("previous close:  %s\n", close_check_text(*pool).c_str());
   std::printf("recovery:        %.6f s (open + recover, %u thread%s)\n", seconds, a.threads,
               a.threads == 1 ? "" : "s");
   std::printf("rebuild:         %.6f s (the index's own recovery time)\n", info.recovery_seconds);
@@ -171,24 +197,24 @@ void add_verify_command(CLI::App& app, int* exit_code) {
       "Open a pool, recover the index in it and check its structure (keys ordered, separators "
       "bound children, sibling links consistent). Exit 0 ok, 1 corruption, 2 usage.");
   cmd->option_defaults()->always_capture_default();
-  cmd->add_option("--index", args->index, "Registered persistent index the pool holds")->required();
+  add_index_name(cmd, "--index", &args->index, "Registered persistent index the pool holds")
+      ->required();
   add_key_type_option(cmd, &args->key_type,
                       "the key type the pool's index was created with (pool layout "
                       "'<index>:string' for string keys)");
-  cmd->add_option("--pool", args->pool, "Pool file (e.g. from nvindex bench --keep-pool)")
+  add_path(cmd, "--pool", &args->pool, ValueKind::kInputFile,
+           "Pool file (e.g. from nvindex bench --keep-pool); a regular file")
       ->required();
-  cmd->add_option("--node-size", args->node_size, "Node size in bytes, as used to create it")
-      ->check(count_in(64, 65536, "64..65536"));
-  cmd->add_option("--pm-mode", args->pm_mode, "PM mode: emulated|dax")
-      ->check(CLI::IsMember({"emulated", "dax"}));
-  cmd->add_option("--threads", args->threads,
-                  "Recovery threads (IndexOptions::threads: lbtree rebuilds its inner nodes "
-                  "with this many)")
-      ->check(count_in(1, 1024, "1..1024"));
-  cmd->add_option("--index-opt", args->index_opts,
-                  "Index-specific knob name=value, as used to create it (repeatable)");
-  cmd->add_option("--format", args->format, "Output: text|json")
-      ->check(CLI::IsMember({"text", "json"}));
+  add_count(cmd, "--node-size", &args->node_size, 64, 65536,
+            "Node size in bytes, as used to create it (default 512, or the index's own "
+            "default where it does not take 512)");
+  add_choice(cmd, "--pm-mode", &args->pm_mode, {"emulated", "dax"}, "PM mode");
+  add_count(cmd, "--threads", &args->threads, 1, 1024,
+            "Recovery threads (IndexOptions::threads: lbtree rebuilds its inner nodes "
+            "with this many)");
+  add_text(cmd, "--index-opt", &args->index_opts,
+           "Index-specific knob name=value, as used to create it (repeatable)");
+  add_choice(cmd, "--format", &args->format, {"text", "json"}, "Output format");
   cmd->callback([args, exit_code] { *exit_code = run_verify(*args); });
 }
 

@@ -1,0 +1,84 @@
+// --index entries and lists (index_opts.h).
+#include "tools/index_opts.h"
+
+#include <set>
+
+namespace nvindex::tools {
+
+std::string registered_index_list() {
+  std::string s;
+  for (const IndexEntry& e : registered_indexes()) {
+    s += s.empty() ? "" : ", ";
+    s += e.name;
+    if (is_test_only_index(e.name)) s += " (test only)";
+  }
+  return s;
+}
+
+Status parse_index_spec(const std::string& text, IndexSpec* out) {
+  out->label = text;
+  out->extra.clear();
+  out->node_size = 0;
+  const size_t colon = text.find(':');
+  out->name = text.substr(0, colon);
+  if (find_index_entry(out->name) == nullptr) {
+    return Status::InvalidArgument("unknown index " + quote_input(out->name) +
+                                   "; registered indexes: " + registered_index_list());
+  }
+  if (colon == std::string::npos) return Status::Ok();
+  const std::string opts = text.substr(colon + 1);
+  size_t b = 0;
+  while (b <= opts.size()) {
+    size_t e = opts.find(';', b);
+    if (e == std::string::npos) e = opts.size();
+    const std::string kv = opts.substr(b, e - b);
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return Status::InvalidArgument(quote_input(text) + ": expected name:k=v[;k=v], got option " +
+                                     quote_input(kv));
+    }
+    out->extra[kv.substr(0, eq)] = kv.substr(eq + 1);
+    b = e + 1;
+  }
+  // node_size is IndexOptions::node_size, not an extra knob.
+  if (auto it = out->extra.find("node_size"); it != out->extra.end()) {
+    const std::string& v = it->second;
+    uint64_t n = 0;
+    bool ok = !v.empty() && v.size() <= 10 && v[0] != '0';
+    for (char c : v) ok = ok && c >= '0' && c <= '9';
+    if (ok) n = std::stoull(v);
+    if (!ok || n == 0 || n > UINT32_MAX) {
+      return Status::InvalidArgument(quote_input(text) + ": node_size must be a byte count, got " +
+                                     quote_input(v));
+    }
+    out->node_size = static_cast<uint32_t>(n);
+    out->extra.erase(it);
+  }
+  return Status::Ok();
+}
+
+Status parse_index_list(const std::string& text, std::vector<IndexSpec>* out) {
+  out->clear();
+  if (text.empty()) {
+    return Status::InvalidArgument(
+        "empty list (a comma-separated list of indexes, e.g. "
+        "btree,fastfair)");
+  }
+  std::set<std::string> seen;
+  size_t b = 0;
+  while (b <= text.size()) {
+    size_t e = text.find(',', b);
+    if (e == std::string::npos) e = text.size();
+    if (e == b) {
+      return Status::InvalidArgument("empty entry in " + quote_input(text) +
+                                     " (a comma-separated list of indexes, e.g. btree,fastfair)");
+    }
+    IndexSpec is;
+    if (Status st = parse_index_spec(text.substr(b, e - b), &is); !st.ok()) return st;
+    if (seen.insert(is.label).second) out->push_back(std::move(is));
+    b = e + 1;
+  }
+  return Status::Ok();
+}
+
+}  // namespace nvindex::tools
