@@ -743,11 +743,41 @@ bool is_block(const pm::Pool& pool, uint64_t off) {
 }
 }  // namespace
 
+// Ok when no line position in [from, to) of log `log` (positions, clipped
+// to the log's capacity past its head) holds a whole record (read_record: a
+// valid header, its pos word equal to the position, its checksum). `gap` is
+// the position where the scan found no record. Used by scan_log where it
+// found none: a crash tears at most a log's last record (append's crash
+// argument: records become durable in log order), so a whole record after
+// a missing or torn one is damage (a flipped byte or a cleared word in a
+// record, a redirected segment offset), not a crash. Errors: Corruption
+// naming both positions. Reads at most (to - from) / 64 headers; writes
+// nothing.
+Status BtreeLs::no_whole_record_in(const Log& lg, uint32_t log, uint64_t from, uint64_t to,
+                                   uint64_t gap) const {
+  const uint64_t head = lg.head.load(kRlx);
+  std::vector<uint64_t> w;
+  for (uint64_t r = from; r < to && r - head < lg.cap; r += 64) {
+    if (read_record(lg, r, &w)) {
+      return Status::Corruption("btree-ls: log " + std::to_string(log) +
+                                " holds a whole record at " + hex(phys(lg, r)) +
+                                " after a missing or torn one at " + hex(phys(lg, gap)) +
+                                ": a crash tears only a log's last record (damage)");
+    }
+  }
+  return Status::Ok();
+}
+
 // Scans log `log` from its head: every valid record in order, until the
 // first position holding none where the next segment's start holds none
 // either (append()'s skip rule), or the capacity. Sets the log's tail there.
-// Errors: Corruption (a record that passes its checksum but names an LNID
-// out of range, or a delta whose prev offset cannot be a record).
+// Where it finds no record, it checks that none follows (no_whole_record_in):
+// where it skips to the next segment's start, over the rest of the segment
+// (append leaves only an older lap's bytes there); where it stops, over the
+// rest of the segment and the whole next one (so at most 128 headers per
+// log). Errors: Corruption (a record that passes its checksum but names an
+// LNID out of range, or a delta whose prev offset cannot be a record; a whole
+// record after a missing or torn one).
 Status BtreeLs::scan_log(uint32_t log, std::vector<Scanned>* out) const {
   Log& lg = *logs_[log];
   const uint64_t head = lg.head.load(kRlx);
@@ -756,7 +786,11 @@ Status BtreeLs::scan_log(uint32_t log, std::vector<Scanned>* out) const {
   while (p - head < lg.cap) {
     if (!read_record(lg, p, &w)) {
       const uint64_t q = (p / kSegBytes + 1) * kSegBytes;
-      if (q - head >= lg.cap || !read_record(lg, q, &w)) break;
+      if (q - head >= lg.cap || !read_record(lg, q, &w)) {
+        if (Status s = no_whole_record_in(lg, log, p + 64, q + kSegBytes, p); !s.ok()) return s;
+        break;
+      }
+      if (Status s = no_whole_record_in(lg, log, p + 64, q, p); !s.ok()) return s;
       p = q;
     }
     const uint64_t len = uint64_t{tag_lines(w[0])} * 64;

@@ -278,6 +278,8 @@ class BtreeLs final : public PersistentIndex {
   void maybe_gc(uint32_t log, bool whole);
   bool read_record(const Log& lg, uint64_t pos, std::vector<uint64_t>* words) const;
   Status scan_log(uint32_t log, std::vector<Scanned>* out) const;
+  Status no_whole_record_in(const Log& lg, uint32_t log, uint64_t from, uint64_t to,
+                            uint64_t gap) const;
   Status check_chain(uint64_t lnid, uint64_t* keys, Entries* scratch) const;
 
   const Knobs knobs_;
