@@ -427,6 +427,24 @@ Status Allocator::mark_reachable(uint64_t off) {
 bool Allocator::ready() const { return impl_->ready.load(std::memory_order_acquire); }
 bool Allocator::recovering() const { return impl_->recovering.load(std::memory_order_acquire); }
 
+std::vector<uint64_t> Allocator::unmarked_blocks(uint32_t size) const {
+  const Impl& h = *impl_;
+  std::vector<uint64_t> out;
+  if (!h.recovering.load(std::memory_order_acquire) || size == 0 || size > kMaxBlock) return out;
+  const uint32_t want = class_of(size);
+  for (uint64_t i = 0; i < h.chunk_count; ++i) {
+    const uint64_t first = h.mark_word[i];
+    if (first == HeapState::kNoMarks || h.table[i] - 1u != want) continue;
+    const uint32_t bs = class_bytes(want);
+    const uint64_t start = h.chunk_offset(i);
+    for (uint64_t b = 0; b < kChunkSize / bs; ++b) {
+      const uint64_t w = h.marks[first + b / 64].load(std::memory_order_relaxed);
+      if (!(w & (uint64_t{1} << (b % 64)))) out.push_back(start + b * bs);
+    }
+  }
+  return out;
+}
+
 Allocator::RecoveryStats Allocator::end_recovery() {
   Impl& h = *impl_;
   RecoveryStats st;

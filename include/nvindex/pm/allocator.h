@@ -32,6 +32,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "nvindex/status.h"
 
@@ -94,6 +95,14 @@ class Allocator {
   /// block owned twice); InvalidArgument outside a recovery pass. Safe from
   /// several threads at once (atomic bit-or on the mark bitmap).
   Status mark_reachable(uint64_t off);
+  /// During a recovery pass: the start of every block of class `size` (the
+  /// class that holds `size` bytes) not marked so far, ascending: what
+  /// end_recovery() would reclaim of that class. Never-used blocks are
+  /// among them (their bytes are zero: a pool's heap starts zeroed).
+  /// Empty outside a pass. For the lost-leaf check of selective-persistence
+  /// indexes (common/persistent.h, check_lost_leaves), which reads them
+  /// before they are reclaimed.
+  std::vector<uint64_t> unmarked_blocks(uint32_t size) const;
   /// Ends the pass: every unmarked block of every assigned chunk goes to the
   /// free lists; allocate() works again. A chunk once assigned keeps its class
   /// forever (no chunk is returned to the unassigned pool). Without a pass in

@@ -18,10 +18,12 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "indexes/common/factory.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/allocator.h"
+#include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
 #include "nvindex/status.h"
 #include "util/hex.h"
@@ -99,6 +101,18 @@ class PersistentIndexOf : public Index<K> {
   /// not a block), Corruption (close record).
   template <class Mark>
   Status reclaim_unreachable(std::string_view index, Mark&& mark) {
+    return reclaim_unreachable(index, std::forward<Mark>(mark),
+                               [](pm::Allocator&) { return Status::Ok(); });
+  }
+
+  /// reclaim_unreachable with a lost-leaf check: on a pool without a close
+  /// record (after a crash, when there is nothing to hold the walk against)
+  /// `lost(allocator)` runs after the marks and before any block is
+  /// reclaimed, and an error from it fails the pass like a mark's
+  /// (check_lost_leaves is the usual `lost`). On a pool with a close record
+  /// the record's check covers the same damage and `lost` is not called.
+  template <class Mark, class Lost>
+  Status reclaim_unreachable(std::string_view index, Mark&& mark, Lost&& lost) {
     pm::Allocator& alloc = pool_->allocator();
     alloc.begin_recovery();
     uint64_t keys = 0;
@@ -118,9 +132,89 @@ class PersistentIndexOf : public Index<K> {
                                 std::to_string(*record.keys) + " keys, the structure holds " +
                                 std::to_string(keys) + " (damage; nothing reclaimed)");
     }
+    if (record.bytes == 0) {
+      if (Status l = lost(alloc); !l.ok()) return l;
+    }
     pool_->consume_close_record(reached);
     alloc.end_recovery();
     return Status::Ok();
+  }
+
+  /// The lost-leaf check of a selective-persistence index (its leaf chain
+  /// is its only persistent structure), for reclaim_unreachable's `lost`
+  /// on integer keys. After a crash there is no close record, so a cleared
+  /// or redirected sibling offset would make the chain end early, or skip
+  /// leaves, and recovery would reclaim the leaves it no longer reaches,
+  /// keys and all. This check reads every unmarked block of the leaf class
+  /// (`leaf_bytes`): live_keys(off, &keys) returns false for a block that
+  /// is not a whole leaf with live entries (by the index's own format:
+  /// magic, count, bitmap, fingerprints; a live slot holding the all-zero
+  /// entry means a partly written leaf, see below), else fills its live
+  /// keys; held(key) says whether a reachable leaf holds the key. An
+  /// unreachable leaf holding more than `unheld_ok` keys that no reachable
+  /// leaf holds is Corruption (nothing is reclaimed, nothing written, the
+  /// pool stays not clean).
+  ///
+  /// The only unreachable leaves a crash leaves with live entries are the
+  /// new leaves of splits not yet linked, whose keys their left sibling
+  /// still holds (`unheld_ok` 0), or also the key being inserted, where the
+  /// split writes it into the new leaf before the link (fptree: 1, so a lost
+  /// leaf holding a single key goes unseen there). Every unmarked block of the class that is not
+  /// all zero is then zeroed (stored through pm::fill, flushed at `site`, one fence), so that every
+  /// free block of the class is zero after a recovery: the index frees no leaf with content at run
+  /// time (it zeroes one first), and a never-used block is zero (a pool's heap starts zeroed). So a
+  /// split's new leaf that a later crash leaves partly written (its lines
+  /// persisted in any order before the fence) holds its own entries and
+  /// zero ones, never stale keys of an earlier leaf that later removes made
+  /// absent; and a zeroed copy is no longer a leaf. A lost leaf holding the
+  /// entry (0, 0) is taken for a partly written one and goes unseen. A crash
+  /// while zeroing leaves some blocks zero and others whole: the next
+  /// recovery checks and zeroes them again. Cost, after a crash only: one
+  /// read of each unmarked block of the class, and held() of the keys of
+  /// each live one.
+  template <class LiveKeys, class Held>
+  Status check_lost_leaves(std::string_view index, pm::Allocator& alloc, uint32_t leaf_bytes,
+                           LiveKeys&& live_keys, Held&& held, const char* site,
+                           uint32_t unheld_ok = 0) const {
+    std::vector<uint64_t> keys, dirty;
+    for (uint64_t off : alloc.unmarked_blocks(leaf_bytes)) {
+      const uint32_t bytes = alloc.block_size(off);
+      const auto* w = pool_->template ptr<const uint64_t>(off);
+      bool zero = true;
+      for (uint32_t i = 0; zero && i < bytes / 8; ++i) zero = w[i] == 0;
+      if (zero) continue;
+      keys.clear();
+      if (live_keys(off, &keys)) {
+        uint32_t unheld = 0;
+        for (uint64_t k : keys) {
+          if (!held(k) && ++unheld > unheld_ok) {
+            return Status::Corruption(
+                std::string(index) + ": leaf " + hex(off) +
+                " is not on the leaf chain but holds key " + hex(k) +
+                ", which no leaf on the chain holds: a lost or redirected leaf offset (the "
+                "pool crashed: no close record to check against; nothing reclaimed)");
+          }
+        }
+      }
+      dirty.push_back(off);
+    }
+    for (uint64_t off : dirty) {
+      void* b = pool_->template ptr<char>(off);
+      pm::fill(b, 0, alloc.block_size(off));
+      pm::flush(b, alloc.block_size(off), {site});
+    }
+    if (!dirty.empty()) pm::fence({site});
+    return Status::Ok();
+  }
+
+  /// Zeroes the unpublished block `off` (its allocator block, persisted at
+  /// `site`) before the index frees it at run time, so that a free block of
+  /// a leaf class is always zero (check_lost_leaves).
+  void zero_block(uint64_t off, const char* site) const {
+    void* b = pool_->template ptr<char>(off);
+    const uint32_t bytes = pool_->allocator().block_size(off);
+    pm::fill(b, 0, bytes);
+    pm::persist(b, bytes, {site});
   }
 
   /// Records the key count for the pool's close record; called by the

@@ -1403,6 +1403,58 @@ Status FastFairT<K>::normalize(uint64_t off) {
   return Status::Ok();
 }
 
+// inner=dram, after a crash (common/persistent.h, check_lost_leaves): an
+// unreachable node block is a whole leaf when it has the node magic, level
+// 0, and its slots below count hold keys that ascend (equal pairs are holes,
+// counted once), none below its low_key, and no all-zero entry (the mark of
+// a split's new leaf that the crash left partly written: its unpersisted
+// lines are zero, check_lost_leaves). Its sibling offset is not followed. A
+// key is held when the chain leaf covering it (the last with low_key <= key:
+// low keys strictly ascend, checked by walk_levels) holds it as a settled
+// entry. The only legitimate whole leaf off the chain is a split's new leaf
+// N not yet linked: the split persists N whole before the NAW that links it
+// and truncates the old leaf's count only after that, so every key of N is
+// still the old leaf's. Under inner=dram leaves never merge and no leaf is
+// freed, so no other block of the node class holds anything.
+template <class K>
+Status FastFairT<K>::check_lost_leaves_of(pm::Allocator& alloc,
+                                          const std::vector<uint64_t>& chain) {
+  if constexpr (kStringKeys) {
+    return Status::Ok();  // inner=dram takes integer keys only
+  } else {
+    std::vector<uint64_t> lows;  // the chain's low keys, read on first use
+    auto live_keys = [&](uint64_t off, std::vector<uint64_t>* keys) {
+      Node* n = node(off);
+      if (n->magic() != kNodeMagic || n->level() != 0) return false;
+      const Entry* e = n->entries();
+      const uint32_t c = clamp_count(n);
+      const uint64_t low = n->low_key.load(kRlx);
+      for (uint32_t i = 0; i < c; ++i) {
+        const uint64_t k = e[i].key.load(kRlx);
+        if ((k == 0 && e[i].value.load(kRlx) == 0) || k < low) return false;
+        if (i + 1 < c && e[i + 1].key.load(kRlx) == k) continue;  // a hole
+        if (!keys->empty() && k <= keys->back()) return false;
+        keys->push_back(k);
+      }
+      return !keys->empty();
+    };
+    auto held = [&](uint64_t k) {
+      if (lows.empty()) {
+        for (uint64_t off : chain) lows.push_back(node(off)->low_key.load(kRlx));
+      }
+      const auto it = std::upper_bound(lows.begin(), lows.end(), k);
+      if (it == lows.begin()) return false;
+      const uint64_t leaf = chain[static_cast<size_t>(it - lows.begin()) - 1];
+      const Entry* e = node(leaf)->entries();
+      bool found = false;
+      for_each_settled(leaf, [&](uint32_t i) { found = found || e[i].key.load(kRlx) == k; });
+      return found;
+    };
+    return this->check_lost_leaves(kLayout, alloc, node_size_, live_keys, held,
+                                   "fastfair.recover.lost_leaf_check");
+  }
+}
+
 // Re-inserts separators missing from parents, bottom-up: a node on a
 // level's sibling chain that no parent references (a crash between a split's
 // sibling store and its parent insert, or during a merge after its parent
@@ -1540,35 +1592,42 @@ Status FastFairT<K>::recover(unsigned threads) {
   }
   // Nothing was written so far: the pass below compares what the levels
   // reach with the pool's close record before anything changes.
-  s = this->reclaim_unreachable(kLayout, [&](pm::Allocator& alloc, uint64_t* keys) {
-    for (const auto& chain : levels) {
-      for (uint64_t off : chain) {
-        if (Status m = alloc.mark_reachable(off); !m.ok()) return m;
-      }
-    }
-    // The leaves' live entries are the keys. String keys: each record is
-    // marked by its owner (fastfair.h): a leaf's live entry, or a leaf's
-    // non-zero low_key; holes and entries beyond the upper bound are copies
-    // of live entries and are skipped, and inner nodes name leaves' low_key
-    // records (checked above: separator == child's low_key), so a record
-    // named twice is damage (mark_reachable: marked twice).
-    Status m = Status::Ok();
-    for (uint64_t off : levels.back()) {
-      Entry* e = node(off)->entries();
-      for_each_settled(off, [&](uint32_t i) {
-        ++*keys;
-        if constexpr (kStringKeys) {
-          if (m.ok()) m = mark_key_record(*pool_, kLayout, record_of(e[i].key.load(kRlx)));
+  s = this->reclaim_unreachable(
+      kLayout,
+      [&](pm::Allocator& alloc, uint64_t* keys) {
+        for (const auto& chain : levels) {
+          for (uint64_t off : chain) {
+            if (Status m = alloc.mark_reachable(off); !m.ok()) return m;
+          }
         }
+        // The leaves' live entries are the keys. String keys: each record is
+        // marked by its owner (fastfair.h): a leaf's live entry, or a leaf's
+        // non-zero low_key; holes and entries beyond the upper bound are copies
+        // of live entries and are skipped, and inner nodes name leaves' low_key
+        // records (checked above: separator == child's low_key), so a record
+        // named twice is damage (mark_reachable: marked twice).
+        Status m = Status::Ok();
+        for (uint64_t off : levels.back()) {
+          Entry* e = node(off)->entries();
+          for_each_settled(off, [&](uint32_t i) {
+            ++*keys;
+            if constexpr (kStringKeys) {
+              if (m.ok()) m = mark_key_record(*pool_, kLayout, record_of(e[i].key.load(kRlx)));
+            }
+          });
+          if constexpr (kStringKeys) {
+            const uint64_t low = node(off)->low_key.load(kRlx);
+            if (m.ok() && low != 0) m = mark_key_record(*pool_, kLayout, record_of(low));
+          }
+          if (!m.ok()) return m;
+        }
+        return Status::Ok();
+      },
+      [&](pm::Allocator& alloc) {
+        // The leaf chain is the only persistent level: a cut sibling offset
+        // would otherwise lose the leaves past it without a word.
+        return inner_dram_ ? check_lost_leaves_of(alloc, levels.back()) : Status::Ok();
       });
-      if constexpr (kStringKeys) {
-        const uint64_t low = node(off)->low_key.load(kRlx);
-        if (m.ok() && low != 0) m = mark_key_record(*pool_, kLayout, record_of(low));
-      }
-      if (!m.ok()) return m;
-    }
-    return Status::Ok();
-  });
   if (!s.ok()) return s;
   for (const auto& chain : levels) {
     for (uint64_t off : chain) {

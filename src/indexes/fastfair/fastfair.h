@@ -412,6 +412,10 @@ class FastFairT final : public PersistentIndexOf<K> {
   template <class F>
   void for_each_settled(uint64_t off, F&& f) const;
   Status repair_separators();
+  /// inner=dram, after a crash: the lost-leaf check (common/persistent.h,
+  /// check_lost_leaves) over the unreachable node blocks, against the leaf
+  /// `chain` (ascending low keys). Errors: Corruption (a lost leaf).
+  Status check_lost_leaves_of(pm::Allocator& alloc, const std::vector<uint64_t>& chain);
 
   /// The key policy's comparisons (common/key_record.h).
   [[no_unique_address]] const KeyWords<K> keys_;

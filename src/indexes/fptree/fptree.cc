@@ -504,7 +504,10 @@ Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
   // free it); free it for this session once no DRAM route names it.
   Status s = inner_->build(refs);
   if (!s.ok()) return s;
-  for (uint64_t off : old) alloc.free(off);
+  for (uint64_t off : old) {
+    zero_block(off, "fptree.bulk.free_old");  // a free leaf block is zero (check_lost_leaves_of)
+    alloc.free(off);
+  }
   return Status::Ok();
 }
 
@@ -666,13 +669,16 @@ Status FpTree::recover() {
   }
 
   // 4) reachability, before any structural write (common/persistent.h)
-  Status s = reclaim_unreachable(kLayout, [&](pm::Allocator& alloc, uint64_t* keys) {
-    for (uint64_t off : chain) {
-      if (Status m = alloc.mark_reachable(off); !m.ok()) return m;
-      *keys += static_cast<uint64_t>(std::popcount(leaf(off)->bitmap.load(kRlx)));
-    }
-    return Status::Ok();
-  });
+  Status s = reclaim_unreachable(
+      kLayout,
+      [&](pm::Allocator& alloc, uint64_t* keys) {
+        for (uint64_t off : chain) {
+          if (Status m = alloc.mark_reachable(off); !m.ok()) return m;
+          *keys += static_cast<uint64_t>(std::popcount(leaf(off)->bitmap.load(kRlx)));
+        }
+        return Status::Ok();
+      },
+      [&](pm::Allocator& alloc) { return check_lost_leaves_of(alloc, chain); });
   if (!s.ok()) return s;
 
   // 4b) unlink every empty leaf but the head; once prev.sibling is durable the
@@ -684,6 +690,10 @@ Status FpTree::recover() {
       Leaf* prev = leaf(kept.back());
       pm::store(&prev->sibling, leaf(off)->sibling.load(kRlx));
       pm::persist(&prev->sibling, sizeof(uint64_t), {"fptree.recover.unlink"});
+      // Zeroed before it is freed: a free leaf block is always zero
+      // (check_lost_leaves_of). A crash first leaves it unreachable and
+      // not zero, for the next recovery's check to zero.
+      zero_block(off, "fptree.recover.unlink_zero");
       pool_->allocator().free(off);
     } else {
       kept.push_back(off);
@@ -695,6 +705,63 @@ Status FpTree::recover() {
   if (!s.ok()) return s;
   VerifyReport report;
   return verify(&report);
+}
+
+// After a crash (common/persistent.h, check_lost_leaves): an unreachable
+// block of the leaf class is a whole leaf when its bitmap names only its C
+// slots, every live slot holds the fingerprint of its key, and none holds
+// the all-zero entry (a split's new leaf left partly written). A key is held
+// when the non-empty chain leaf covering it (the last whose smallest key is
+// <= the key; the chain is in key order) holds it. The only legitimate
+// whole leaf off the chain is the new leaf of a split whose sibling NAW was
+// lost: the split persists it before that NAW and clears the moved bits of
+// the old leaf only after it, so its keys are all still the old leaf's, but
+// for the key being inserted when it goes to N (held nowhere: allowed).
+// fptree frees a leaf only when recovery unlinks an empty one and in
+// bulk_load (the empty ones), zeroed first, so no other block of the class
+// holds anything.
+Status FpTree::check_lost_leaves_of(pm::Allocator& alloc, const std::vector<uint64_t>& chain) {
+  std::vector<std::pair<uint64_t, uint64_t>> mins;  // (smallest key, leaf), read on first use
+  const uint64_t slots_mask =
+      layout_.slots >= 64 ? ~uint64_t{0} : (uint64_t{1} << layout_.slots) - 1;
+  auto live_keys = [&](uint64_t off, std::vector<uint64_t>* keys) {
+    const Leaf* l = leaf(off);
+    const uint64_t bm = l->bitmap.load(kRlx);
+    if ((bm & ~slots_mask) != 0) return false;
+    for (uint64_t b = bm; b != 0; b &= b - 1) {
+      const uint32_t i = static_cast<uint32_t>(std::countr_zero(b));
+      const uint64_t k = entry(off, i)->key.load(kRlx);
+      if ((k == 0 && entry(off, i)->value.load(kRlx) == 0) ||
+          l->fp[i].load(kRlx) != fingerprint(k)) {
+        return false;
+      }
+      keys->push_back(k);
+    }
+    return !keys->empty();
+  };
+  auto held = [&](uint64_t k) {
+    if (mins.empty()) {
+      for (uint64_t off : chain) {
+        uint64_t lo = UINT64_MAX;
+        const uint64_t bm = leaf(off)->bitmap.load(kRlx);
+        for (uint64_t b = bm; b != 0; b &= b - 1) {
+          lo = std::min(lo, entry(off, static_cast<uint32_t>(std::countr_zero(b)))->key.load(kRlx));
+        }
+        if (bm != 0) mins.emplace_back(lo, off);
+      }
+    }
+    auto it = std::upper_bound(mins.begin(), mins.end(), std::make_pair(k, UINT64_MAX));
+    if (it == mins.begin()) return false;
+    const uint64_t off = std::prev(it)->second;
+    for (uint64_t b = leaf(off)->bitmap.load(kRlx); b != 0; b &= b - 1) {
+      if (entry(off, static_cast<uint32_t>(std::countr_zero(b)))->key.load(kRlx) == k) return true;
+    }
+    return false;
+  };
+  // The split writes the key being inserted into N when it belongs there,
+  // before the link: one key of a legitimate N may be held nowhere.
+  return check_lost_leaves(kLayout, alloc, layout_.node_size, live_keys, held,
+                           "fptree.recover.lost_leaf_check", 1);
 }
 
 // ---------------------------------------------------------------- info, verify

@@ -241,6 +241,9 @@ class FpTree final : public PersistentIndex {
   Status check_leaf(uint64_t off, const char* what) const;
   Status walk_chain(std::vector<uint64_t>* chain) const;
   Status rebuild_inner(const std::vector<uint64_t>& chain);
+  /// After a crash: the lost-leaf check (common/persistent.h,
+  /// check_lost_leaves) against the leaf `chain`. Errors: Corruption.
+  Status check_lost_leaves_of(pm::Allocator& alloc, const std::vector<uint64_t>& chain);
 
   RootObject* root_obj_ = nullptr;
   Layout layout_;

@@ -304,14 +304,11 @@ size_t LbTreeT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>
     buf.clear();
     const Leaf l = leaf(off);
     const bool alt = l.alt();
-    for (uint32_t j = 0; j < l.blocks; ++j) {
-      const Header h = load_header(l.live_hdr(j, alt));
-      for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
-        const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
-        const K k = key_of(l.ent(j, i).key.load(kAcq));
-        if (k >= cursor) buf.emplace_back(OwnedKey<K>(k), l.ent(j, i).value.load(kAcq));
-      }
-    }
+    for_each_live_slot(l, [&](const Entry& e, uint8_t) {
+      const K k = key_of(e.key.load(kAcq));
+      if (k >= cursor) buf.emplace_back(OwnedKey<K>(k), e.value.load(kAcq));
+      return true;
+    });
     const uint64_t next = l.sibling(alt).load(kAcq);
     if (!vlock::validate(ver, v)) continue;
     std::sort(buf.begin(), buf.end());
@@ -766,7 +763,13 @@ Status LbTreeT<K>::bulk_load(std::span<const std::pair<K, Value>> sorted) {
   // The dropped empty leaves are unreachable since the commit (a crash from
   // there on has recovery free them); free them for this session now that
   // no DRAM route names them.
-  for (uint64_t off : old) pool_->allocator().free(off);
+  // A freed leaf is zeroed first, so that a free block of the leaf class is
+  // always zero (check_lost_leaves_of: its stale entries could otherwise be
+  // taken for lost keys after a later crash).
+  for (uint64_t off : old) {
+    this->zero_block(off, "lbtree.bulk.free_old");
+    pool_->allocator().free(off);
+  }
   leaves_.store(nleaves);
   write_anchors(spread_anchors());
   return Status::Ok();
@@ -812,13 +815,16 @@ Status LbTreeT<K>::recover(unsigned threads) {
   // The walk writes nothing structural (lock bits only), so the pass checks
   // what it reached against the close record before anything changes.
   std::vector<std::vector<WalkedLeaf>> seg;
-  Status s = this->reclaim_unreachable(layout<K>(), [&](pm::Allocator& alloc, uint64_t* keys) {
-    Status w = walk_chain(anchor, nthreads, alloc, &seg);
-    for (const auto& sg : seg) {
-      for (const WalkedLeaf& li : sg) *keys += li.keys;
-    }
-    return w;
-  });
+  Status s = this->reclaim_unreachable(
+      layout<K>(),
+      [&](pm::Allocator& alloc, uint64_t* keys) {
+        Status w = walk_chain(anchor, nthreads, alloc, &seg);
+        for (const auto& sg : seg) {
+          for (const WalkedLeaf& li : sg) *keys += li.keys;
+        }
+        return w;
+      },
+      [&](pm::Allocator& alloc) { return check_lost_leaves_of(alloc, seg); });
   if (!s.ok()) return s;
   s = rebuild_from(seg, nthreads);
   if (!s.ok()) return s;
@@ -827,6 +833,52 @@ Status LbTreeT<K>::recover(unsigned threads) {
   respread_anchors(seg, anchor);
   ready_ = true;
   return Status::Ok();
+}
+
+// After a crash (common/persistent.h, check_lost_leaves), integer keys: an
+// unreachable block of the leaf class is a whole leaf when every live slot
+// of every block's live header (alt bit) has the fingerprint of its key and
+// none holds the all-zero entry (a split's new leaf left partly written).
+// A key is held when the walked non-empty leaf covering it (the last whose
+// smallest key is <= the key; the chain is in key order) holds it. The only
+// legitimate whole leaf off the chain is the new leaf of a logless split
+// whose commit NAW was lost: the split persists it before the NAW that
+// links it and clears the moved bits in the old leaf, so its keys are all
+// still the old leaf's. lbtree frees a leaf only in bulk_load (the empty
+// ones after the head, zeroed first), so no other block of the class holds
+// anything. String keys: no check (a live slot names a key record, which
+// would have to be checked before it is read).
+template <class K>
+Status LbTreeT<K>::check_lost_leaves_of(pm::Allocator& alloc,
+                                        const std::vector<std::vector<WalkedLeaf>>& seg) {
+  if constexpr (kStringKeys) {
+    return Status::Ok();
+  } else {
+    std::vector<std::pair<uint64_t, uint64_t>> mins;  // (smallest key, leaf), read on first use
+    auto live_keys = [&](uint64_t off, std::vector<uint64_t>* keys) {
+      const bool whole = for_each_live_slot(leaf(off), [keys](const Entry& e, uint8_t fp) {
+        const uint64_t k = e.key.load(kRlx);
+        if ((k == 0 && e.value.load(kRlx) == 0) || fp != fingerprint(k)) return false;
+        keys->push_back(k);
+        return true;
+      });
+      return whole && !keys->empty();
+    };
+    auto held = [&](uint64_t k) {
+      if (mins.empty()) {
+        for (const auto& sg : seg) {
+          for (const WalkedLeaf& w : sg) {
+            if (!w.empty) mins.emplace_back(w.min, w.off);
+          }
+        }
+      }
+      auto it = std::upper_bound(mins.begin(), mins.end(), std::make_pair(k, UINT64_MAX));
+      if (it == mins.begin()) return false;
+      return leaf_find(leaf(std::prev(it)->second), k, nullptr, nullptr);
+    };
+    return this->check_lost_leaves(layout<K>(), alloc, leaf_size_, live_keys, held,
+                                   "lbtree.recover.lost_leaf_check");
+  }
 }
 
 // The root object, its leaf size and head, and the live anchor array

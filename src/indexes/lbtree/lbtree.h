@@ -279,6 +279,10 @@ class LbTreeT final : public PersistentIndexOf<K> {
   Status walk_chain(const std::vector<uint64_t>& anchor, unsigned nthreads, pm::Allocator& alloc,
                     std::vector<std::vector<WalkedLeaf>>* seg);
   Status rebuild_from(const std::vector<std::vector<WalkedLeaf>>& seg, unsigned nthreads);
+  /// After a crash, integer keys: the lost-leaf check (common/persistent.h,
+  /// check_lost_leaves) against the walked leaves `seg`. Errors: Corruption.
+  Status check_lost_leaves_of(pm::Allocator& alloc,
+                              const std::vector<std::vector<WalkedLeaf>>& seg);
   void respread_anchors(const std::vector<std::vector<WalkedLeaf>>& seg,
                         const std::vector<uint64_t>& anchor);
 

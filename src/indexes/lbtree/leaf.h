@@ -201,19 +201,32 @@ inline bool leaf_find(const Leaf& l, uint64_t key, SlotRef* where, uint64_t* val
       l, fingerprint(key), [key](uint64_t w) { return w == key; }, where, value);
 }
 
-/// Live entries of the leaf (any order), appended to out as (key, value).
-/// Lock-free like leaf_find.
-template <class Out>
-inline void leaf_entries(const Leaf& l, Out* out) {
+/// Calls f(entry, fingerprint) for every live slot of the leaf (the live
+/// header of each block under the alt bit as stored now), block by block,
+/// until f returns false; returns false when f did. Lock-free like
+/// leaf_find (the caller validates).
+template <class F>
+inline bool for_each_live_slot(const Leaf& l, F&& f) {
   const bool alt = l.alt();
   for (uint32_t j = 0; j < l.blocks; ++j) {
     const Header h = load_header(l.live_hdr(j, alt));
     for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
       const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
-      out->emplace_back(l.ent(j, i).key.load(std::memory_order_acquire),
-                        l.ent(j, i).value.load(std::memory_order_acquire));
+      if (!f(l.ent(j, i), h.fp(i))) return false;
     }
   }
+  return true;
+}
+
+/// Live entries of the leaf (any order), appended to out as (key, value).
+/// Lock-free like leaf_find.
+template <class Out>
+inline void leaf_entries(const Leaf& l, Out* out) {
+  for_each_live_slot(l, [out](const Entry& e, uint8_t) {
+    out->emplace_back(e.key.load(std::memory_order_acquire),
+                      e.value.load(std::memory_order_acquire));
+    return true;
+  });
 }
 
 /// Live entries of the leaf.

@@ -422,6 +422,10 @@ class WbTreeT final : public PersistentIndexOf<K> {
   Status verify_node_slots(uint64_t off) const;
   Status rebuild_inner(double fill = 1.0);
   void unlink_empty_leaves();
+  /// inner=dram, after a crash, integer keys: the lost-leaf check
+  /// (common/persistent.h, check_lost_leaves) against the leaf `chain`.
+  /// Errors: Corruption.
+  Status check_lost_leaves_of(pm::Allocator& alloc, const std::vector<uint64_t>& chain);
   /// inner=dram: the lower bound of `leaf` (0 or "" for the first).
   OwnedKey<K> low_of(uint64_t leaf) const;
   /// Where route_key builds a string key's predecessor (nothing to build,

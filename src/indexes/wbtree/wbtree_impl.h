@@ -1112,6 +1112,9 @@ Status WbTreeT<K>::bulk_load(std::span<const std::pair<K, Value>> sorted) {
         for (const Sorted& e : sorted_entries(node(off))) free_key_record(*pool_, record_of(e.key));
       }
     }
+    // A free node block is zero (check_lost_leaves_of: stale entries could
+    // otherwise be taken for lost keys after a later crash).
+    this->zero_block(off, "wbtree.bulk.free_old");
     alloc.free(off);
   }
   if (inner_dram_) return rebuild_inner(fill);
@@ -1335,22 +1338,29 @@ Status WbTreeT<K>::recover() {
   // String keys: each record is marked by its owner (wbtree.h), a live
   // entry of a leaf or an inner node; one named twice is damage (marked
   // twice: Corruption).
-  s = this->reclaim_unreachable(kLayout, [&](pm::Allocator& alloc, uint64_t* keys) {
-    Status m = alloc.mark_reachable(lo);
-    for (uint64_t off : nodes) {
-      if (m.ok()) m = alloc.mark_reachable(off);
-      if constexpr (kStringKeys) {
-        const uint64_t bm = node(off)->bitmap.load(kRlx);
-        for (uint32_t sl = 0; m.ok() && sl < cap_; ++sl) {
-          if (bm & slot_bit(sl)) {
-            m = mark_key_record(*pool_, kLayout, record_of(entries(node(off))[sl].key.load(kRlx)));
+  s = this->reclaim_unreachable(
+      kLayout,
+      [&](pm::Allocator& alloc, uint64_t* keys) {
+        Status m = alloc.mark_reachable(lo);
+        for (uint64_t off : nodes) {
+          if (m.ok()) m = alloc.mark_reachable(off);
+          if constexpr (kStringKeys) {
+            const uint64_t bm = node(off)->bitmap.load(kRlx);
+            for (uint32_t sl = 0; m.ok() && sl < cap_; ++sl) {
+              if (bm & slot_bit(sl)) {
+                m = mark_key_record(*pool_, kLayout,
+                                    record_of(entries(node(off))[sl].key.load(kRlx)));
+              }
+            }
           }
         }
-      }
-    }
-    for (uint64_t off : leaves) *keys += used(node(off));
-    return m;
-  });
+        for (uint64_t off : leaves) *keys += used(node(off));
+        return m;
+      },
+      [&](pm::Allocator& alloc) {
+        // inner=dram: the leaf chain is the only persistent level.
+        return inner_dram_ ? check_lost_leaves_of(alloc, leaves) : Status::Ok();
+      });
   if (!s.ok()) return s;
   if (inner_dram_) {
     unlink_empty_leaves();
@@ -1436,8 +1446,70 @@ void WbTreeT<K>::unlink_empty_leaves() {
     if (k < kept.size() && kept[k] == off) {
       ++k;
     } else {
+      // Zeroed before it is freed: a free leaf block is always zero
+      // (check_lost_leaves_of); a crash first leaves it for the next
+      // recovery's check to zero.
+      this->zero_block(off, "wbtree.recover.unlink_zero");
       pool_->allocator().free(off);
     }
+  }
+}
+
+// inner=dram, after a crash (common/persistent.h, check_lost_leaves),
+// integer keys: an unreachable node block is a whole leaf when it has the
+// node magic and level 0, its bitmap names only its slots, and no live slot
+// holds the all-zero entry (a split's new node left partly written). A key
+// is held when the non-empty chain leaf covering it (the last whose smallest
+// key is <= the key; the chain is in key order) holds it in a live slot.
+// The only legitimate whole leaf off the chain is the new node of a split
+// whose log was not committed: the split fills and persists it before the
+// commit, and the old leaf changes only when the log is applied (redone by
+// recovery once committed), so its keys are all still the old leaf's.
+// wbtree frees a leaf only when recovery unlinks an empty one and in
+// bulk_load (the empty root leaf), zeroed first, so no other block of the
+// node class holds anything. String keys: no check (a live slot names a key
+// record, to be checked before it is read).
+template <class K>
+Status WbTreeT<K>::check_lost_leaves_of(pm::Allocator& alloc, const std::vector<uint64_t>& chain) {
+  if constexpr (kStringKeys) {
+    return Status::Ok();
+  } else {
+    const uint64_t slots_mask =
+        ((cap_ >= 63 ? ~uint64_t{0} : (uint64_t{2} << cap_) - 1)) & ~kValidBit;
+    std::vector<std::pair<uint64_t, uint64_t>> mins;  // (smallest key, leaf), read on first use
+    auto live = [&](Node* n) { return n->bitmap.load(kRlx) & ~kValidBit; };
+    auto live_keys = [&](uint64_t off, std::vector<uint64_t>* keys) {
+      Node* n = node(off);
+      if (n->magic() != kNodeMagic || n->level() != 0 || (live(n) & ~slots_mask) != 0) return false;
+      for (uint64_t b = live(n); b != 0; b &= b - 1) {
+        const Entry& e = entries(n)[std::countr_zero(b) - 1];
+        const uint64_t k = e.key.load(kRlx);
+        if (k == 0 && e.value.load(kRlx) == 0) return false;
+        keys->push_back(k);
+      }
+      return !keys->empty();
+    };
+    auto held = [&](uint64_t k) {
+      if (mins.empty()) {
+        for (uint64_t off : chain) {
+          Node* n = node(off);
+          uint64_t lo = UINT64_MAX;
+          for (uint64_t b = live(n); b != 0; b &= b - 1) {
+            lo = std::min(lo, entries(n)[std::countr_zero(b) - 1].key.load(kRlx));
+          }
+          if (live(n) != 0) mins.emplace_back(lo, off);
+        }
+      }
+      auto it = std::upper_bound(mins.begin(), mins.end(), std::make_pair(k, UINT64_MAX));
+      if (it == mins.begin()) return false;
+      Node* n = node(std::prev(it)->second);
+      for (uint64_t b = live(n); b != 0; b &= b - 1) {
+        if (entries(n)[std::countr_zero(b) - 1].key.load(kRlx) == k) return true;
+      }
+      return false;
+    };
+    return this->check_lost_leaves(kLayout, alloc, node_size_, live_keys, held,
+                                   "wbtree.recover.lost_leaf_check");
   }
 }
 
