@@ -186,9 +186,9 @@ void print_index_list() {
 }
 
 /// --key-size into a.spec (--key-type is parsed into a.spec.key_type by
-/// add_key_type_option): --key-size needs --key-type string and must be in
-/// [5, 255] (bench::check_string_key_size). InvalidArgument with the usage
-/// message.
+/// add_key_type_option): --key-size needs --key-type string (its range,
+/// 5..255, is checked when parsed; make_workload checks it again with
+/// bench::check_string_key_size). InvalidArgument with the usage message.
 Status resolve_key_type(BenchArgs& a, CLI::App* cmd) {
   const bool explicit_size = cmd->get_option("--key-size")->count() > 0;
   if (explicit_size && a.spec.key_type != KeyType::kString) {
