@@ -13,7 +13,6 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 

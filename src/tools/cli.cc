@@ -2,6 +2,7 @@
 #include "tools/cli.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -269,11 +270,8 @@ CLI::Option* add_index_name(CLI::App* cmd, const std::string& name, std::string*
                                  return "takes one index name, got " + quote_input(s) +
                                         " (index options go to --index-opt)";
                                }
-                               if (find_index_entry(s) == nullptr) {
-                                 return "unknown index " + quote_input(s) +
-                                        "; registered indexes: " + registered_index_list();
-                               }
-                               return std::string();
+                               IndexSpec is;  // a bare name: only the registry check
+                               return status_message(parse_index_spec(s, &is));
                              },
                              "INDEX"));
   return record(opt, ValueKind::kIndexName);
@@ -382,7 +380,7 @@ void print_option_table(const CLI::App& app) {
     for (const CLI::Option* o : sub->get_options()) {
       if (o->get_name() == "--help" || o->get_name() == "-h") continue;
       std::string name = o->get_name(false, true);
-      // The longest name: "--records" of "-n,--records".
+      // Its long name: "--records" of "-n,--records" (the last, if several).
       for (const std::string& l : o->get_lnames()) name = "--" + l;
       const OptionFacts* f = facts_of(o);
       std::string choices;

@@ -20,8 +20,6 @@
 // "unchecked" and fails the test.
 #pragma once
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <functional>

@@ -45,6 +45,7 @@ constexpr char kTpccSchema[] = "nvindex.tpcc/1";
 
 struct TpccArgs {
   std::string indexes = "btree";  ///< --index: an index list (parse_index_list)
+  std::vector<IndexSpec> specs;   ///< --index parsed (by the callback, once)
   uint32_t warehouses = 1;
   uint64_t transactions = 100000;
   double duration = 0;
@@ -87,11 +88,8 @@ struct TpccResult {
 
 /// The --index entries as the JSON report lists them (their labels).
 std::vector<std::string> index_labels(const TpccArgs& a) {
-  std::vector<IndexSpec> specs;
   std::vector<std::string> out;
-  if (parse_index_list(a.indexes, &specs).ok()) {
-    for (const IndexSpec& is : specs) out.push_back(is.label);
-  }
+  for (const IndexSpec& is : a.specs) out.push_back(is.label);
   return out;
 }
 
@@ -186,22 +184,16 @@ json result_json(const TpccResult& r) {
   return j;
 }
 
-std::string thousands(uint64_t n) {
-  std::string s = std::to_string(n);
-  for (int i = static_cast<int>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<size_t>(i), ",");
-  return s;
-}
-
 /// The consistency lines of one result.
 void print_check(std::FILE* f, const TpccResult& r) {
   if (r.check_status.ok()) {
     std::fprintf(f,
                  "  consistency: the 12 conditions of clause 3.3.2 hold (%s rows read, %.2f s)\n",
-                 thousands(r.check.rows_read).c_str(), r.check.seconds);
+                 with_commas(r.check.rows_read).c_str(), r.check.seconds);
     return;
   }
   std::fprintf(f, "  consistency: FAILED, %s violation(s):\n",
-               thousands(r.check.total_violations).c_str());
+               with_commas(r.check.total_violations).c_str());
   for (const tpcc::Violation& v : r.check.violations) {
     std::fprintf(f, "    condition %d: %s\n", v.condition, v.what.c_str());
   }
@@ -221,7 +213,7 @@ void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& 
         f, "nvindex tpcc: %u warehouse(s), %u client(s), %s, seed %llu, PM %s, rows in %s\n",
         a.warehouses, a.clients,
         a.duration > 0 ? (std::to_string(a.duration) + " s").c_str()
-                       : (thousands(a.transactions) + " transactions").c_str(),
+                       : (with_commas(a.transactions) + " transactions").c_str(),
         static_cast<unsigned long long>(a.seed), a.pm_mode.c_str(), rows_place_text(a.rows));
   }
   for (const TpccResult& r : results) {
@@ -241,23 +233,23 @@ void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& 
                        ? "clean close"
                        : "crash (not closed cleanly; entry counts not checked against a close "
                          "record, the 12 conditions are)",
-                   r.recovery->undone_transactions, thousands(r.recovery->undone_entries).c_str(),
-                   thousands(r.recovery->free_blocks).c_str());
+                   r.recovery->undone_transactions, with_commas(r.recovery->undone_entries).c_str(),
+                   with_commas(r.recovery->free_blocks).c_str());
       print_check(f, r);
       continue;
     }
     uint64_t keys = 0;
     for (uint64_t k : r.load.rows) keys += k;
     std::fprintf(f, "  load: %s keys in %.2f s (%s keys/s); rows %.1f MiB in %s\n",
-                 thousands(keys).c_str(), r.load.seconds,
-                 thousands(static_cast<uint64_t>(keys / std::max(r.load.seconds, 1e-9))).c_str(),
+                 with_commas(keys).c_str(), r.load.seconds,
+                 with_commas(static_cast<uint64_t>(keys / std::max(r.load.seconds, 1e-9))).c_str(),
                  static_cast<double>(r.row_bytes) / (1 << 20), rows_place_text(r.rows_in));
     const uint64_t tx = r.run.transactions();
     const double tps = r.run.seconds > 0 ? static_cast<double>(tx) / r.run.seconds : 0;
-    std::fprintf(f, "  run: %s transactions in %.2f s: %s tx/s%s\n", thousands(tx).c_str(),
-                 r.run.seconds, thousands(static_cast<uint64_t>(tps)).c_str(),
+    std::fprintf(f, "  run: %s transactions in %.2f s: %s tx/s%s\n", with_commas(tx).c_str(),
+                 r.run.seconds, with_commas(static_cast<uint64_t>(tps)).c_str(),
                  a.duration > 0 && r.cap != 0 && tx >= r.cap
-                     ? (" (stopped at the cap of " + thousands(r.cap) +
+                     ? (" (stopped at the cap of " + with_commas(r.cap) +
                         " transactions the pools were sized for; give -n)")
                            .c_str()
                      : "");
@@ -266,14 +258,15 @@ void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& 
       const uint64_t c = r.run.committed[t] +
                          (t == static_cast<int>(tpcc::TxType::kNewOrder) ? r.run.rolled_back : 0);
       std::fprintf(f, "  %-13s %10s %7.1f%% %10s\n", tpcc::tx_name(static_cast<tpcc::TxType>(t)),
-                   thousands(c).c_str(),
+                   with_commas(c).c_str(),
                    tx ? 100.0 * static_cast<double>(c) / static_cast<double>(tx) : 0.0,
-                   thousands(r.run.aborts[t]).c_str());
+                   with_commas(r.run.aborts[t]).c_str());
     }
     std::fprintf(f,
                  "  new_order rolled back (unused item, clause 2.4.2.3): %s; delivery districts "
                  "skipped: %s\n",
-                 thousands(r.run.rolled_back).c_str(), thousands(r.run.skipped_deliveries).c_str());
+                 with_commas(r.run.rolled_back).c_str(),
+                 with_commas(r.run.skipped_deliveries).c_str());
     std::fprintf(f, "  index calls per transaction:  %8s %8s %8s %8s %8s\n", "inserts", "lookups",
                  "scans", "fllt", "removes");
     const double n = tx ? static_cast<double>(tx) : 1;
@@ -394,21 +387,17 @@ int run_tpcc(const TpccArgs& a) {
     uint32_t node_size = 0;
   };
   std::vector<Planned> plan;
-  std::vector<IndexSpec> specs;
-  if (Status st = parse_index_list(a.indexes, &specs); !st.ok()) {
-    std::fprintf(stderr, "nvindex tpcc: --index: %s\n", st.message().c_str());
-    return 2;
-  }
-  for (const IndexSpec& is : specs) {
+  for (const IndexSpec& is : a.specs) {
     const std::string& name = is.name;
     std::map<std::string, std::string> o;
-    if (Status st = parse_index_opts_for(name, a.index_opts, &o); !st.ok()) {
+    if (Status st = parse_index_opts(a.index_opts, &o); !st.ok()) {
       std::fprintf(stderr, "nvindex tpcc: %s\n", st.ToString().c_str());
       return 2;
     }
     for (const auto& [k, v] : is.extra) o[k] = v;  // the entry's own win
+    // Registered (parse_index_list checked it), but not a test double.
     const IndexEntry* e = find_index_entry(name);
-    if (e == nullptr || is_test_only_index(name)) {
+    if (is_test_only_index(name)) {
       std::fprintf(stderr, "nvindex tpcc: unknown index %s\n", quote_input(name).c_str());
       return 2;
     }
@@ -515,10 +504,10 @@ int run_tpcc(const TpccArgs& a) {
         ro.progress = [&r, &a](uint64_t done) {
           if (a.duration == 0) {
             std::fprintf(stderr, "tpcc %s: %s / %s transactions\n", r.index.c_str(),
-                         thousands(done).c_str(), thousands(a.transactions).c_str());
+                         with_commas(done).c_str(), with_commas(a.transactions).c_str());
           } else {
             std::fprintf(stderr, "tpcc %s: %s transactions\n", r.index.c_str(),
-                         thousands(done).c_str());
+                         with_commas(done).c_str());
           }
         };
       }
@@ -526,7 +515,7 @@ int run_tpcc(const TpccArgs& a) {
         std::fprintf(stderr, "tpcc %s: loaded in %.2f s; running %s\n", r.index.c_str(),
                      r.load.seconds,
                      a.duration > 0 ? (std::to_string(a.duration) + " s").c_str()
-                                    : (thousands(r.cap) + " transactions").c_str());
+                                    : (with_commas(r.cap) + " transactions").c_str());
       }
       const pm::CounterSnapshot p0 = pm::snapshot();
       const bench::EnergySample e0 =
@@ -635,6 +624,12 @@ void add_tpcc_command(CLI::App& app, int* exit_code) {
              "Reopen the database kept in --pool DIR (made with --rows pm; recovered first if "
              "it crashed) and check the 12 conditions; no load, no run");
   cmd->callback([a, cmd, exit_code] {
+    // Cannot fail: the --index validator parsed the same text.
+    if (Status st = parse_index_list(a->indexes, &a->specs); !st.ok()) {
+      std::fprintf(stderr, "nvindex tpcc: --index: %s\n", st.message().c_str());
+      *exit_code = 2;
+      return;
+    }
     a->transactions_given = cmd->count("--transactions") > 0;
     if (a->duration > 0 && !a->transactions_given) a->transactions = 0;
     *exit_code = a->check_only ? check_only(*a) : run_tpcc(*a);
