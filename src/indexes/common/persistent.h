@@ -10,8 +10,10 @@
 // layout, its walk of the structure and its repairs.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <new>
 #include <optional>
@@ -150,7 +152,12 @@ class PersistentIndexOf : public Index<K> {
   /// is not a whole leaf with live entries (by the index's own format:
   /// magic, count, bitmap, fingerprints; a live slot holding the all-zero
   /// entry means a partly written leaf, see below), else fills its live
-  /// keys; held(key) says whether a reachable leaf holds the key. An
+  /// keys. A key is held when the reachable leaf covering it holds it:
+  /// ranges(&r), called once, on the first live unreachable leaf, fills r
+  /// with (lower key, leaf offset) of the reachable leaves in key order (the
+  /// lower key is the leaf's low key, or its smallest key; empty leaves may
+  /// be left out); the covering leaf is the last whose lower key is <= the
+  /// key, and leaf_has(off, key) says whether it holds the key. An
   /// unreachable leaf holding more than `unheld_ok` keys that no reachable
   /// leaf holds is Corruption (nothing is reclaimed, nothing written, the
   /// pool stays not clean).
@@ -170,12 +177,22 @@ class PersistentIndexOf : public Index<K> {
   /// entry (0, 0) is taken for a partly written one and goes unseen. A crash
   /// while zeroing leaves some blocks zero and others whole: the next
   /// recovery checks and zeroes them again. Cost, after a crash only: one
-  /// read of each unmarked block of the class, and held() of the keys of
-  /// each live one.
-  template <class LiveKeys, class Held>
+  /// read of each unmarked block of the class and, once there is a live
+  /// one, ranges() and a binary search and leaf_has() per key it holds.
+  template <class LiveKeys, class Ranges, class LeafHas>
   Status check_lost_leaves(std::string_view index, pm::Allocator& alloc, uint32_t leaf_bytes,
-                           LiveKeys&& live_keys, Held&& held, const char* site,
-                           uint32_t unheld_ok = 0) const {
+                           LiveKeys&& live_keys, Ranges&& ranges, LeafHas&& leaf_has,
+                           const char* site, uint32_t unheld_ok = 0) const {
+    std::vector<std::pair<uint64_t, uint64_t>> lower;  // (lower key, leaf), on first use
+    bool have_ranges = false;
+    auto held = [&](uint64_t k) {
+      if (!have_ranges) {
+        ranges(&lower);
+        have_ranges = true;
+      }
+      const auto it = std::upper_bound(lower.begin(), lower.end(), std::make_pair(k, UINT64_MAX));
+      return it != lower.begin() && leaf_has(std::prev(it)->second, k);
+    };
     std::vector<uint64_t> keys, dirty;
     for (uint64_t off : alloc.unmarked_blocks(leaf_bytes)) {
       const uint32_t bytes = alloc.block_size(off);

@@ -1409,20 +1409,18 @@ Status FastFairT<K>::normalize(uint64_t off) {
 // counted once), none below its low_key, and no all-zero entry (the mark of
 // a split's new leaf that the crash left partly written: its unpersisted
 // lines are zero, check_lost_leaves). Its sibling offset is not followed. A
-// key is held when the chain leaf covering it (the last with low_key <= key:
-// low keys strictly ascend, checked by walk_levels) holds it as a settled
-// entry. The only legitimate whole leaf off the chain is a split's new leaf
-// N not yet linked: the split persists N whole before the NAW that links it
-// and truncates the old leaf's count only after that, so every key of N is
-// still the old leaf's. Under inner=dram leaves never merge and no leaf is
-// freed, so no other block of the node class holds anything.
+// key is held when the chain leaf covering it (by low_key: they strictly
+// ascend, checked by walk_levels) holds it as a settled entry. The only legitimate whole leaf off
+// the chain is a split's new leaf N not yet linked: the split persists N whole before the NAW that
+// links it and truncates the old leaf's count only after that, so every key of N is still the old
+// leaf's. Under inner=dram leaves never merge and no leaf is freed, so no other block of the node
+// class holds anything.
 template <class K>
 Status FastFairT<K>::check_lost_leaves_of(pm::Allocator& alloc,
                                           const std::vector<uint64_t>& chain) {
   if constexpr (kStringKeys) {
     return Status::Ok();  // inner=dram takes integer keys only
   } else {
-    std::vector<uint64_t> lows;  // the chain's low keys, read on first use
     auto live_keys = [&](uint64_t off, std::vector<uint64_t>* keys) {
       Node* n = node(off);
       if (n->magic() != kNodeMagic || n->level() != 0) return false;
@@ -1438,19 +1436,16 @@ Status FastFairT<K>::check_lost_leaves_of(pm::Allocator& alloc,
       }
       return !keys->empty();
     };
-    auto held = [&](uint64_t k) {
-      if (lows.empty()) {
-        for (uint64_t off : chain) lows.push_back(node(off)->low_key.load(kRlx));
-      }
-      const auto it = std::upper_bound(lows.begin(), lows.end(), k);
-      if (it == lows.begin()) return false;
-      const uint64_t leaf = chain[static_cast<size_t>(it - lows.begin()) - 1];
+    auto ranges = [&](std::vector<std::pair<uint64_t, uint64_t>>* r) {
+      for (uint64_t off : chain) r->emplace_back(node(off)->low_key.load(kRlx), off);
+    };
+    auto leaf_has = [&](uint64_t leaf, uint64_t k) {
       const Entry* e = node(leaf)->entries();
       bool found = false;
       for_each_settled(leaf, [&](uint32_t i) { found = found || e[i].key.load(kRlx) == k; });
       return found;
     };
-    return this->check_lost_leaves(kLayout, alloc, node_size_, live_keys, held,
+    return this->check_lost_leaves(kLayout, alloc, node_size_, live_keys, ranges, leaf_has,
                                    "fastfair.recover.lost_leaf_check");
   }
 }

@@ -718,10 +718,11 @@ Status FpTree::recover() {
 // the old leaf only after it, so its keys are all still the old leaf's, but
 // for the key being inserted when it goes to N (held nowhere: allowed).
 // fptree frees a leaf only when recovery unlinks an empty one and in
-// bulk_load (the empty ones), zeroed first, so no other block of the class
-// holds anything.
+// bulk_load (the empty ones), zeroed first (both are unreachable by then and
+// empty: a crash while zeroing leaves a block that is not a whole leaf,
+// which the next recovery zeroes), so no other block of the class holds
+// anything.
 Status FpTree::check_lost_leaves_of(pm::Allocator& alloc, const std::vector<uint64_t>& chain) {
-  std::vector<std::pair<uint64_t, uint64_t>> mins;  // (smallest key, leaf), read on first use
   const uint64_t slots_mask =
       layout_.slots >= 64 ? ~uint64_t{0} : (uint64_t{1} << layout_.slots) - 1;
   auto live_keys = [&](uint64_t off, std::vector<uint64_t>* keys) {
@@ -739,20 +740,17 @@ Status FpTree::check_lost_leaves_of(pm::Allocator& alloc, const std::vector<uint
     }
     return !keys->empty();
   };
-  auto held = [&](uint64_t k) {
-    if (mins.empty()) {
-      for (uint64_t off : chain) {
-        uint64_t lo = UINT64_MAX;
-        const uint64_t bm = leaf(off)->bitmap.load(kRlx);
-        for (uint64_t b = bm; b != 0; b &= b - 1) {
-          lo = std::min(lo, entry(off, static_cast<uint32_t>(std::countr_zero(b)))->key.load(kRlx));
-        }
-        if (bm != 0) mins.emplace_back(lo, off);
+  auto ranges = [&](std::vector<std::pair<uint64_t, uint64_t>>* r) {
+    for (uint64_t off : chain) {
+      uint64_t lo = UINT64_MAX;
+      const uint64_t bm = leaf(off)->bitmap.load(kRlx);
+      for (uint64_t b = bm; b != 0; b &= b - 1) {
+        lo = std::min(lo, entry(off, static_cast<uint32_t>(std::countr_zero(b)))->key.load(kRlx));
       }
+      if (bm != 0) r->emplace_back(lo, off);
     }
-    auto it = std::upper_bound(mins.begin(), mins.end(), std::make_pair(k, UINT64_MAX));
-    if (it == mins.begin()) return false;
-    const uint64_t off = std::prev(it)->second;
+  };
+  auto leaf_has = [&](uint64_t off, uint64_t k) {
     for (uint64_t b = leaf(off)->bitmap.load(kRlx); b != 0; b &= b - 1) {
       if (entry(off, static_cast<uint32_t>(std::countr_zero(b)))->key.load(kRlx) == k) return true;
     }
@@ -760,7 +758,7 @@ Status FpTree::check_lost_leaves_of(pm::Allocator& alloc, const std::vector<uint
   };
   // The split writes the key being inserted into N when it belongs there,
   // before the link: one key of a legitimate N may be held nowhere.
-  return check_lost_leaves(kLayout, alloc, layout_.node_size, live_keys, held,
+  return check_lost_leaves(kLayout, alloc, layout_.node_size, live_keys, ranges, leaf_has,
                            "fptree.recover.lost_leaf_check", 1);
 }
 

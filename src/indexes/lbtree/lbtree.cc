@@ -854,7 +854,6 @@ Status LbTreeT<K>::check_lost_leaves_of(pm::Allocator& alloc,
   if constexpr (kStringKeys) {
     return Status::Ok();
   } else {
-    std::vector<std::pair<uint64_t, uint64_t>> mins;  // (smallest key, leaf), read on first use
     auto live_keys = [&](uint64_t off, std::vector<uint64_t>* keys) {
       const bool whole = for_each_live_slot(leaf(off), [keys](const Entry& e, uint8_t fp) {
         const uint64_t k = e.key.load(kRlx);
@@ -864,19 +863,17 @@ Status LbTreeT<K>::check_lost_leaves_of(pm::Allocator& alloc,
       });
       return whole && !keys->empty();
     };
-    auto held = [&](uint64_t k) {
-      if (mins.empty()) {
-        for (const auto& sg : seg) {
-          for (const WalkedLeaf& w : sg) {
-            if (!w.empty) mins.emplace_back(w.min, w.off);
-          }
+    auto ranges = [&](std::vector<std::pair<uint64_t, uint64_t>>* r) {
+      for (const auto& sg : seg) {
+        for (const WalkedLeaf& w : sg) {
+          if (!w.empty) r->emplace_back(w.min, w.off);
         }
       }
-      auto it = std::upper_bound(mins.begin(), mins.end(), std::make_pair(k, UINT64_MAX));
-      if (it == mins.begin()) return false;
-      return leaf_find(leaf(std::prev(it)->second), k, nullptr, nullptr);
     };
-    return this->check_lost_leaves(layout<K>(), alloc, leaf_size_, live_keys, held,
+    auto leaf_has = [&](uint64_t off, uint64_t k) {
+      return leaf_find(leaf(off), k, nullptr, nullptr);
+    };
+    return this->check_lost_leaves(layout<K>(), alloc, leaf_size_, live_keys, ranges, leaf_has,
                                    "lbtree.recover.lost_leaf_check");
   }
 }

@@ -1476,7 +1476,6 @@ Status WbTreeT<K>::check_lost_leaves_of(pm::Allocator& alloc, const std::vector<
   } else {
     const uint64_t slots_mask =
         ((cap_ >= 63 ? ~uint64_t{0} : (uint64_t{2} << cap_) - 1)) & ~kValidBit;
-    std::vector<std::pair<uint64_t, uint64_t>> mins;  // (smallest key, leaf), read on first use
     auto live = [&](Node* n) { return n->bitmap.load(kRlx) & ~kValidBit; };
     auto live_keys = [&](uint64_t off, std::vector<uint64_t>* keys) {
       Node* n = node(off);
@@ -1489,26 +1488,24 @@ Status WbTreeT<K>::check_lost_leaves_of(pm::Allocator& alloc, const std::vector<
       }
       return !keys->empty();
     };
-    auto held = [&](uint64_t k) {
-      if (mins.empty()) {
-        for (uint64_t off : chain) {
-          Node* n = node(off);
-          uint64_t lo = UINT64_MAX;
-          for (uint64_t b = live(n); b != 0; b &= b - 1) {
-            lo = std::min(lo, entries(n)[std::countr_zero(b) - 1].key.load(kRlx));
-          }
-          if (live(n) != 0) mins.emplace_back(lo, off);
+    auto ranges = [&](std::vector<std::pair<uint64_t, uint64_t>>* r) {
+      for (uint64_t off : chain) {
+        Node* n = node(off);
+        uint64_t lo = UINT64_MAX;
+        for (uint64_t b = live(n); b != 0; b &= b - 1) {
+          lo = std::min(lo, entries(n)[std::countr_zero(b) - 1].key.load(kRlx));
         }
+        if (live(n) != 0) r->emplace_back(lo, off);
       }
-      auto it = std::upper_bound(mins.begin(), mins.end(), std::make_pair(k, UINT64_MAX));
-      if (it == mins.begin()) return false;
-      Node* n = node(std::prev(it)->second);
+    };
+    auto leaf_has = [&](uint64_t off, uint64_t k) {
+      Node* n = node(off);
       for (uint64_t b = live(n); b != 0; b &= b - 1) {
         if (entries(n)[std::countr_zero(b) - 1].key.load(kRlx) == k) return true;
       }
       return false;
     };
-    return this->check_lost_leaves(kLayout, alloc, node_size_, live_keys, held,
+    return this->check_lost_leaves(kLayout, alloc, node_size_, live_keys, ranges, leaf_has,
                                    "wbtree.recover.lost_leaf_check");
   }
 }
