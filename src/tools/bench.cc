@@ -332,10 +332,7 @@ Status check_pool_options(const BenchArgs& a, const std::vector<IndexSpec>& spec
   for (const IndexSpec& is : specs) any_persistent |= needs_pool(find_index_entry(is.name)->caps);
   if (opts.pool_size > 0 && any_persistent && opts.pm.mode != pm::Mode::kDram) {
     // The pool file is allocated whole (posix_fallocate): it must fit where it goes.
-    const std::string dir = a.pool.empty() ? util::temp_pool_dir()
-                            : a.pool.find('/') == std::string::npos
-                                ? std::string(".")
-                                : a.pool.substr(0, a.pool.rfind('/') + 1);
+    const std::string dir = a.pool.empty() ? util::temp_pool_dir() : parent_of(a.pool);
     struct statvfs fs {};
     if (::statvfs(dir.c_str(), &fs) == 0) {
       const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;

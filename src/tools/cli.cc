@@ -63,7 +63,8 @@ std::string number_error(const std::string& s, long double lo, long double hi, b
   return std::string();
 }
 
-/// The directory that holds `path` ("." for a bare name, "/" for "/x").
+}  // namespace
+
 std::string parent_of(const std::string& path) {
   std::string p = path;
   while (p.size() > 1 && p.back() == '/') p.pop_back();
@@ -72,6 +73,8 @@ std::string parent_of(const std::string& path) {
   if (slash == 0) return "/";
   return p.substr(0, slash);
 }
+
+namespace {
 
 /// Ok when the directory that would hold `path` exists and is a directory.
 Status check_parent(const std::string& path) {

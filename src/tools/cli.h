@@ -138,6 +138,10 @@ CLI::Option* add_switch(CLI::App* cmd, const std::string& name, bool* into,
 /// completes the help text.
 CLI::Option* add_key_type_option(CLI::App* cmd, KeyType* t, const std::string& what);
 
+/// The directory that holds `path` ("." for a bare name, "/" for "/x",
+/// "/a" for "/a/b" and "/a/b/").
+std::string parent_of(const std::string& path);
+
 /// Checks `path` for a path option of `kind` without changing anything and
 /// without opening it (a FIFO is never opened): Ok, or InvalidArgument
 /// "<path>: <why>", e.g. "'': empty path", "/x/y: its directory /x does
@@ -147,8 +151,8 @@ CLI::Option* add_key_type_option(CLI::App* cmd, KeyType* t, const std::string& w
 /// themselves.
 Status check_path(ValueKind kind, const std::string& path);
 
-/// Checks a directory for a block-device store (bench --device,
-/// patree-calibrate --device) before any work: check_path(kDirectory), not on
+/// Checks a directory for a block-device store (bench --device) before any
+/// work: check_path(kDirectory), not on
 /// tmpfs (memory, not a disk, and no O_DIRECT), and a directory can be made
 /// in it (one is made and removed at once: /proc, a read-only mount or a
 /// directory without write permission are refused here, not by the run).
