@@ -770,7 +770,9 @@ Status LbTreeT<K>::bulk_load(std::span<const std::pair<K, Value>> sorted) {
   // no DRAM route names them.
   // A freed leaf is zeroed first, so that a free block of the leaf class is
   // always zero (check_lost_leaves_of: its stale entries could otherwise be
-  // taken for lost keys after a later crash).
+  // taken for lost keys after a later crash). A crash mid-zeroing leaves an
+  // empty leaf that no route reaches: the next recovery frees it, and its
+  // lost-leaf check finds no live entry in it.
   for (uint64_t off : old) {
     this->zero_block(off, "lbtree.bulk.free_old");
     pool_->allocator().free(off);

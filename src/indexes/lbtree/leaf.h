@@ -218,17 +218,6 @@ inline bool for_each_live_slot(const Leaf& l, F&& f) {
   return true;
 }
 
-/// Live entries of the leaf (any order), appended to out as (key, value).
-/// Lock-free like leaf_find.
-template <class Out>
-inline void leaf_entries(const Leaf& l, Out* out) {
-  for_each_live_slot(l, [out](const Entry& e, uint8_t) {
-    out->emplace_back(e.key.load(std::memory_order_acquire),
-                      e.value.load(std::memory_order_acquire));
-    return true;
-  });
-}
-
 /// Live entries of the leaf.
 inline uint32_t leaf_count(const Leaf& l) {
   const bool alt = l.alt();

@@ -1113,7 +1113,11 @@ Status WbTreeT<K>::bulk_load(std::span<const std::pair<K, Value>> sorted) {
       }
     }
     // A free node block is zero (check_lost_leaves_of: stale entries could
-    // otherwise be taken for lost keys after a later crash).
+    // otherwise be taken for lost keys after a later crash). The old nodes
+    // are unreachable since the publish NAW above; their leaves held no keys
+    // (bulk load takes an empty tree), so a crash mid-zeroing leaves a block
+    // no route reaches and, for a leaf, no live entry for the lost-leaf
+    // check: the next recovery frees it.
     this->zero_block(off, "wbtree.bulk.free_old");
     alloc.free(off);
   }
