@@ -1,6 +1,6 @@
 // p-bwtree, what is specific to its design (the conformance, concurrent,
 // damage and crash suites hold what every index must do): the epoch manager
-// (indexes/common/epoch.h), deltas in their base's delta area,
+// (util/epoch.h), deltas in their base's delta area,
 // consolidation of delta chains, splits in two
 // halves with index-entry deltas, helping, the mapping table growing past
 // one directory block, string keys against a std::map
@@ -17,12 +17,12 @@
 #include <thread>
 #include <vector>
 
-#include "indexes/common/epoch.h"
 #include "indexes/p_bwtree/p_bwtree.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
 #include "pm_test_util.h"
 #include "support/model_check.h"
+#include "util/epoch.h"
 
 namespace nvindex {
 namespace {

@@ -70,9 +70,9 @@
 #include <mutex>
 #include <vector>
 
-#include "indexes/common/epoch.h"
 #include "nvindex/pm/pool.h"
 #include "nvindex/status.h"
+#include "util/epoch.h"
 
 namespace nvindex::pm {
 

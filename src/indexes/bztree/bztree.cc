@@ -15,13 +15,13 @@
 #include <utility>
 #include <vector>
 
-#include "indexes/common/epoch.h"
 #include "indexes/common/factory.h"
 #include "indexes/common/persistent.h"
 #include "nvindex/pm/counters.h"
 #include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
 #include "pm/pmwcas.h"
+#include "util/epoch.h"
 #include "util/hex.h"
 
 namespace nvindex {

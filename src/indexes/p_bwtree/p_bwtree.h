@@ -38,7 +38,7 @@
 // Concurrency: no locks. Every change is one CAS of a mapping-table word
 // (or of the root id) from the head a thread read to a new record; a failed
 // CAS retries from a fresh read. Readers never block. Replaced chains are
-// retired to an epoch manager (indexes/common/epoch.h) and freed when no
+// retired to an epoch manager (util/epoch.h) and freed when no
 // reader can hold them. Thread-safety: every Index method may be called
 // concurrently.
 #pragma once
@@ -54,10 +54,10 @@
 #include <utility>
 #include <vector>
 
-#include "indexes/common/epoch.h"
 #include "indexes/common/persistent.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/pool.h"
+#include "util/epoch.h"
 
 namespace nvindex {
 
