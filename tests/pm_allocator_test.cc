@@ -1,12 +1,16 @@
 // Allocator: size classes and alignment, bad sizes, free and reuse, no double
 // allocation across threads, OutOfSpace, reclamation of unreachable blocks on
 // recovery, mark_reachable errors, Busy before recovery, thread caches across
-// several allocators (pools) in one process and across thread exit.
+// several allocators (pools) in one process and across thread exit; the
+// classes above 4 KiB and extents of whole chunks, the two arenas apart, and
+// the chunk table left by a crash while an extent was assigned.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <set>
 #include <thread>
 #include <utility>
@@ -86,9 +90,9 @@ TEST(Allocator, BadSizes) {
   uint64_t off = 77;
   Status s = pool->allocator().allocate(0, &off);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
-  s = pool->allocator().allocate(Allocator::kMaxBlock + 1, &off);
+  s = pool->allocator().allocate(Allocator::kMaxExtent + 1, &off);
   EXPECT_EQ(s.code(), Code::kInvalidArgument) << s.ToString();
-  EXPECT_NE(s.message().find("4097"), std::string::npos);
+  EXPECT_NE(s.message().find("1073741825"), std::string::npos) << s.ToString();
   EXPECT_EQ(off, 77u);
 }
 
@@ -410,6 +414,200 @@ TEST(Allocator, SeveralPoolsWithThreadCaches) {
     EXPECT_EQ(got.size(), fresh->allocator().heap_bytes() / 128);
     EXPECT_EQ(std::set<uint64_t>(got.begin(), got.end()).size(), got.size());
     EXPECT_EQ(fresh->allocator().bytes_in_use(), fresh->allocator().heap_bytes());
+  }
+}
+
+TEST(Allocator, LargeClassesAndExtents) {
+  auto pool = anon(64ull << 20);
+  Allocator& a = pool->allocator();
+  const std::pair<uint32_t, uint64_t> cases[] = {{4097, 8192},
+                                                 {16384, 16384},
+                                                 {40000, 65536},
+                                                 {65536, 65536},
+                                                 {65537, 2 * kChunk},
+                                                 {131072, 2 * kChunk},
+                                                 {1u << 20, 16 * kChunk},
+                                                 {(1u << 20) + 1, 17 * kChunk}};
+  std::vector<std::pair<uint64_t, uint32_t>> blocks;
+  for (auto [size, bytes] : cases) {
+    for (int i = 0; i < 2; ++i) {
+      uint64_t off = 0;
+      ASSERT_TRUE(a.allocate(size, &off).ok()) << size;
+      EXPECT_EQ(a.block_size(off), bytes) << size;
+      EXPECT_EQ(off % std::min<uint64_t>(bytes, kChunk), 0u) << size;
+      EXPECT_TRUE(pool->contains(off, bytes));
+      blocks.emplace_back(off, static_cast<uint32_t>(bytes));
+    }
+  }
+  expect_disjoint(blocks);
+  uint64_t total = 0;
+  for (auto& b : blocks) total += b.second;
+  EXPECT_EQ(a.bytes_in_use(), total);
+  // Not the start of an extent: its further chunks, an inner offset.
+  EXPECT_EQ(a.block_size(blocks.back().first + kChunk), 0u);
+  EXPECT_EQ(a.block_size(blocks.back().first + 64), 0u);
+
+  // A freed extent serves the next request of its length, and a longer
+  // free one a shorter request when no run of unassigned chunks is left.
+  const uint64_t mib = blocks[12].first;
+  a.free(mib);
+  uint64_t off = 0;
+  ASSERT_TRUE(a.allocate(1u << 20, &off).ok());
+  EXPECT_EQ(off, mib);
+  std::vector<uint64_t> ext = drain(a, 3 * kChunk);
+  ASSERT_FALSE(ext.empty());
+  const uint64_t in_use = a.bytes_in_use();
+  a.free(mib);
+  ASSERT_TRUE(a.allocate(2 * kChunk, &off).ok());
+  EXPECT_EQ(off, mib);
+  EXPECT_EQ(a.block_size(off), 16 * kChunk);
+  EXPECT_EQ(a.bytes_in_use(), in_use);
+  const Status full = a.allocate(2 * kChunk, &off);
+  EXPECT_EQ(full.code(), Code::kOutOfSpace) << full.ToString();
+  EXPECT_NE(full.message().find("2 unassigned 64 KiB chunks"), std::string::npos)
+      << full.ToString();
+}
+
+TEST(Allocator, ArenasKeepTheirBlocksApart) {
+  TempPool tp;
+  std::vector<uint64_t> idx, items;
+  {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::create(tp.path(), 16ull << 20, "alloc", Mode::kEmulated, &pool).ok());
+    Allocator& a = pool->allocator();
+    Allocator& b = pool->item_allocator();
+    EXPECT_EQ(a.arena(), Allocator::Arena::kIndex);
+    EXPECT_EQ(b.arena(), Allocator::Arena::kItems);
+    for (int i = 0; i < 50; ++i) {
+      uint64_t x = 0, y = 0, z = 0;
+      ASSERT_TRUE(a.allocate(256, &x).ok());
+      ASSERT_TRUE(b.allocate(256, &y).ok());
+      ASSERT_TRUE(b.allocate(i % 2 ? 100000 : 5000, &z).ok());
+      idx.push_back(x);
+      items.push_back(y);
+      items.push_back(z);
+    }
+    EXPECT_EQ(a.bytes_in_use(), 50u * 256);
+    EXPECT_EQ(b.bytes_in_use(), 50u * 256 + 25u * 8192 + 25u * 2 * kChunk);
+    // A block of one arena is no block of the other.
+    EXPECT_EQ(a.block_size(items[0]), 0u);
+    EXPECT_EQ(b.block_size(idx[0]), 0u);
+    std::vector<std::pair<uint64_t, uint32_t>> all;
+    for (uint64_t o : idx) all.emplace_back(o, a.block_size(o));
+    for (uint64_t o : items) all.emplace_back(o, b.block_size(o));
+    expect_disjoint(all);
+  }
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::open(tp.path(), "alloc", Mode::kEmulated, &pool).ok());
+  Allocator& a = pool->allocator();
+  Allocator& b = pool->item_allocator();
+  uint64_t off = 0;
+  EXPECT_EQ(b.allocate(64, &off).code(), Code::kBusy);
+  // The index arena's pass marks its half of its blocks and reclaims the
+  // rest of its own, never an item.
+  a.begin_recovery();
+  for (size_t i = 0; i < idx.size(); i += 2) ASSERT_TRUE(a.mark_reachable(idx[i]).ok());
+  EXPECT_EQ(a.mark_reachable(items[0]).code(), Code::kCorruption);
+  const auto sa = a.end_recovery();
+  EXPECT_EQ(sa.reachable_blocks, 25u);
+  EXPECT_EQ(sa.chunks, 1u);
+  std::vector<uint64_t> got = drain(a, 256);
+  for (uint64_t g : got) {
+    ASSERT_EQ(b.block_size(g), 0u);
+    for (uint64_t it : items) ASSERT_NE(g, it);
+  }
+  for (uint64_t g : got) a.free(g);
+  // The item arena's pass, after: every item is still there to mark.
+  b.begin_recovery();
+  for (uint64_t it : items) ASSERT_TRUE(b.mark_reachable(it).ok()) << it;
+  EXPECT_EQ(b.mark_reachable(idx[0]).code(), Code::kCorruption);
+  const auto sb = b.end_recovery();
+  EXPECT_EQ(sb.reachable_blocks, items.size());
+  EXPECT_EQ(b.bytes_in_use(), 50u * 256 + 25u * 8192 + 25u * 2 * kChunk);
+}
+
+TEST(Allocator, CrashWhileAssigningAnExtentLeavesNoOrphans) {
+  // The chunk table a crash inside Chunks::assign can leave, made by hand:
+  // an extent of 4 chunks whose second entry is lost (first chunk alone:
+  // an extent of one chunk, and two further-chunk entries after nothing).
+  TempPool tp;
+  uint64_t ext = 0, heap = 0;
+  {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::create(tp.path(), 16ull << 20, "alloc", Mode::kEmulated, &pool).ok());
+    ASSERT_TRUE(pool->item_allocator().allocate(4 * kChunk, &ext).ok());
+    uint64_t small = 0;
+    ASSERT_TRUE(pool->item_allocator().allocate(64, &small).ok());  // the chunk after it
+    heap = ext - (ext - kPoolHeaderBytes) % kChunk;
+    (void)heap;
+  }
+  const uint64_t first_chunk_entry = [&] {
+    std::unique_ptr<Pool> pool;
+    EXPECT_TRUE(Pool::open(tp.path(), "alloc", Mode::kEmulated, &pool).ok());
+    // The table entry of chunk i is at 4096 + i; the heap offset is at 160.
+    uint64_t h = 0;
+    std::memcpy(&h, pool->base() + 160, 8);
+    return kPoolHeaderBytes + (ext - h) / kChunk;
+  }();
+  auto table = [&](uint64_t i) {
+    const std::vector<char> f = testing::read_file(tp.path());
+    return static_cast<unsigned char>(f[first_chunk_entry + i]);
+  };
+  EXPECT_EQ(table(0), 0x80 | 12);
+  EXPECT_EQ(table(1), 0x80 | 13);
+  EXPECT_EQ(table(4), 0x80 | 1);
+  {
+    FILE* f = std::fopen(tp.path().c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    std::fseek(f, static_cast<long>(first_chunk_entry + 1), SEEK_SET);
+    std::fputc(0, f);
+    std::fclose(f);
+  }
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::open(tp.path(), "alloc", Mode::kEmulated, &pool).ok());
+  pool.reset();
+  for (uint64_t i = 0; i < 4; ++i) EXPECT_EQ(table(i), 0u) << i;  // cleared at attach
+  EXPECT_EQ(table(4), 0x80 | 1);
+  ASSERT_TRUE(Pool::open(tp.path(), "alloc", Mode::kEmulated, &pool).ok());
+  Allocator& b = pool->item_allocator();
+  b.begin_recovery();
+  const auto st = b.end_recovery();
+  EXPECT_EQ(st.chunks, 1u);  // the 64 B chunk; the extent is gone
+  // The four chunks are unassigned again: a 4-chunk extent takes them.
+  uint64_t off = 0;
+  ASSERT_TRUE(b.allocate(4 * kChunk, &off).ok());
+  EXPECT_EQ(off, ext);
+}
+
+TEST(Allocator, RecoveryReclaimsUnreachableExtents) {
+  TempPool tp;
+  std::vector<uint64_t> ext;
+  {
+    std::unique_ptr<Pool> pool;
+    ASSERT_TRUE(Pool::create(tp.path(), 32ull << 20, "alloc", Mode::kEmulated, &pool).ok());
+    for (uint32_t n = 2; n < 8; ++n) {
+      uint64_t off = 0;
+      ASSERT_TRUE(pool->item_allocator().allocate(n * kChunk, &off).ok());
+      ext.push_back(off);
+    }
+  }
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::open(tp.path(), "alloc", Mode::kEmulated, &pool).ok());
+  Allocator& b = pool->item_allocator();
+  b.begin_recovery();
+  for (size_t i = 0; i < ext.size(); i += 2) ASSERT_TRUE(b.mark_reachable(ext[i]).ok());
+  EXPECT_EQ(b.mark_reachable(ext[0]).code(), Code::kCorruption);           // twice
+  EXPECT_EQ(b.mark_reachable(ext[0] + kChunk).code(), Code::kCorruption);  // a further chunk
+  const auto st = b.end_recovery();
+  EXPECT_EQ(st.chunks, 6u);
+  EXPECT_EQ(st.reachable_blocks, 3u);
+  EXPECT_EQ(st.reclaimed_blocks, 3u);
+  EXPECT_EQ(b.bytes_in_use(), (2u + 4 + 6) * kChunk);
+  // The unmarked extents (3, 5 and 7 chunks) are free again, at their lengths.
+  for (uint32_t n : {3u, 5u, 7u}) {
+    uint64_t off = 0;
+    ASSERT_TRUE(b.allocate(n * kChunk, &off).ok());
+    EXPECT_EQ(off, ext[n - 2]) << n;
   }
 }
 

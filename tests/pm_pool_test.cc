@@ -355,9 +355,11 @@ TEST(Pool, OpenDamagedAllocatorMetadata) {
 TEST(Pool, OpenBadChunkTableEntry) {
   TempPool tp;
   make_pool(tp.path(), 1);
-  const unsigned char bad = 9;
-  patch_file(tp.path(), kPoolHeaderBytes + 3, &bad, 1);
-  expect_open_fails(tp.path(), "test", Code::kCorruption, "unknown size class 9");
+  for (const unsigned char bad : {14, 0x80, 0x8e}) {
+    patch_file(tp.path(), kPoolHeaderBytes + 3, &bad, 1);
+    expect_open_fails(tp.path(), "test", Code::kCorruption,
+                      "unknown size class " + std::to_string(bad));
+  }
 }
 
 TEST(Pool, OpenRootOutOfRange) {
@@ -366,6 +368,14 @@ TEST(Pool, OpenRootOutOfRange) {
   const uint64_t root = kSize + 64;
   patch_file(tp.path(), offsetof(PoolHeader, root), &root, 8);
   expect_open_fails(tp.path(), "test", Code::kCorruption, "root offset");
+}
+
+TEST(Pool, OpenStoreRootOutOfRange) {
+  TempPool tp;
+  make_pool(tp.path(), 1);
+  const uint64_t root = 100;
+  patch_file(tp.path(), offsetof(PoolHeader, store_root), &root, 8);
+  expect_open_fails(tp.path(), "test", Code::kCorruption, "store root offset");
 }
 
 TEST(Pool, CrashSimModeMapsLikeEmulated) {

@@ -43,6 +43,14 @@ std::string find_note(const std::vector<std::pair<std::string, std::string>>& no
   // the index issues one (persisting the new block) before it publishes
   // anything that depends on it; a crash before that fence leaves a chunk no
   // reachable block uses, or a pool with no root, i.e. an empty index.
+  // One is not redundant, and says so: the fence between an extent's first
+  // chunk table entry and its further ones (allocator.h).
+  if (fence && site == "allocator.extent_first") {
+    return "PM layer: orders an extent's first chunk entry before its further ones; without it "
+           "a crash can leave further entries durable alone, which attach() clears, or which "
+           "lengthen the extent of its arena just before them (space held by that extent, no "
+           "block lost or owned twice)";
+  }
   if (fence && (site.starts_with("allocator.") || site.starts_with("pool."))) {
     return "PM layer: redundant under persist-before-publish (the flushed line is committed by "
            "the same thread's next fence, which precedes any publication depending on it)";

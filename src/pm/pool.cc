@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "nvindex/pm/allocator.h"
 #include "util/file_kind.h"
@@ -88,6 +89,7 @@ struct RawHeader {
   uint64_t close_keys_plus_one() const {
     return field<uint64_t>(offsetof(PoolHeader, close_keys_plus_one));
   }
+  uint64_t store_root() const { return field<uint64_t>(offsetof(PoolHeader, store_root)); }
   bool layout(std::string* out) const {
     const char* p = reinterpret_cast<const char*>(bytes + offsetof(PoolHeader, layout));
     const size_t n = strnlen(p, sizeof(PoolHeader::layout));
@@ -296,7 +298,7 @@ Status Pool::create(const std::string& path, uint64_t size, std::string_view lay
   pool->size_ = size;
   s = format_region(pool.get(), pool->base_, size, layout);
   if (!s.ok()) return fail(s);
-  s = Allocator::attach(pool.get(), /*fresh=*/true, &pool->allocator_);
+  s = Allocator::attach(pool.get(), /*fresh=*/true, &pool->allocator_, &pool->items_allocator_);
   if (!s.ok()) return fail(s);
   pool->was_clean_ = false;
   *out = std::move(pool);
@@ -317,6 +319,7 @@ Status Pool::open(const std::string& path, std::string_view layout, Mode mode,
   // Until the clean flag is cleared below, ~Pool must not write the file.
   auto fail = [&](Status st) {
     pool->allocator_.reset();
+    pool->items_allocator_.reset();
     pool->base_ = nullptr;
     if (pool->map_ != nullptr) pmem2_map_delete(&pool->map_);
     pool.reset();
@@ -340,15 +343,19 @@ Status Pool::open(const std::string& path, std::string_view layout, Mode mode,
   if (pmem2_map_get_size(pool->map_) < size) {
     return fail(Status::IOError("libpmem2 mapped fewer bytes of " + path + " than the pool size"));
   }
-  const uint64_t root = reinterpret_cast<PoolHeader*>(base)->root.load(std::memory_order_acquire);
-  if (root != 0 && (root < kPoolHeaderBytes || root >= size)) {
-    return fail(Status::Corruption(path + " has a root offset " + std::to_string(root) +
-                                   " outside the pool's " + std::to_string(size) + " bytes"));
+  const auto* ph = reinterpret_cast<PoolHeader*>(base);
+  for (const auto& [what, off] :
+       {std::pair<const char*, uint64_t>{"root", ph->root.load(std::memory_order_acquire)},
+        {"store root", ph->store_root.load(std::memory_order_acquire)}}) {
+    if (off != 0 && (off < kPoolHeaderBytes || off >= size)) {
+      return fail(Status::Corruption(path + " has a " + what + " offset " + std::to_string(off) +
+                                     " outside the pool's " + std::to_string(size) + " bytes"));
+    }
   }
   pool->base_ = base;
   pool->size_ = size;
   // Validate the allocator metadata before writing anything.
-  s = Allocator::attach(pool.get(), /*fresh=*/false, &pool->allocator_);
+  s = Allocator::attach(pool.get(), /*fresh=*/false, &pool->allocator_, &pool->items_allocator_);
   if (!s.ok()) return fail(s);
   // The pool is valid: from here on it is open. Clearing the clean flag by
   // NAW marks the session; a crash before ~Pool leaves it 0 ("crashed").
@@ -384,7 +391,8 @@ Status Pool::create_anonymous(uint64_t size, std::string_view layout, std::uniqu
   pool->mode_ = current_config().mode;
   pool->path_ = "(anonymous)";
   s = format_region(pool.get(), pool->base_, size, layout);
-  if (s.ok()) s = Allocator::attach(pool.get(), /*fresh=*/true, &pool->allocator_);
+  if (s.ok())
+    s = Allocator::attach(pool.get(), /*fresh=*/true, &pool->allocator_, &pool->items_allocator_);
   if (!s.ok()) return s;  // ~Pool unmaps
   *out = std::move(pool);
   return Status::Ok();
@@ -409,6 +417,7 @@ Status Pool::read_header(const std::string& path, PoolHeaderInfo* info) {
   if (hdr.close_bytes() != 0 && hdr.close_keys_plus_one() != 0) {
     info->close_keys = hdr.close_keys_plus_one() - 1;
   }
+  info->store_root = hdr.store_root();
   info->checksum = hdr.checksum();
   info->checksum_ok = hdr.checksum_ok();
   return Status::Ok();
@@ -421,8 +430,12 @@ Pool::~Pool() {
   // begun and not ended, or the previous session crashed and no recovery
   // completed in this one. Such a pool stays "not clean" and the next open
   // recovers it again.
+  // The item arena's pass too: one begun and not ended (a store that
+  // failed to open) leaves the pool not clean; one never begun (no store,
+  // or a tool that opened only the index) says nothing.
   const bool whole = allocator_ != nullptr && !keep_unclean_ &&
-                     (allocator_->ready() || (was_clean_ && !allocator_->recovering()));
+                     (allocator_->ready() || (was_clean_ && !allocator_->recovering())) &&
+                     !items_allocator_->recovering();
   // The close record (file comment) describes this session's end state: it
   // is written when the allocator worked in this session (a pool opened and
   // never recovered keeps the record it had). It shares the header's line 1
@@ -431,6 +444,7 @@ Pool::~Pool() {
   const bool record = whole && allocator_->ready() && root() != 0;
   const uint64_t bytes = record ? allocator_->bytes_in_use() : 0;
   allocator_.reset();
+  items_allocator_.reset();
   if (anonymous_) {
     if (base_ != nullptr) munmap(base_, size_);
     return;

@@ -20,7 +20,9 @@
 //                close (0 = no record)
 //       88    8  close record: keys in the index at the last clean close,
 //                plus one (0 = not recorded)
-//       96   32  reserved, zero
+//       96    8  store root: the KV store's root object, in the item arena
+//                (0 = the pool holds no store; src/kv/store.cc), only by NAW
+//      104   24  reserved, zero
 //   ---- 128 .. 4096: reserved for the allocator's fixed metadata (see
 //        allocator.h); the allocator's chunk table and heap follow.
 //
@@ -77,7 +79,8 @@ struct PoolHeader {
   std::atomic<uint64_t> clean_shutdown;
   std::atomic<uint64_t> close_bytes;
   std::atomic<uint64_t> close_keys_plus_one;
-  uint64_t reserved[4];
+  std::atomic<uint64_t> store_root;
+  uint64_t reserved[3];
 };
 // One assertion per row of the table at the top of this file.
 static_assert(offsetof(PoolHeader, magic) == 0);
@@ -90,7 +93,8 @@ static_assert(offsetof(PoolHeader, root) == 64);
 static_assert(offsetof(PoolHeader, clean_shutdown) == 72);
 static_assert(offsetof(PoolHeader, close_bytes) == 80);
 static_assert(offsetof(PoolHeader, close_keys_plus_one) == 88);
-static_assert(offsetof(PoolHeader, reserved) == 96);
+static_assert(offsetof(PoolHeader, store_root) == 96);
+static_assert(offsetof(PoolHeader, reserved) == 104);
 static_assert(sizeof(PoolHeader) == 128);
 
 inline constexpr char kPoolMagic[8] = {'N', 'V', 'I', 'D', 'X', 'P', 'L', '\0'};
@@ -110,6 +114,7 @@ struct PoolHeaderInfo {
   bool clean_shutdown = false;
   uint64_t close_bytes = 0;            ///< close record: allocated bytes (0: none)
   std::optional<uint64_t> close_keys;  ///< close record: keys (none: not recorded)
+  uint64_t store_root = 0;             ///< the KV store's root object (0: no store)
   uint64_t checksum = 0;
   bool checksum_ok = false;
 };
@@ -198,6 +203,11 @@ class Pool {
   uint64_t root() const { return header()->root.load(std::memory_order_acquire); }
   /// Publishes the root object by NAW. The object must be persisted first.
   void set_root(uint64_t off) { naw(&header()->root, off, {"pool.set_root"}); }
+  /// The KV store's root object (a block of the item arena), 0 when the
+  /// pool holds no store.
+  uint64_t store_root() const { return header()->store_root.load(std::memory_order_acquire); }
+  /// Publishes the KV store's root object by NAW (persisted first).
+  void set_store_root(uint64_t off) { naw(&header()->store_root, off, {"pool.set_store_root"}); }
   /// Whether the previous session closed the pool cleanly (false after a crash
   /// and for a newly created pool).
   bool was_clean_shutdown() const { return was_clean_; }
@@ -235,9 +245,14 @@ class Pool {
   /// record is kept).
   bool anonymous() const { return anonymous_; }
 
-  /// The pool's block allocator (lives as long as the pool).
+  /// The pool's block allocator of the index arena (lives as long as the
+  /// pool; allocator.h).
   Allocator& allocator() { return *allocator_; }
   const Allocator& allocator() const { return *allocator_; }
+  /// The allocator of the item arena (Allocator::Arena::kItems), the KV
+  /// store's item records.
+  Allocator& item_allocator() { return *items_allocator_; }
+  const Allocator& item_allocator() const { return *items_allocator_; }
 
  private:
   Pool() = default;
@@ -257,6 +272,7 @@ class Pool {
   ::pmem2_map* map_ = nullptr;
   int fd_ = -1;
   std::unique_ptr<Allocator> allocator_;
+  std::unique_ptr<Allocator> items_allocator_;
 
   friend class PoolFactory;
 };
