@@ -17,7 +17,7 @@
 #                against patree-dedicated, patree-shared, leveldb and rocksdb
 #                at 1..64 threads (scripts/bench-patree; BENCH_PATREE_ARGS)
 #   make test    every test: the doc-link check, a release build, then the installed library
-#                (scripts/test-install: cmake --install, then examples/embed built
+#                (scripts/test-install: cmake --install, then examples/embed and examples/kv built
 #                against it with find_package), then an ASan+UBSan build, then
 #                the concurrent index tests under ThreadSanitizer, then
 #                FUZZ_RUNS inputs of fuzzing pool files (clang/libFuzzer;
@@ -82,7 +82,7 @@ test-release:
 	@cmake --build --preset release -j $(JOBS)
 	@ctest --preset release -j $(JOBS)
 
-# Installs the release build into build/install and builds examples/embed
+# Installs the release build into build/install and builds examples/embed and examples/kv
 # against it, as a user of the library would.
 test-install:
 	@JOBS=$(JOBS) scripts/test-install
