@@ -214,6 +214,12 @@ struct IndexOptions {
   uint64_t device_bytes = 0;
   /// Index-specific knobs, "name" -> "value" (e.g. from --index-opt k=v).
   std::map<std::string, std::string> extra;
+  /// The layout the pool must have (pm::Pool::layout()), for an index that
+  /// is one part of a larger structure in a pool named after that structure
+  /// (the KV store's crash-lab case, `kv-store-test`); empty: the index's
+  /// own, pool_layout(name, key type). A persistent index's factory refuses
+  /// a pool of another layout with InvalidArgument.
+  std::string pool_layout{};
 };
 
 /// One point operation of an Index::execute() batch: its input (kind, key,

@@ -38,7 +38,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "nvindex/index.h"
 #include "nvindex/status.h"
 
 namespace nvindex::pm {
@@ -91,6 +94,10 @@ struct Options {
   uint32_t max_value_bytes = kDefaultMaxValueBytes;
   /// The clock, Unix seconds (default: time(nullptr)); tests set it.
   std::function<int64_t()> clock;
+  /// The pool layout the store expects (empty: Store::layout(index)), for
+  /// a store inside a pool named after something else (the crash lab's
+  /// `kv-store-test`, whose pools are named after it).
+  std::string pool_layout;
 };
 
 /// Counts for memcached's `stats` (all since the store was opened unless
@@ -281,15 +288,22 @@ class Store {
   /// ("" when the walk wrapped). Returns how many it removed.
   virtual uint64_t reap(std::string* cursor, uint64_t max) = 0;
 
-  /// The structural check: the index's verify(), then every item a key
-  /// reaches (header, key, checksum). Ok, or Corruption naming the first
-  /// damaged item. No concurrent writers.
-  virtual Status verify(uint64_t* items) const = 0;
+  /// The structural check: the index's verify() (its report in *index when
+  /// given), then every item a key reaches (header, key, checksum): their
+  /// count in *items. Ok, or the index's Corruption, or Corruption naming
+  /// the first damaged item. No concurrent writers.
+  virtual Status verify(uint64_t* items, VerifyReport* index = nullptr) const = 0;
+
+  /// The crash lab's ablation notes (Index::ablation_notes()): the
+  /// index's, then the store's own.
+  virtual std::vector<std::pair<std::string, std::string>> ablation_notes() const = 0;
 
   virtual Stats stats() const = 0;
   virtual StoreInfo info() const = 0;
-  /// The index's registry name and info().
+  /// The index's registry name.
   virtual std::string index_name() const = 0;
+  /// The index's info() (node size, caps, its PM and DRAM bytes).
+  virtual IndexInfo index_info() const = 0;
 };
 
 }  // namespace nvindex::kv

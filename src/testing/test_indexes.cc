@@ -7,6 +7,7 @@
 #include "nvindex/index.h"
 #include "testing/batch_spy/batch_spy.h"
 #include "testing/crash_bugs/crash_bugs.h"
+#include "testing/kv_store/kv_store_index.h"
 #include "testing/lying/lying.h"
 
 namespace nvindex::test_indexes {
@@ -35,6 +36,10 @@ constexpr IndexEntry kTestIndexes[] = {
     {"bug-split-two-naw-test", kBugSplitTwoNawDescription, kBugList, 128,
      "a power of two in 128..1024 B", &bug_list_valid_node_size, kBugOptions,
      &make_bug_split_two_naw},
+    {"kv-store-test", kKvStoreTestDescription,
+     Capabilities{
+         .ordered = true, .persistent = true, .thread_safe = true, .placement = Placement::kPmOnly},
+     0, "", nullptr, kKvStoreTestOptions, &make_kv_store_test_index},
 };
 
 }  // namespace

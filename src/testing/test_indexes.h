@@ -10,6 +10,9 @@
 //   bug-publish-before-persist-test   crash bugs on purpose, with the
 //   bug-split-two-naw-test            option bug=none as the control
 //                                     (src/testing/crash_bugs/)
+//   kv-store-test                     the KV store as an integer-key index,
+//                                     for the crash lab and torture
+//                                     (src/testing/kv_store/)
 #pragma once
 
 namespace nvindex::test_indexes {

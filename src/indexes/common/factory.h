@@ -15,8 +15,9 @@
 
 namespace nvindex {
 
-/// Checks that a persistent index named `name` was given a pool
-/// (IndexOptions::pool) whose layout name is `name`. Errors: InvalidArgument
+/// Checks that a persistent index named `name` (its pool_layout) was given a
+/// pool (IndexOptions::pool) whose layout name is `name`, or
+/// IndexOptions::pool_layout when that is set. Errors: InvalidArgument
 /// "<name> is persistent: IndexOptions.pool is required", or "<name>: pool
 /// layout is '<layout>', expected '<name>'" (a pool of another index, refused
 /// before anything is read or written).
@@ -25,10 +26,12 @@ inline Status check_index_pool(const IndexOptions& options, std::string_view nam
     return Status::InvalidArgument(std::string(name) +
                                    " is persistent: IndexOptions.pool is required");
   }
-  if (options.pool->layout() != name) {
+  const std::string_view want =
+      options.pool_layout.empty() ? name : std::string_view(options.pool_layout);
+  if (options.pool->layout() != want) {
     return Status::InvalidArgument(std::string(name) + ": pool layout is '" +
                                    std::string(options.pool->layout()) + "', expected '" +
-                                   std::string(name) + "'");
+                                   std::string(want) + "'");
   }
   return Status::Ok();
 }
