@@ -2,8 +2,8 @@
 // and values over any registered index that takes string keys (docs/kv.md).
 //
 // An item is a record in the pool's item arena (pm::Allocator::Arena::kItems):
-// a 40-byte header (value length, 32-bit client flags, expiry, 64-bit CAS
-// unique, store time, checksum), then the key, then the value
+// a 32-byte header (64-bit CAS unique, value length, 32-bit client flags,
+// expiry, store time, checksum, key length), then the key, then the value
 // (src/kv/item.h has the byte table). The index maps the key to the item's
 // pool offset. The operations are memcached's (doc/protocol.txt: set, add,
 // replace, append, prepend, cas, delete, incr/decr, touch, flush_all) plus
@@ -56,7 +56,7 @@ inline constexpr size_t kMaxKeyBytes = 250;
 inline constexpr uint32_t kDefaultMaxValueBytes = 1u << 20;
 /// Largest max_value_bytes a store takes, bytes (memcached's -I maximum is
 /// 1 GiB; the allocator's largest extent, less the item header and key).
-inline constexpr uint32_t kMaxValueBytesLimit = (1u << 30) - 40 - 250;
+inline constexpr uint32_t kMaxValueBytesLimit = (1u << 30) - 32 - 250;
 /// memcached's boundary between relative and absolute expiry times, s
 /// (30 days, doc/protocol.txt "Expiration times").
 inline constexpr int64_t kRelativeExpiryLimit = 60 * 60 * 24 * 30;
@@ -71,7 +71,7 @@ int64_t expiry_from_memcached(int64_t exptime, int64_t now);
 struct ItemInfo {
   uint32_t flags = 0;        ///< the client's 32-bit flags
   uint64_t cas = 0;          ///< the CAS unique: changes with every write of the item
-  int64_t expiry = 0;        ///< absolute Unix seconds, 0 = never
+  int64_t expiry = 0;        ///< absolute Unix seconds, 0 = never (kept in 32 bits: to 2106)
   uint32_t value_bytes = 0;  ///< the value's length, bytes
 };
 

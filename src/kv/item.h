@@ -2,32 +2,37 @@
 // and the store root, both blocks of the pool's item arena
 // (pm::Allocator::Arena::kItems).
 //
-// Item, at a block of at least 40 + key + value bytes:
+// Item, at a block of at least 32 + key + value bytes:
 //
 //   offset size  field                written
 //   ------ ----  -------------------  -------------------------------------
-//        0    4  magic "NVKI"         once, before the item is published
-//        4    1  key length, 1..250   once
-//        5    3  zero                 once
+//        0    8  CAS unique (>= 1)    once, before the item is published
 //        8    4  value length, bytes  once
 //       12    4  client flags         once
-//       16    8  CAS unique (>= 1)    once
-//       24    4  store time, Unix s   once (flush_all with a delay)
-//       28    4  checksum: low 32 bits of XXH3_64 (seed 0) over bytes
-//                [0, 28), the key and the value
+//       16    4  expiry, Unix s       at publication; touch rewrites the
+//                (0 = never)          8-byte word [16, 24) in place by NAW
+//       20    4  store time, Unix s   once (flush_all with a delay; touch's
+//                                     NAW writes it unchanged)
+//       24    4  checksum: low 32 bits of XXH3_64 (seed 0) over bytes
+//                [0, 16), [20, 24), [28, 32), the key and the value (all
+//                but the expiry and the checksum)
 //                                     once
-//       32    8  expiry, Unix s       at publication; touch rewrites it in
-//                (0 = never)          place by NAW (outside the checksum)
-//       40    k  key bytes            once
-//     40+k    v  value bytes          once
+//       28    1  key length, 1..250   once
+//       29    1  magic 0xa7           once
+//       30    2  zero                 once
+//       32    k  key bytes            once
+//     32+k    v  value bytes          once
+//
+// So an item of a 20-byte key and a value of up to 12 bytes is one 64 B
+// line (the LB+-tree paper's Memcached keys are 20 bytes).
 //
 // Crash argument: an item is written whole and persisted (its lines
 // flushed, one fence) before the index stores its offset, and it is never
-// changed afterwards but for the expiry word, an aligned 8-byte NAW: so a
-// key the index maps after a crash names an item that is whole, with the
-// old or the new expiry. An item no key reaches after a crash (a write that
-// did not publish, or a replaced one whose free had not happened) is freed
-// by recovery's walk.
+// changed afterwards but for the expiry, in an aligned 8-byte word written
+// by NAW: so a key the index maps after a crash names an item that is
+// whole, with the old or the new expiry. An item no key reaches after a
+// crash (a write that did not publish, or a replaced one whose free had
+// not happened) is freed by recovery's walk.
 //
 // Store root, a 64-byte block, named by the pool header's store_root word:
 //
@@ -60,45 +65,58 @@
 
 namespace nvindex::kv {
 
-inline constexpr uint32_t kItemMagic = 0x494b564e;  // "NVKI" in memory order
-inline constexpr uint32_t kItemHeaderBytes = 40;
+inline constexpr uint8_t kItemMagic = 0xa7;
+inline constexpr uint32_t kItemHeaderBytes = 32;
 
 /// The item header (byte table above).
 struct ItemHeader {
-  uint32_t magic;
-  uint8_t key_bytes;
-  uint8_t zero[3];
+  uint64_t cas;
   uint32_t value_bytes;
   uint32_t flags;
-  uint64_t cas;
-  uint32_t store_time;
+  /// expiry (low 32 bits, Unix s, 0 = never) | store time << 32: the word
+  /// touch rewrites by NAW.
+  std::atomic<uint64_t> times;
   uint32_t checksum;
-  std::atomic<uint64_t> expiry;  ///< Unix s, 0 = never
+  uint8_t key_bytes;
+  uint8_t magic;
+  uint8_t zero[2];
 
   const char* key() const { return reinterpret_cast<const char*>(this) + kItemHeaderBytes; }
   const char* value() const { return key() + key_bytes; }
   std::string_view key_view() const { return {key(), key_bytes}; }
   std::string_view value_view() const { return {value(), value_bytes}; }
+  uint32_t expiry() const { return static_cast<uint32_t>(times.load(std::memory_order_acquire)); }
+  uint32_t store_time() const {
+    return static_cast<uint32_t>(times.load(std::memory_order_acquire) >> 32);
+  }
 };
-static_assert(offsetof(ItemHeader, magic) == 0);
-static_assert(offsetof(ItemHeader, key_bytes) == 4);
-static_assert(offsetof(ItemHeader, zero) == 5);
+static_assert(offsetof(ItemHeader, cas) == 0);
 static_assert(offsetof(ItemHeader, value_bytes) == 8);
 static_assert(offsetof(ItemHeader, flags) == 12);
-static_assert(offsetof(ItemHeader, cas) == 16);
-static_assert(offsetof(ItemHeader, store_time) == 24);
-static_assert(offsetof(ItemHeader, checksum) == 28);
-static_assert(offsetof(ItemHeader, expiry) == 32);
+static_assert(offsetof(ItemHeader, times) == 16);
+static_assert(offsetof(ItemHeader, checksum) == 24);
+static_assert(offsetof(ItemHeader, key_bytes) == 28);
+static_assert(offsetof(ItemHeader, magic) == 29);
+static_assert(offsetof(ItemHeader, zero) == 30);
 static_assert(sizeof(ItemHeader) == kItemHeaderBytes);
+
+/// The 8-byte word at offset 16: expiry and store time (Unix s).
+inline uint64_t item_times(uint32_t expiry, uint32_t store_time) {
+  return uint64_t{expiry} | uint64_t{store_time} << 32;
+}
 
 /// Bytes of an item with a `key`-byte key and a `value`-byte value.
 inline uint64_t item_bytes(size_t key, size_t value) { return kItemHeaderBytes + key + value; }
 
-/// The checksum field of an item: over header bytes [0, 28), key, value.
+/// The checksum field of an item: over header bytes [0, 16), [20, 24),
+/// [28, 32), the key and the value.
 inline uint32_t item_checksum(const ItemHeader& h, std::string_view key, std::string_view value) {
+  const auto* b = reinterpret_cast<const unsigned char*>(&h);
   XXH3_state_t st;
   XXH3_64bits_reset(&st);
-  XXH3_64bits_update(&st, &h, offsetof(ItemHeader, checksum));
+  XXH3_64bits_update(&st, b, 16);
+  XXH3_64bits_update(&st, b + 20, 4);
+  XXH3_64bits_update(&st, b + 28, 4);
   XXH3_64bits_update(&st, key.data(), key.size());
   XXH3_64bits_update(&st, value.data(), value.size());
   return static_cast<uint32_t>(XXH3_64bits_digest(&st));

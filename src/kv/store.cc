@@ -212,10 +212,11 @@ class StoreImpl final : public Store {
       stats_bump(touch_misses_);
       return Status::NotFound();
     }
-    // Crash argument: the expiry word is aligned and outside the checksum;
-    // one NAW gives the old or the new expiry, the item whole either way.
-    pm::naw(&item(*off)->expiry, static_cast<uint64_t>(std::max<int64_t>(expiry, 0)),
-            {"kv.touch.expiry"});
+    // Crash argument: the expiry is in an aligned 8-byte word with the
+    // store time (unchanged), outside the checksum; one NAW gives the old or
+    // the new expiry, the item whole either way.
+    ItemHeader* h = item(*off);
+    pm::naw(&h->times, item_times(clamp_expiry(expiry), h->store_time()), {"kv.touch.expiry"});
     stats_bump(touch_hits_);
     return Status::Ok();
   }
@@ -440,11 +441,12 @@ class StoreImpl final : public Store {
   ItemHeader* item(uint64_t off) const { return pool_->ptr<ItemHeader>(off); }
 
   bool live(const ItemHeader& h, int64_t t) const {
-    const uint64_t e = h.expiry.load(std::memory_order_acquire);
+    const uint64_t times = h.times.load(std::memory_order_acquire);
+    const uint32_t e = static_cast<uint32_t>(times);
     if (e != 0 && static_cast<int64_t>(e) <= t) return false;
     if (h.cas <= root_->oldest_cas.load(std::memory_order_acquire)) return false;
     const uint64_t ol = root_->oldest_live.load(std::memory_order_acquire);
-    return !(ol != 0 && static_cast<int64_t>(ol) <= t && h.store_time <= ol);
+    return !(ol != 0 && static_cast<int64_t>(ol) <= t && (times >> 32) <= ol);
   }
 
   /// The live item of `key`, counting the hit or the miss; inside a Guard.
@@ -458,7 +460,7 @@ class StoreImpl final : public Store {
     const int64_t t = now();
     if (!live(*h, t)) {
       stats_bump(get_misses_);
-      const uint64_t e = h->expiry.load(std::memory_order_acquire);
+      const uint32_t e = h->expiry();
       stats_bump(e != 0 && static_cast<int64_t>(e) <= t ? get_expired_ : get_flushed_);
       return nullptr;
     }
@@ -470,9 +472,16 @@ class StoreImpl final : public Store {
     ItemInfo i;
     i.flags = h.flags;
     i.cas = h.cas;
-    i.expiry = static_cast<int64_t>(h.expiry.load(std::memory_order_acquire));
+    i.expiry = h.expiry();
     i.value_bytes = h.value_bytes;
     return i;
+  }
+
+  /// An absolute expiry as the item stores it: 0 stays 0 (never), a
+  /// negative one is 1 (long past), and one beyond 2106 is the largest.
+  static uint32_t clamp_expiry(int64_t expiry) {
+    if (expiry < 0) return 1;
+    return expiry > int64_t{UINT32_MAX} ? UINT32_MAX : static_cast<uint32_t>(expiry);
   }
 
   /// A range bound: any key of 0..250 bytes.
@@ -502,18 +511,15 @@ class StoreImpl final : public Store {
     uint64_t o = 0;
     if (Status s = items_.allocate(static_cast<uint32_t>(bytes), &o); !s.ok()) return s;
     alignas(8) unsigned char hdr[kItemHeaderBytes] = {};
-    const uint32_t magic = kItemMagic;
-    const uint8_t kb = static_cast<uint8_t>(key.size());
     const uint32_t vb = static_cast<uint32_t>(vbytes);
     const uint64_t cas = next_cas_.fetch_add(1, std::memory_order_acq_rel);
-    const uint64_t exp = static_cast<uint64_t>(std::max<int64_t>(expiry, 0));
-    std::memcpy(hdr + offsetof(ItemHeader, magic), &magic, 4);
-    hdr[offsetof(ItemHeader, key_bytes)] = kb;
+    const uint64_t times = item_times(clamp_expiry(expiry), store_time);
+    std::memcpy(hdr + offsetof(ItemHeader, cas), &cas, 8);
     std::memcpy(hdr + offsetof(ItemHeader, value_bytes), &vb, 4);
     std::memcpy(hdr + offsetof(ItemHeader, flags), &flags, 4);
-    std::memcpy(hdr + offsetof(ItemHeader, cas), &cas, 8);
-    std::memcpy(hdr + offsetof(ItemHeader, store_time), &store_time, 4);
-    std::memcpy(hdr + offsetof(ItemHeader, expiry), &exp, 8);
+    std::memcpy(hdr + offsetof(ItemHeader, times), &times, 8);
+    hdr[offsetof(ItemHeader, key_bytes)] = static_cast<uint8_t>(key.size());
+    hdr[offsetof(ItemHeader, magic)] = kItemMagic;
     char* dst = pool_->ptr<char>(o);
     pm::copy(dst, hdr, kItemHeaderBytes);
     char* p = dst + kItemHeaderBytes;
@@ -585,7 +591,7 @@ class StoreImpl final : public Store {
         if (!present) return Status::NotFound();
         if (Status s = check_value(uint64_t{oh->value_bytes} + data.size()); !s.ok()) return s;
         flags = oh->flags;
-        expiry = static_cast<int64_t>(oh->expiry.load(std::memory_order_acquire));
+        expiry = oh->expiry();
         if (mode == Mode::kAppend) {
           a = oh->value_view();
           b = data;
@@ -644,9 +650,8 @@ class StoreImpl final : public Store {
     n = up ? n + delta : (delta > n ? 0 : n - delta);  // incr wraps; decr stops at 0
     const std::string text = std::to_string(n);
     uint64_t off = 0;
-    if (Status s = write_item(key, {}, text, {}, oh->flags,
-                              static_cast<int64_t>(oh->expiry.load(std::memory_order_acquire)),
-                              static_cast<uint32_t>(t), &off);
+    if (Status s =
+            write_item(key, {}, text, {}, oh->flags, oh->expiry(), static_cast<uint32_t>(t), &off);
         !s.ok()) {
       return s;
     }
