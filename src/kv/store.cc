@@ -526,6 +526,7 @@ class StoreImpl final : public Store {
     pm::copy(p, key.data(), key.size());
     p += key.size();
     for (std::string_view part : {a, b, c}) {
+      if (part.empty()) continue;  // an empty view's data() may be null
       pm::copy(p, part.data(), part.size());
       p += part.size();
     }
