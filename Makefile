@@ -20,8 +20,9 @@
 #                (scripts/test-install: cmake --install, then examples/embed and examples/kv built
 #                against it with find_package), then an ASan+UBSan build, then
 #                the concurrent index tests under ThreadSanitizer, then
-#                FUZZ_RUNS inputs of fuzzing pool files (clang/libFuzzer;
-#                reproducible: seed 1, fresh corpus; FUZZ_SECONDS at most)
+#                FUZZ_RUNS inputs of fuzzing pool files, then PROTOCOL_FUZZ_RUNS of
+#                the memcached protocol parser (clang/libFuzzer; reproducible:
+#                seed 1, fresh corpus; FUZZ_SECONDS at most each)
 #   make build   the release build only (build/release/nvindex)
 JOBS ?= $(shell nproc)
 BENCH_ARGS ?=
@@ -33,6 +34,7 @@ BENCH_PATREE_ARGS ?=
 # inputs from a fixed seed, so a commit's result does not depend on luck or
 # machine speed; FUZZ_SECONDS bounds the time. Longer: see README.
 FUZZ_RUNS ?= 60000
+PROTOCOL_FUZZ_RUNS ?= 20000
 FUZZ_SECONDS ?= 120
 
 .PHONY: test-long all deps build bench bench-lbtree bench-ni bench-pibench bench-patree test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
@@ -101,7 +103,7 @@ test-tsan:
 	@ctest --preset tsan -j $(JOBS) -L tsan
 
 test-fuzz:
-	@FUZZ_RUNS=$(FUZZ_RUNS) tests/fuzz/run-fuzz.sh $(FUZZ_SECONDS)
+	@FUZZ_RUNS=$(FUZZ_RUNS) PROTOCOL_FUZZ_RUNS=$(PROTOCOL_FUZZ_RUNS) tests/fuzz/run-fuzz.sh $(FUZZ_SECONDS)
 
 # Tracked files and new ones not yet added (--others), .gitignore'd ones left out.
 format:

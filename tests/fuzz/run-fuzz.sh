@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Fuzzes pool files (issue 3 §6) for a bounded time: builds the libFuzzer
+# Fuzzes pool files (issue 3 §6), then the memcached protocol parser
+# (tests/fuzz/protocol_fuzz.cc, seeds in tests/fuzz/protocol_seeds), each for
+# a bounded time: builds the libFuzzer
 # target tests/fuzz/pool_fuzz.cc with clang (cmake preset `fuzz`), regenerates
 # the seed corpus (small valid pools of every persistent index), then runs
 # the fuzzer for SECONDS seconds over the corpus kept in the build directory,
@@ -16,6 +18,8 @@
 #                                  fresh corpus (SECONDS stays an upper bound),
 #                                  so the same commit always tries the same
 #                                  inputs and CI cannot turn red by luck
+#              PROTOCOL_FUZZ_RUNS  with FUZZ_RUNS: the protocol fuzzer's inputs
+#                                  (default 20000)
 #              NVINDEX_FUZZ_BUILD  build directory (default build/fuzz)
 #              JOBS                parallel build jobs (default nproc)
 #              FUZZ_ARGS           extra libFuzzer flags, e.g. "-jobs=2 -workers=2"
@@ -36,36 +40,50 @@ fi
 
 cd "$root"
 cmake --preset fuzz -B "$build" >/dev/null
-cmake --build "$build" -j "$jobs" --target pool_fuzz pool_fuzz_seeds
+cmake --build "$build" -j "$jobs" --target pool_fuzz pool_fuzz_seeds protocol_fuzz
 
 rm -rf "$build/seeds"
 "$build/pool_fuzz_seeds" "$build/seeds"
-corpus="$build/corpus"
-limits=()
-if [[ -n "${FUZZ_RUNS:-}" ]]; then
-  corpus="$build/corpus-reproducible"
-  rm -rf "$corpus"
-  limits=(-seed=1 -runs="$FUZZ_RUNS")
-fi
-mkdir -p "$corpus" "$build/artifacts"
+mkdir -p "$build/artifacts"
 
-echo "test-fuzz: fuzzing pool files for ${FUZZ_RUNS:+$FUZZ_RUNS inputs from seed 1, at most }$seconds s (corpus $corpus)" >&2
+# fuzz TARGET WHAT RUNS MAX_LEN DICT SEED_DIR...: runs one libFuzzer target
+# over its corpus in the build directory (a fresh one, RUNS inputs from seed
+# 1, when FUZZ_RUNS is set; else SECONDS seconds), exits 1 on a finding.
 # ASan: abort_on_error off so libFuzzer writes the crashing input first;
 # UBSan: halt on the first report (set at compile time too).
-set +e
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
-UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-"$build/pool_fuzz" "$corpus" "$build/seeds" "$root/tests/fuzz/regressions" \
-  "${limits[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-  -dict="$root/tests/fuzz/pool.dict" -artifact_prefix="$build/artifacts/" \
-  -print_final_stats=1 ${FUZZ_ARGS:-} 2>"$build/fuzz.log"
-rc=$?
-set -e
-tail -n 25 "$build/fuzz.log" >&2
-if [[ $rc -ne 0 ]]; then
-  echo "test-fuzz: FAILED (exit $rc). Full log: $build/fuzz.log. Crashing input(s):" >&2
-  ls -1 "$build/artifacts" >&2 || true
-  echo "Reproduce: $build/pool_fuzz $build/artifacts/<file>" >&2
-  exit 1
-fi
+fuzz() {
+  local target=$1 what=$2 runs=$3 max_len=$4 dict=$5
+  shift 5
+  local corpus="$build/$target-corpus" limits=()
+  if [[ -n "${FUZZ_RUNS:-}" ]]; then
+    corpus="$build/$target-corpus-reproducible"
+    rm -rf "$corpus"
+    limits=(-seed=1 -runs="$runs")
+  fi
+  mkdir -p "$corpus"
+  echo "test-fuzz: fuzzing $what for ${FUZZ_RUNS:+$runs inputs from seed 1, at most }$seconds s (corpus $corpus)" >&2
+  local rc=0
+  set +e
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+  "$build/$target" "$corpus" "$@" \
+    "${limits[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len="$max_len" \
+    -dict="$dict" -artifact_prefix="$build/artifacts/$target-" \
+    -print_final_stats=1 ${FUZZ_ARGS:-} 2>"$build/$target.log"
+  rc=$?
+  set -e
+  tail -n 25 "$build/$target.log" >&2
+  if [[ $rc -ne 0 ]]; then
+    echo "test-fuzz: FAILED (exit $rc). Full log: $build/$target.log. Crashing input(s):" >&2
+    ls -1 "$build/artifacts" >&2 || true
+    echo "Reproduce: $build/$target $build/artifacts/$target-<file>" >&2
+    exit 1
+  fi
+}
+
+fuzz pool_fuzz "pool files" "${FUZZ_RUNS:-0}" 65536 "$root/tests/fuzz/pool.dict" \
+  "$build/seeds" "$root/tests/fuzz/regressions"
+# The memcached protocol parser: fewer inputs (each opens two stores).
+fuzz protocol_fuzz "the memcached protocol" "${PROTOCOL_FUZZ_RUNS:-20000}" 8192 \
+  "$root/tests/fuzz/protocol.dict" "$root/tests/fuzz/protocol_seeds"
 echo "test-fuzz: ok" >&2
