@@ -455,6 +455,7 @@ TEST_F(Cli, EveryOptionOfEveryCommandRefusesBadValuesBeforeAnyWork) {
       {"torture", {{"--index", "fastfair"}, {"--pool", never}, {"--kills", "1"}}},
       {"tpcc", {{"--quiet", ""}, {"--index", "btree"}, {"--transactions", "10"}}},
       {"patree-calibrate", {}},
+      {"serve", {{"--quiet", ""}, {"--index", "btree"}, {"--port", "0"}}},
   };
   const std::vector<OptionRow> rows = option_table();
   ASSERT_GT(rows.size(), 80u);
@@ -513,7 +514,7 @@ TEST_F(Cli, EveryOptionOfEveryCommandRefusesBadValuesBeforeAnyWork) {
     }
   }
   EXPECT_EQ(commands, (std::set<std::string>{"bench", "verify", "info", "crashtest", "torture",
-                                             "tpcc", "patree-calibrate"}));
+                                             "tpcc", "patree-calibrate", "serve"}));
   std::printf("%zu options, %zu bad values refused\n", rows.size(), cases);
   EXPECT_FALSE(fs::exists(never)) << "nothing created";
   EXPECT_EQ(slurp(plain), "not a pool\n");

@@ -132,7 +132,8 @@ struct StoreInfo {
   uint64_t items_at_open = 0;            ///< items found at open
   uint64_t items_reclaimed_at_open = 0;  ///< item blocks no key reached, freed at open
   uint32_t max_value_bytes = 0;
-  bool ordered = false;  ///< range reads work
+  bool ordered = false;     ///< range reads work
+  uint64_t pool_bytes = 0;  ///< the pool's size, bytes
 };
 
 /// One item of a bulk load.

@@ -111,6 +111,7 @@ class StoreImpl final : public Store {
     info_.index = options_.index;
     info_.max_value_bytes = options_.max_value_bytes;
     info_.ordered = entry.caps.ordered;
+    info_.pool_bytes = pool_->size();
     info_.clean_shutdown = pool_->was_clean_shutdown();
     IndexOptions io;
     io.pool = pool_;

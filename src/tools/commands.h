@@ -24,6 +24,8 @@ void add_torture_command(CLI::App& app, int* exit_code);
 void add_tpcc_command(CLI::App& app, int* exit_code);
 /// `nvindex patree-calibrate`: fit PA-Tree's latency model for a disk
 /// (src/tools/patree_calibrate.cc).
+/// `nvindex serve`: the memcached-protocol server over a persistent store.
+void add_serve_command(CLI::App& app, int* exit_code);
 void add_patree_calibrate_command(CLI::App& app, int* exit_code);
 
 /// Writes `text` to the file `path` (created, or truncated); false when it
