@@ -22,6 +22,7 @@
 
 #include "crash/oracle.h"
 #include "nvindex/index.h"
+#include "support/param_name.h"
 #include "testing/test_indexes.h"
 
 [[maybe_unused]] const bool kTestIndexesRegistered =
@@ -86,13 +87,7 @@ TEST_P(KvStoreCrash, EveryImageRecoversToTheModel) {
 
 INSTANTIATE_TEST_SUITE_P(Over, KvStoreCrash,
                          ::testing::Values("lbtree", "wbtree", "fastfair", "p-masstree"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) {
-                             if (c == '-') c = '_';
-                           }
-                           return n;
-                         });
+                         nvindex::testing::IndexParamName());
 
 TEST(KvStoreCrash, AblationEverySiteIsCaughtOrHasAWrittenReason) {
   if (sanitized()) GTEST_SKIP() << "the release run holds the ablation self-test";

@@ -23,6 +23,7 @@
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/pool.h"
 #include "pm_test_util.h"
+#include "support/param_name.h"
 
 namespace nvindex::kv {
 namespace {
@@ -418,13 +419,7 @@ TEST_P(KvStore, ACrashLeavesEveryAcknowledgedWriteAndFreesTheRest) {
 INSTANTIATE_TEST_SUITE_P(Persistent, KvStore,
                          ::testing::Values("lbtree", "wbtree", "fastfair", "p-masstree",
                                            "p-bwtree"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) {
-                             if (c == '-') c = '_';
-                           }
-                           return n;
-                         });
+                         nvindex::testing::IndexParamName());
 
 // ---------------------------------------------------------- what it refuses
 

@@ -21,6 +21,8 @@
 #include <string>
 #include <thread>
 
+#include "support/param_name.h"
+
 namespace {
 
 std::string bin() {
@@ -146,13 +148,7 @@ TEST_P(ServeIndex, MemccapablePassesEveryAsciiTest) {
 INSTANTIATE_TEST_SUITE_P(Store, ServeIndex,
                          ::testing::Values("lbtree", "wbtree", "fastfair", "p-masstree",
                                            "p-bwtree"),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n) {
-                             if (c == '-') c = '_';
-                           }
-                           return n;
-                         });
+                         nvindex::testing::IndexParamName());
 
 TEST(Serve, ItemsSurviveSigkillAndACleanStop) {
   const std::string pool = tmp("kill.pool");

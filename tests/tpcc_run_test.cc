@@ -9,6 +9,7 @@
 #include <string>
 
 #include "nvindex/index.h"
+#include "support/param_name.h"
 #include "tpcc/check.h"
 #include "tpcc/db.h"
 #include "tpcc/driver.h"
@@ -98,11 +99,7 @@ TEST_P(EveryIndex, OneClientRunKeepsTheTwelveConditions) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Registry, EveryIndex, ::testing::ValuesIn(ordered_indexes()),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           std::string s = p.param;
-                           for (char& c : s) c = (c == '-') ? '_' : c;
-                           return s;
-                         });
+                         nvindex::testing::IndexParamName());
 
 TEST(TpccConcurrent, TwoClientsOverTwoWarehousesStayConsistent) {
   if (kSanitizer) GTEST_SKIP() << "under a sanitizer the one-warehouse run only";
