@@ -2,7 +2,7 @@
 // Session over a store on an anonymous pool, as a connection would see it:
 // every command's reply, noreply, pipelining and requests split at every
 // byte, and the bad input memcached answers with an error (docs/kv.md "The
-// protocol"): keys too long or with control characters, bad numbers, a data
+// protocol"): keys too long or with a NUL or CR, bad numbers, a data
 // block longer or shorter than announced, one above the largest value
 // (refused and swallowed, the old item kept), a line without a newline past
 // the limit, binary garbage, a full pool.
@@ -144,7 +144,12 @@ TEST_F(Protocol, BadCommandLines) {
   EXPECT_EQ(send("version foo bar\r\n"), "VERSION 1.6.0\r\n");
   const std::string k251(251, 'k');
   EXPECT_EQ(send("get " + k251 + "\r\n"), "CLIENT_ERROR bad command line format\r\n");
-  EXPECT_EQ(send("get a\tb\r\n"), "CLIENT_ERROR bad command line format\r\n");
+  EXPECT_EQ(send(std::string("get a\0b\r\n", 9)), "CLIENT_ERROR bad command line format\r\n");
+  EXPECT_EQ(send("get a\rb\r\n"), "CLIENT_ERROR bad command line format\r\n");
+  // Other control characters are key bytes, as memcached takes them
+  // (memcaslap's keys start with eight 0x10 bytes).
+  EXPECT_EQ(send("set \x10\x10k\t 0 0 1\r\nv\r\nget \x10\x10k\t\r\n"),
+            "STORED\r\nVALUE \x10\x10k\t 0 1\r\nv\r\nEND\r\n");
   // A refused storage line swallows its data block (memcached 1.6)...
   EXPECT_EQ(send("set " + k251 + " 0 0 1\r\nx\r\nset k 0 0 1\r\ny\r\n"),
             "CLIENT_ERROR bad command line format\r\nSTORED\r\n");

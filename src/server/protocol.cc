@@ -1,8 +1,8 @@
 // The memcached ASCII request parser (protocol.h). The replies and where a
 // refused data block is swallowed follow memcached 1.6 (proto_text.c,
 // proto_parser.c; facts in docs/kv.md "The protocol"), with the departures
-// docs/kv.md lists: keys with control characters and flags above 32 bits
-// are refused, a long line gets an error before the close, and `delete`
+// docs/kv.md lists: keys with a NUL or a CR and flags above 32 bits are
+// refused, a long line gets an error before the close, and `delete`
 // takes memcached 1.6.18's argument rules (memccapable's).
 #include "server/protocol.h"
 
@@ -124,8 +124,12 @@ bool is_storage(Command c) {
 
 bool valid_key(std::string_view key) {
   if (key.empty() || key.size() > kMaxKeyBytes) return false;
-  for (unsigned char c : key) {
-    if (c <= 0x20 || c == 0x7f) return false;
+  // memcached takes any byte but the space that separates tokens (stock
+  // clients rely on it: memcaslap's keys start with eight 0x10 bytes); a
+  // NUL or a CR inside a key is refused, as memcached 1.6.18 cut a key at
+  // a NUL and a CR can only be a damaged line end.
+  for (char c : key) {
+    if (c == '\0' || c == '\r') return false;
   }
   return true;
 }

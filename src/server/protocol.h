@@ -111,8 +111,9 @@ struct ParseResult {
 /// ("SERVER_ERROR object too large for cache", the block swallowed).
 ParseResult parse(std::string_view in, size_t max_value_bytes, Request* req);
 
-/// Whether `key` is a key memcached takes: 1..250 bytes, no control
-/// characters (bytes below 0x21, and 0x7f).
+/// Whether `key` is a key this server takes: 1..250 bytes (it holds no
+/// space: spaces separate tokens), no NUL and no CR. memcached takes any
+/// other byte, control characters included, and stock clients send them.
 bool valid_key(std::string_view key);
 
 }  // namespace nvindex::server
