@@ -70,11 +70,12 @@ test: deps format-check doc-links test-release test-install test-asan test-tsan 
 # long-only (most integer cases, the string instances, the option variants)
 # included, and the crash lab with every case whole (every case to 10,000
 # images, btree-ls's logs, gc and prefetch variants), about 25 minutes, and
-# the KV store's crash-lab case to 10,000 images per index (4.3 minutes).
+# the KV store's crash-lab case to 10,000 images per index (4.3 minutes), and
+# nvindex serve's kill torture, 100 kills over lbtree and 100 over wbtree.
 test-long:
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release -j $(JOBS)
-	@NVINDEX_TEST_LONG=1 ctest --preset release -j $(JOBS) -R 'crash_ablation_test|crash_lab_test|crash_kv_store_test'
+	@NVINDEX_TEST_LONG=1 ctest --preset release -j $(JOBS) -R 'crash_ablation_test|crash_lab_test|crash_kv_store_test|tool_serve_test'
 
 # A documentation reference to a missing file fails the tests.
 doc-links:
