@@ -27,6 +27,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/param_name.h"
@@ -145,14 +146,21 @@ std::string ask(int port, const std::string& req, const std::string& until = "EN
   return got;
 }
 
+/// A pool path removed before use and when the test ends, failed or not.
+struct TempPoolFile {
+  std::string path;
+  explicit TempPoolFile(std::string p) : path(std::move(p)) { std::remove(path.c_str()); }
+  ~TempPoolFile() { std::remove(path.c_str()); }
+};
+
 bool have_memccapable() { return std::system("command -v memccapable >/dev/null 2>&1") == 0; }
 
 class ServeIndex : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ServeIndex, MemccapablePassesEveryAsciiTest) {
   if (!have_memccapable()) GTEST_SKIP() << "memccapable (libmemcached-tools) not installed";
-  const std::string pool = tmp(GetParam() + ".pool");
-  std::remove(pool.c_str());
+  const TempPoolFile file(tmp(GetParam() + ".pool"));
+  const std::string& pool = file.path;
   Serve s;
   s.start("--index " + GetParam() + " --pool " + pool + " --pool-size 64M --threads 2", GetParam());
   ASSERT_GT(s.port, 0) << slurp(s.err);
@@ -166,7 +174,6 @@ TEST_P(ServeIndex, MemccapablePassesEveryAsciiTest) {
   EXPECT_NE(report.find("All tests passed"), std::string::npos) << report;
   EXPECT_EQ(s.stop(SIGTERM), 0) << slurp(s.err);
   EXPECT_NE(slurp(s.out).find("closed cleanly"), std::string::npos) << slurp(s.out);
-  std::remove(pool.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Store, ServeIndex,
@@ -175,8 +182,8 @@ INSTANTIATE_TEST_SUITE_P(Store, ServeIndex,
                          nvindex::testing::IndexParamName());
 
 TEST(Serve, ItemsSurviveSigkillAndACleanStop) {
-  const std::string pool = tmp("kill.pool");
-  std::remove(pool.c_str());
+  const TempPoolFile file(tmp("kill.pool"));
+  const std::string& pool = file.path;
   {
     Serve s;
     s.start("--pool " + pool + " --pool-size 64M", "kill1");
@@ -213,7 +220,6 @@ TEST(Serve, ItemsSurviveSigkillAndACleanStop) {
     EXPECT_NE(st.find("STAT last_shutdown_clean yes\r\n"), std::string::npos) << st;
     EXPECT_EQ(s.stop(SIGINT), 0);
   }
-  std::remove(pool.c_str());
 }
 
 // Thousands of idle connections, and a client that sends and never reads
@@ -276,8 +282,8 @@ TEST_P(ServeTorture, KillTortureLosesNoAcknowledgedWrite) {
   const char* long_env = std::getenv("NVINDEX_TEST_LONG");
   const bool long_run = long_env != nullptr && *long_env == '1';
   if (!long_run && GetParam() != "lbtree") GTEST_SKIP() << "runs in make test-long";
-  const std::string pool = tmp("torture-" + GetParam() + ".pool");
-  std::remove(pool.c_str());
+  const TempPoolFile file(tmp("torture-" + GetParam() + ".pool"));
+  const std::string& pool = file.path;
   constexpr int kConns = 4;
   const int kKills = long_run ? 100 : 6;
   // Per connection: the acknowledged writes, and the next number to write
@@ -369,7 +375,6 @@ TEST_P(ServeTorture, KillTortureLosesNoAcknowledgedWrite) {
       "[ torture  ] %s: %d kills, %llu acknowledged writes kept, 0 lost, 0 phantom, "
       "recovery at most %.3f s\n",
       GetParam().c_str(), kKills, static_cast<unsigned long long>(total), recovery_max);
-  std::remove(pool.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Store, ServeTorture, ::testing::Values("lbtree", "wbtree"),
