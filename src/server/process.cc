@@ -175,23 +175,6 @@ bool has_flag(const Request& req, char f) {
   return meta_arg(req, f, &a);
 }
 
-bool meta_u64(std::string_view t, uint64_t* out) {
-  if (t.empty() || t.size() > 20) return false;
-  for (char c : t) {
-    if (c < '0' || c > '9') return false;
-  }
-  const auto r = std::from_chars(t.data(), t.data() + t.size(), *out);
-  return r.ec == std::errc() && r.ptr == t.data() + t.size();
-}
-bool meta_i32(std::string_view t, int64_t* out) {
-  int32_t v = 0;
-  if (t.empty()) return false;
-  const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (r.ec != std::errc() || r.ptr != t.data() + t.size()) return false;
-  *out = v;
-  return true;
-}
-
 /// The O and k return flags, in request order (what EN, NF, NS echo).
 void echo_opaque_key(const Request& req, std::string* out) {
   for (std::string_view t : req.args) {
@@ -214,7 +197,7 @@ void meta_get(const Request& req, ServerState& st, int64_t now, std::string* out
   Status s;
   if (meta_arg(req, 'T', &targ)) {
     int64_t ttl = 0;
-    if (!meta_i32(targ, &ttl)) {
+    if (!parse_i32(targ, &ttl)) {
       out->append(kBadToken);
       return;
     }
@@ -276,9 +259,9 @@ void meta_set(const Request& req, ServerState& st, int64_t now, std::string* out
   uint64_t flags = 0, cas = 0;
   int64_t ttl = 0;
   std::string_view a;
-  if ((meta_arg(req, 'F', &a) && (!meta_u64(a, &flags) || flags > UINT32_MAX)) ||
-      (meta_arg(req, 'T', &a) && !meta_i32(a, &ttl)) ||
-      (meta_arg(req, 'C', &a) && !meta_u64(a, &cas))) {
+  if ((meta_arg(req, 'F', &a) && (!parse_u64(a, &flags) || flags > UINT32_MAX)) ||
+      (meta_arg(req, 'T', &a) && !parse_i32(a, &ttl)) ||
+      (meta_arg(req, 'C', &a) && !parse_u64(a, &cas))) {
     out->append(kBadToken);
     return;
   }
@@ -365,16 +348,16 @@ void meta_arithmetic(const Request& req, ServerState& st, int64_t now, std::stri
   uint64_t delta = 1, initial = 0;
   int64_t ttl = 0;
   std::string_view a;
-  if (meta_arg(req, 'D', &a) && !meta_u64(a, &delta)) {
+  if (meta_arg(req, 'D', &a) && !parse_u64(a, &delta)) {
     out->append("CLIENT_ERROR invalid numeric delta value\r\n");
     return;
   }
-  if (meta_arg(req, 'J', &a) && !meta_u64(a, &initial)) {
+  if (meta_arg(req, 'J', &a) && !parse_u64(a, &initial)) {
     out->append("CLIENT_ERROR invalid numeric initial value\r\n");
     return;
   }
   const bool vivify = meta_arg(req, 'N', &a);
-  if (vivify && !meta_i32(a, &ttl)) {
+  if (vivify && !parse_i32(a, &ttl)) {
     out->append(kInvalid);
     return;
   }

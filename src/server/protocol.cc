@@ -38,39 +38,10 @@ size_t tokenize(std::string_view line, std::string_view* out, size_t max) {
   return n;
 }
 
-/// Strict unsigned decimal (digits only, no sign) that fits T.
-template <class T>
-bool parse_unsigned(std::string_view t, T* out) {
-  if (t.empty() || t.size() > 20) return false;
-  for (char c : t) {
-    if (c < '0' || c > '9') return false;
-  }
-  T v{};
-  const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (r.ec != std::errc() || r.ptr != t.data() + t.size()) return false;
-  *out = v;
-  return true;
-}
-
-/// Strict signed 32-bit decimal (memcached's exptime arguments).
-bool parse_int32(std::string_view t, int64_t* out) {
-  if (t.empty() || t.size() > 11) return false;
-  size_t i = t[0] == '-' ? 1 : 0;
-  if (i == t.size()) return false;
-  for (size_t j = i; j < t.size(); ++j) {
-    if (t[j] < '0' || t[j] > '9') return false;
-  }
-  int32_t v = 0;
-  const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
-  if (r.ec != std::errc() || r.ptr != t.data() + t.size()) return false;
-  *out = v;
-  return true;
-}
-
 /// A storage command's data block length: 0..INT_MAX-2 (memcached).
 bool parse_bytes(std::string_view t, uint64_t* out) {
   uint64_t v = 0;
-  if (!parse_unsigned(t, &v) || v > 2147483645ull) return false;
+  if (!parse_u64(t, &v) || v > 2147483645ull) return false;
   *out = v;
   return true;
 }
@@ -122,6 +93,32 @@ bool is_storage(Command c) {
 
 }  // namespace
 
+bool parse_u64(std::string_view t, uint64_t* out) {
+  if (t.empty() || t.size() > 20) return false;
+  for (char c : t) {
+    if (c < '0' || c > '9') return false;
+  }
+  uint64_t v = 0;
+  const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (r.ec != std::errc() || r.ptr != t.data() + t.size()) return false;
+  *out = v;
+  return true;
+}
+
+bool parse_i32(std::string_view t, int64_t* out) {
+  if (t.empty() || t.size() > 11) return false;
+  const size_t i = t[0] == '-' ? 1 : 0;
+  if (i == t.size()) return false;
+  for (size_t j = i; j < t.size(); ++j) {
+    if (t[j] < '0' || t[j] > '9') return false;
+  }
+  int32_t v = 0;
+  const auto r = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (r.ec != std::errc() || r.ptr != t.data() + t.size()) return false;
+  *out = v;
+  return true;
+}
+
 bool valid_key(std::string_view key) {
   if (key.empty() || key.size() > kMaxKeyBytes) return false;
   // memcached takes any byte but the space that separates tokens (stock
@@ -162,7 +159,7 @@ ParseResult parse(std::string_view in, size_t max_value_bytes, Request* req) {
     std::string_view rest = line.substr(tok[0].data() + tok[0].size() - line.data());
     if (c == Command::kGat || c == Command::kGats) {
       if (n < 3) return error(line_bytes, kBadFormat);
-      if (!parse_int32(tok[1], &req->exptime)) return error(line_bytes, kBadExptime);
+      if (!parse_i32(tok[1], &req->exptime)) return error(line_bytes, kBadExptime);
       rest = line.substr(tok[1].data() + tok[1].size() - line.data());
     }
     size_t i = 0;
@@ -193,9 +190,9 @@ ParseResult parse(std::string_view in, size_t max_value_bytes, Request* req) {
     req->noreply = n > want && noreply;
     // Every later refusal swallows the data block (memcached 1.6).
     uint64_t flags = 0;
-    if (n < want || !valid_key(tok[1]) || !parse_unsigned(tok[2], &flags) || flags > UINT32_MAX ||
-        !parse_int32(tok[3], &req->exptime) ||
-        (c == Command::kCas && !parse_unsigned(tok[5], &req->cas))) {
+    if (n < want || !valid_key(tok[1]) || !parse_u64(tok[2], &flags) || flags > UINT32_MAX ||
+        !parse_i32(tok[3], &req->exptime) ||
+        (c == Command::kCas && !parse_u64(tok[5], &req->cas))) {
       return error(line_bytes, req->noreply ? std::string_view() : kBadFormat, block);
     }
     if (bytes > max_value_bytes) {
@@ -240,7 +237,7 @@ ParseResult parse(std::string_view in, size_t max_value_bytes, Request* req) {
       req->noreply = n > 3 && noreply;
       if (!valid_key(tok[1]))
         return error(line_bytes, req->noreply ? std::string_view() : kBadFormat);
-      if (!parse_unsigned(tok[2], &req->delta)) {
+      if (!parse_u64(tok[2], &req->delta)) {
         return error(line_bytes, req->noreply ? std::string_view() : kBadDelta);
       }
       req->key = tok[1];
@@ -250,21 +247,21 @@ ParseResult parse(std::string_view in, size_t max_value_bytes, Request* req) {
       req->noreply = n > 3 && noreply;
       if (!valid_key(tok[1]))
         return error(line_bytes, req->noreply ? std::string_view() : kBadFormat);
-      if (!parse_int32(tok[2], &req->exptime)) {
+      if (!parse_i32(tok[2], &req->exptime)) {
         return error(line_bytes, req->noreply ? std::string_view() : kBadExptime);
       }
       req->key = tok[1];
       return ok;
     case Command::kFlushAll:
       req->noreply = noreply;
-      if (n > (req->noreply ? 2u : 1u) && !parse_int32(tok[1], &req->delay)) {
+      if (n > (req->noreply ? 2u : 1u) && !parse_i32(tok[1], &req->delay)) {
         return error(line_bytes, req->noreply ? std::string_view() : kBadExptime);
       }
       return ok;
     case Command::kVerbosity: {
       req->noreply = noreply;
       uint64_t level = 0;
-      if (n < (req->noreply ? 3u : 2u) || !parse_unsigned(tok[1], &level)) {
+      if (n < (req->noreply ? 3u : 2u) || !parse_u64(tok[1], &level)) {
         return error(line_bytes, req->noreply ? std::string_view() : kBadFormat);
       }
       req->verbosity = static_cast<uint32_t>(level > 2 ? 2 : level);
@@ -307,7 +304,7 @@ ParseResult parse(std::string_view in, size_t max_value_bytes, Request* req) {
       if (n != 6) return error(line_bytes, kBadFormat);
       if (tok[1].size() > kMaxKeyBytes || tok[2].size() > kMaxKeyBytes ||
           (tok[3] != "0" && tok[3] != "1") || (tok[4] != "0" && tok[4] != "1") ||
-          !parse_unsigned(tok[5], &req->max) || req->max == 0) {
+          !parse_u64(tok[5], &req->max) || req->max == 0) {
         return error(line_bytes, kBadFormat);
       }
       req->keys = {tok[1], tok[2]};

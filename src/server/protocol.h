@@ -111,6 +111,13 @@ struct ParseResult {
 /// ("SERVER_ERROR object too large for cache", the block swallowed).
 ParseResult parse(std::string_view in, size_t max_value_bytes, Request* req);
 
+/// A strict unsigned decimal below 2^64: digits only, no sign, no spaces
+/// (memcached's numeric arguments: cas uniques, deltas, meta flags' values).
+bool parse_u64(std::string_view text, uint64_t* out);
+/// A strict signed 32-bit decimal, optional '-' (memcached's exptime and
+/// delay arguments).
+bool parse_i32(std::string_view text, int64_t* out);
+
 /// Whether `key` is a key this server takes: 1..250 bytes (it holds no
 /// space: spaces separate tokens), no NUL and no CR. memcached takes any
 /// other byte, control characters included, and stock clients send them.
