@@ -18,36 +18,13 @@
 #include "nvindex/kv.h"
 #include "nvindex/pm/pool.h"
 #include "server/server.h"
+#include "support/socket_client.h"
 
 namespace nvindex::server {
 namespace {
 
-int connect_to(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-std::string roundtrip(int fd, const std::string& req, const std::string& until) {
-  if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) return "";
-  std::string got;
-  char buf[4096];
-  while (!got.ends_with(until)) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    got.append(buf, static_cast<size_t>(n));
-  }
-  return got;
-}
+using nvindex::testing::connect_to;
+using nvindex::testing::roundtrip;
 
 struct Fixture {
   std::unique_ptr<pm::Pool> pool;

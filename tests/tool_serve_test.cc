@@ -31,8 +31,12 @@
 #include <vector>
 
 #include "support/param_name.h"
+#include "support/socket_client.h"
 
 namespace {
+
+using nvindex::testing::connect_to;
+using nvindex::testing::roundtrip;
 
 std::string bin() {
   const char* b = std::getenv("NVINDEX_BIN");
@@ -105,36 +109,6 @@ struct Serve {
     std::remove(err.c_str());
   }
 };
-
-/// A connected socket to 127.0.0.1:port (-1 on failure), reads time out
-/// after 10 s.
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-  timeval tv{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-/// Sends `req` on `fd` and reads until the reply ends with `until`.
-std::string roundtrip(int fd, const std::string& req, const std::string& until) {
-  if (::write(fd, req.data(), req.size()) != static_cast<ssize_t>(req.size())) return "";
-  std::string got;
-  char buf[4096];
-  while (!got.ends_with(until)) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n <= 0) break;
-    got.append(buf, static_cast<size_t>(n));
-  }
-  return got;
-}
 
 /// Sends `req` on a new connection and reads until `until` is at the end
 /// of the reply (at most 10 s).
