@@ -2,8 +2,9 @@
 // (issue 31): counts, real numbers (seconds, fractions), seeds, byte sizes,
 // choices, index lists, paths and switches are each declared through one
 // function here, so every subcommand has the same limits, the same messages
-// and the same exit code for a bad value: a usage error (exit 2, README
-// "Exit codes") raised while the command line is parsed, before any work.
+// and the same exit code for a bad value: a usage error (exit 2, docs/cli.md
+// "Exit codes and bad input") raised while the command line is parsed, before
+// any work.
 //
 // A bad value's message is CLI11's "<option>: <why>", e.g.
 //   --threads: must be 1..1,024, got '-5'

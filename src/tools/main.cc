@@ -1,7 +1,7 @@
 // nvindex: the command line. One subcommand per file in src/tools/; every
 // option value is checked by the one parser of src/tools/cli.h.
 //
-// Exit codes of every command (README "Exit codes"): 0 success; 1 the work
+// Exit codes of every command (docs/cli.md "Exit codes"): 0 success; 1 the work
 // ran and something failed (a check or verification, a corrupt pool, an
 // index error, an I/O error after the work began); 2 the command line asked
 // for something that cannot be done (an unknown option or index, a bad
