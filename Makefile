@@ -1,28 +1,32 @@
 # The commands a user runs. Each first installs missing Debian packages
 # (scripts/install-deps) and builds what it needs.
-#   make bench   the main job: compare btree, fastfair, lbtree, fptree, wbtree and absl-btree on YCSB
-#                A, B, C, E with integer keys, then every string-capable index with 24 B string
-#                keys, then TPC-C over btree and the persistent trees (scripts/bench; BENCH_ARGS)
+#   make bench   the main job: compare btree, fastfair, lbtree, fptree, wbtree, p-masstree, p-bwtree
+#                and absl-btree on YCSB A, B, C, E with integer keys, then every string-capable
+#                index with 24 B string keys, then TPC-C over btree and the persistent trees
+#                (scripts/bench; BENCH_ARGS)
 #   make bench-lbtree  the LB+-tree paper's sec. 4.2 workloads over lbtree,
 #                fptree and wbtree (scripts/bench-lbtree; BENCH_LBTREE_ARGS)
 #   make bench-ni  Ni et al. 2020's B+-tree design space: the six variants,
 #                selective persistence, interleaving, group flushing
 #                (scripts/bench-ni; BENCH_NI_ARGS)
-#   make bench-pibench  the PiBench-style comparison (issue 13): dash-eh, lbtree,
+#   make bench-pibench  the PiBench-style comparison: dash-eh, lbtree,
 #                bztree, fastfair, fptree; read-only, 10%/50% updates or inserts,
 #                uniform and Zipfian, 1 and 2 threads, tail latency and split
 #                time (scripts/bench-pibench; BENCH_PIBENCH_ARGS)
-#   make bench-patree  PA-Tree's Table I on this machine's disk (issue 14):
+#   make bench-patree  PA-Tree's Table I on this machine's disk:
 #                patree (1 thread, 64 in flight, three probe strategies)
 #                against patree-dedicated, patree-shared, leveldb and rocksdb
 #                at 1..64 threads (scripts/bench-patree; BENCH_PATREE_ARGS)
-#   make test    every test: the doc-link check, a release build, then the installed library
+#   make test    every test: the format and doc-link checks, a release build and its ctest
+#                tests (docs/cli.md checked against --help among them), then the installed library
 #                (scripts/test-install: cmake --install, then examples/embed and examples/kv built
 #                against it with find_package), then an ASan+UBSan build, then
 #                the concurrent index tests under ThreadSanitizer, then
 #                FUZZ_RUNS inputs of fuzzing pool files, then PROTOCOL_FUZZ_RUNS of
 #                the memcached protocol parser (clang/libFuzzer; reproducible:
 #                seed 1, fresh corpus; FUZZ_SECONDS at most each)
+#   make test-long  the heavier crash checks kept out of make test (below; builds, but
+#                installs no packages)
 #   make build   the release build only (build/release/nvindex)
 JOBS ?= $(shell nproc)
 BENCH_ARGS ?=
@@ -32,7 +36,7 @@ BENCH_PIBENCH_ARGS ?=
 BENCH_PATREE_ARGS ?=
 # Pool-file fuzzing in make test (tests/fuzz/run-fuzz.sh): a fixed number of
 # inputs from a fixed seed, so a commit's result does not depend on luck or
-# machine speed; FUZZ_SECONDS bounds the time. Longer: see README.
+# machine speed; FUZZ_SECONDS bounds the time. Longer: docs/crash-lab.md, "Running the fuzzers".
 FUZZ_RUNS ?= 60000
 PROTOCOL_FUZZ_RUNS ?= 20000
 FUZZ_SECONDS ?= 120
