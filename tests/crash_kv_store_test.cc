@@ -86,7 +86,7 @@ TEST_P(KvStoreCrash, EveryImageRecoversToTheModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Over, KvStoreCrash,
-                         ::testing::Values("lbtree", "wbtree", "fastfair", "p-masstree"),
+                         ::testing::Values("lbtree", "fptree", "wbtree", "fastfair", "p-masstree"),
                          nvindex::testing::IndexParamName());
 
 TEST(KvStoreCrash, AblationEverySiteIsCaughtOrHasAWrittenReason) {

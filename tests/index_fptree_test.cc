@@ -3,8 +3,10 @@
 // layout per node size, fingerprint collisions, capability claims, PM per
 // split, bulk load at fill factors (leaf counts, freed head leaf), recovery
 // (a split caught in flight by its micro-log in both of its crash states,
-// stale lock bytes, empty leaves unlinked, damaged pools) and a concurrent
-// split stress.
+// stale lock bytes, empty leaves unlinked, damaged pools), a concurrent
+// split stress, and string keys (PM per insert against integer keys, key
+// records freed on remove and marked once by recovery, readers racing
+// removes).
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -13,8 +15,10 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -340,6 +344,105 @@ TEST_F(FpTreeRecovery, DamagedPoolsAreRefused) {
   Status s = open(256, &pool, &idx);
   EXPECT_EQ(s.code(), Code::kCorruption) << s.ToString();
   EXPECT_NE(s.message().find("magic"), std::string::npos) << s.ToString();
+}
+
+// ------------------------------------------------------------ string keys
+
+/// An fptree with string keys in a pool file (fptree:string).
+struct StringTree : testing::StringFileIndex {
+  explicit StringTree(const std::string& tag = "s") : StringFileIndex("fptree", tag) {}
+  Status create(uint32_t node_size) {
+    IndexOptions o;
+    o.node_size = node_size;
+    return StringFileIndex::create(o, 64ull << 20);
+  }
+  fptree::FpTreeString& fps() const { return dynamic_cast<fptree::FpTreeString&>(*index); }
+};
+
+using testing::prefixed_key;
+
+// PM cost of an insert: a 24-byte string key against an integer key, on the
+// same random order at 256 B leaves (docs/indexes/fptree.md quotes it).
+TEST(FpTreeString, InsertCostAgainstIntegerKeys) {
+  // The record costs one line and one fence per insert; nothing else
+  // changes (a split moves key words, the separator is a DRAM copy).
+  testing::expect_record_costs_one_line_and_fence("fptree", 256);
+}
+
+// Key records: a removed key's record is freed (single thread: at once), a
+// failed insert leaves none behind, and recovery marks every live slot's
+// record once: the allocator's bytes equal root + leaves + records before and
+// after crash-style reopens, also after removes emptied whole leaves (which
+// recovery unlinks) and with a split's micro-log found active.
+TEST(FpTreeString, RecordsFreedOnRemoveAndMarkedOnceByRecovery) {
+  for (uint32_t size : {256u, 768u}) {
+    StringTree st("r" + std::to_string(size));
+    ASSERT_TRUE(st.create(size).ok());
+    std::map<std::string, Value> model;
+    std::mt19937_64 rng(size);
+    for (uint64_t r = 0; r < 6000; ++r) {
+      const std::string k = prefixed_key(rng() % 4000);
+      const bool fresh = model.emplace(k, r).second;
+      const Status s = st.index->insert(k, r);
+      ASSERT_EQ(s.ok(), fresh) << s.ToString();
+    }
+    // Remove a run of consecutive keys (emptying whole leaves) and others.
+    auto run = model.lower_bound(prefixed_key(1000));
+    for (int i = 0; i < 400 && run != model.end(); ++i) {
+      ASSERT_TRUE(st.index->remove(run->first).ok());
+      run = model.erase(run);
+    }
+    for (auto it = model.begin(); it != model.end();) {
+      if (rng() % 3 == 0) {
+        ASSERT_TRUE(st.index->remove(it->first).ok());
+        it = model.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    EXPECT_EQ(st.fps().retired_records(), 0u);
+    // Longer than kMaxKeyBytes: refused, nothing allocated.
+    const uint64_t before = st.pool->allocator().bytes_in_use();
+    EXPECT_EQ(st.index->insert(std::string(256, 'x'), 1).code(), Code::kInvalidArgument);
+    EXPECT_EQ(st.index->insert(model.begin()->first, 1).code(), Code::kAlreadyExists);
+    EXPECT_EQ(st.pool->allocator().bytes_in_use(), before);
+    testing::expect_equals_model(*st.index, model);
+    VerifyReport vr;
+    ASSERT_TRUE(st.index->verify(&vr).ok());
+    const uint64_t block = size == 768 ? 1024 : size;
+    EXPECT_EQ(st.pool->allocator().bytes_in_use(), fptree::kRootBytes + vr.pm_bytes);
+    EXPECT_GE(vr.pm_bytes, vr.leaves * block + model.size() * 64);
+    const uint64_t leaves_before = vr.leaves;
+    for (int round = 0; round < 2; ++round) {
+      st.crash();
+      IndexOptions o;
+      o.node_size = size;
+      ASSERT_TRUE(st.reopen(o).ok());
+      testing::expect_equals_model(*st.index, model);
+      ASSERT_TRUE(st.index->verify(&vr).ok());
+      EXPECT_EQ(st.pool->allocator().bytes_in_use(), fptree::kRootBytes + vr.pm_bytes);
+    }
+    EXPECT_LT(vr.leaves, leaves_before) << "recovery unlinks the emptied leaves";
+    // find_last_less_than just above and below every key of a sample.
+    for (auto it = model.begin(); it != model.end();
+         std::advance(it, std::min<size_t>(37, std::distance(it, model.end())))) {
+      const auto got = st.index->find_last_less_than(it->first + '\0');
+      ASSERT_TRUE(got.has_value());
+      EXPECT_EQ(got->first, it->first);
+    }
+  }
+}
+
+// Optimistic readers (lookups, scans, find_last_less_than) racing writers
+// that remove keys: the readers dereference records of removed keys, which
+// stay allocated until no operation is in flight. Run under TSan and ASan.
+TEST(FpTreeString, ReadersRaceRemoves) {
+  StringTree st;
+  ASSERT_TRUE(st.create(256).ok());
+  testing::run_string_readers_race_removes(*st.index, 2, 1500);
+  // Quiescent again: the next remove frees every retired record.
+  ASSERT_TRUE(st.index->remove(prefixed_key(1 * 2)).ok());
+  EXPECT_EQ(st.fps().retired_records(), 0u);
 }
 
 }  // namespace

@@ -417,7 +417,7 @@ TEST_P(KvStore, ACrashLeavesEveryAcknowledgedWriteAndFreesTheRest) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Persistent, KvStore,
-                         ::testing::Values("lbtree", "wbtree", "fastfair", "p-masstree",
+                         ::testing::Values("lbtree", "fptree", "wbtree", "fastfair", "p-masstree",
                                            "p-bwtree"),
                          nvindex::testing::IndexParamName());
 

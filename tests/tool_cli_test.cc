@@ -914,7 +914,7 @@ TEST_F(Cli, RecoveryThreadsAndVerifyRebuildTime) {
 // message names those that take them) and a key space that does not fit the
 // digits are usage errors.
 TEST_F(Cli, KeyTypeOptionsAreCheckedBeforeAnyWork) {
-  ASSERT_FALSE(nvindex::find_index_entry("fptree")->caps.string_keys)
+  ASSERT_FALSE(nvindex::find_index_entry("btree-ls")->caps.string_keys)
       << "pick an index without them";
   struct Case {
     std::string args;
@@ -925,8 +925,8 @@ TEST_F(Cli, KeyTypeOptionsAreCheckedBeforeAnyWork) {
       {"--index absl-btree --key-type string --key-size 4", "--key-size: must be 5..255 bytes"},
       {"--index absl-btree --key-type string --key-size 256", "--key-size: must be 5..255"},
       {"--index absl-btree --key-size 30", "--key-size applies to --key-type string"},
-      {"--index fptree --key-type string", "index 'fptree' does not take string keys"},
-      {"--index fptree --key-type string", "absl-btree"},
+      {"--index btree-ls --key-type string", "index 'btree-ls' does not take string keys"},
+      {"--index btree-ls --key-type string", "absl-btree"},
       {"--index absl-btree --key-type string --key-size 12", "use --key-size"},
       {"--index absl-btree --key-type string --key-size 010", "--key-size"},  // not octal 8
       {"--index absl-btree --key-type string --key-size -1", "--key-size"},

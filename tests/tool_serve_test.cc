@@ -151,7 +151,7 @@ TEST_P(ServeIndex, MemccapablePassesEveryAsciiTest) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Store, ServeIndex,
-                         ::testing::Values("lbtree", "wbtree", "fastfair", "p-masstree",
+                         ::testing::Values("lbtree", "fptree", "wbtree", "fastfair", "p-masstree",
                                            "p-bwtree"),
                          nvindex::testing::IndexParamName());
 

@@ -41,11 +41,6 @@ constexpr Capabilities kPmOnlyStrings{.ordered = true,
 /// The block-device yardsticks (leveldb, rocksdb): no nodes, integer keys.
 constexpr Capabilities kBlockDevice{
     .ordered = true, .persistent = true, .thread_safe = true, .placement = Placement::kBlockDevice};
-constexpr Capabilities kSelective{.ordered = true,
-                                  .persistent = true,
-                                  .thread_safe = true,
-                                  .bulk_load = true,
-                                  .placement = Placement::kSelective};
 constexpr Capabilities kSelectiveStrings{.ordered = true,
                                          .persistent = true,
                                          .thread_safe = true,
@@ -105,12 +100,13 @@ constexpr IndexEntry kIndexes[] = {
      &make_lbtree_string},
     {"fptree",
      kFpTreeDescription,
-     kSelective,
+     kSelectiveStrings,
      256,
      "256, 512, 768 or 1024 B (the leaf)",
      &fptree_node_size_ok,
      {},
-     &make_fptree},
+     &make_fptree,
+     &make_fptree_string},
     {"btree-ls", kBtreeLsDescription,
      Capabilities{.ordered = true,
                   .persistent = true,

@@ -956,6 +956,13 @@ void measure_insert_cost(std::string_view name, uint32_t node_size, uint64_t n, 
       strs->lines, strs->fences);
 }
 
+void expect_record_costs_one_line_and_fence(std::string_view name, uint32_t node_size) {
+  InsertCost ints, strs;
+  ASSERT_NO_FATAL_FAILURE(measure_insert_cost(name, node_size, 20000, &ints, &strs));
+  EXPECT_NEAR(strs.lines, ints.lines + 1, 0.05);
+  EXPECT_NEAR(strs.fences, ints.fences + 1, 0.05);
+}
+
 std::vector<IndexCase> registered_index_cases() { return index_cases(KeyType::kInteger, false); }
 std::vector<IndexCase> persistent_index_cases() { return index_cases(KeyType::kInteger, true); }
 std::vector<IndexCase> registered_string_index_cases() {

@@ -269,6 +269,13 @@ struct InsertCost {
 void measure_insert_cost(std::string_view name, uint32_t node_size, uint64_t n, InsertCost* ints,
                          InsertCost* strs);
 
+/// For an index whose string slots hold a key record's offset where integer
+/// slots hold the key (lbtree, fptree): measure_insert_cost over 20,000 keys
+/// at node_size bytes, and expects the string insert to cost exactly the
+/// record's line and fence more (within 0.05 per insert: the two runs split
+/// alike but not identically).
+void expect_record_costs_one_line_and_fence(std::string_view name, uint32_t node_size);
+
 /// One configuration of a registered index the conformance suite runs: a
 /// node size the registry entry allows (0 for an index without nodes), index
 /// options (empty = the defaults; otherwise one non-default value of one

@@ -34,9 +34,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "nvindex/index.h"
@@ -126,6 +128,113 @@ inline Status mark_key_record(pm::Pool& pool, std::string_view index, uint64_t o
 /// removal of, every slot that named it, and no concurrent reader may still
 /// hold `off` (see the file comment).
 inline void free_key_record(pm::Pool& pool, uint64_t off) { pool.allocator().free(off); }
+
+/// The largest key of at most kMaxKeyBytes bytes below `key` (its
+/// predecessor under byte order, shorter prefix first: a longer key's
+/// kMaxKeyBytes-byte prefix; else drop a trailing 0x00 byte, or decrement
+/// the last byte and pad with 0xff to kMaxKeyBytes) into *out; false when
+/// there is none (key ""). An index whose find_last_less_than searches for
+/// the last key <= a target (lbtree, fptree) searches for this one.
+inline bool key_predecessor(std::string_view key, std::string* out) {
+  if (key.size() > kMaxKeyBytes) {
+    out->assign(key.substr(0, kMaxKeyBytes));  // a proper prefix: below key
+    return true;
+  }
+  out->assign(key);
+  if (out->empty()) return false;
+  if (out->back() == '\0') {
+    out->pop_back();
+    return true;
+  }
+  out->back() = static_cast<char>(static_cast<uint8_t>(out->back()) - 1);
+  out->resize(kMaxKeyBytes, '\xff');
+  return true;
+}
+
+/// The key a slot's 8-byte key word names, in an index whose slots hold the
+/// key itself for integer keys and a key record's offset for string keys
+/// (lbtree, fptree): integers the word, strings the record's bytes (read
+/// without a check: the word came from a live slot, whose record is
+/// published and hence persisted).
+template <class K>
+inline K slot_key(const pm::Pool& pool, uint64_t word) {
+  if constexpr (std::is_same_v<K, std::string_view>) {
+    return key_record(pool, word);
+  } else {
+    (void)pool;
+    return word;
+  }
+}
+
+/// The key word of a new slot for `key` in such an index: integers the key
+/// (never fails); strings, after check_key (`index` names the index), a new
+/// key record, written and persisted (store_key_record, `site` names its
+/// flush and fence) before the caller publishes the word. Errors (strings,
+/// nothing allocated): InvalidArgument (key over kMaxKeyBytes), OutOfSpace,
+/// Busy.
+template <class K>
+inline Status new_slot_word(pm::Pool& pool, std::string_view index, K key, pm::Site site,
+                            uint64_t* word) {
+  if constexpr (std::is_same_v<K, std::string_view>) {
+    if (Status s = check_key(index, key); !s.ok()) return s;
+    return store_key_record(pool, key, word, site);
+  } else {
+    (void)pool;
+    (void)index;
+    (void)site;
+    *word = key;
+    return Status::Ok();
+  }
+}
+
+/// The DRAM low keys of the leaves of a tree whose inner nodes live in DRAM
+/// (lbtree, fptree: a leaf's low key is its separator, immutable while the
+/// leaf is routed to; find_last_less_than steps left of it). A leaf's low key
+/// is one 8-byte word in a LockTable: for integer keys the key, for string
+/// keys the address of a DRAM copy kept until the tree is destroyed (never a
+/// key record, which a remove may free while the separator stays), 0 for
+/// "" (the head leaf's minus infinity).
+template <class K>
+class LowKeys;
+
+template <>
+class LowKeys<uint64_t> {
+ public:
+  /// The low-key word of `low`: the key.
+  static uint64_t word(uint64_t low) { return low; }
+  /// The low key a word names.
+  static uint64_t key(uint64_t word) { return word; }
+  /// DRAM held by copies: none.
+  static uint64_t dram_bytes() { return 0; }
+};
+
+template <>
+class LowKeys<std::string_view> {
+ public:
+  /// The low-key word of `low`: the address of a new DRAM copy (0 for "").
+  /// Thread-safe.
+  uint64_t word(std::string_view low) {
+    if (low.empty()) return 0;
+    std::lock_guard g(mu_);
+    const std::string& s = keys_.emplace_back(low);
+    bytes_ += sizeof(std::string) + (s.capacity() > 15 ? s.capacity() + 1 : 0);
+    return reinterpret_cast<uintptr_t>(&s);
+  }
+  /// The low key a word names (valid while this lives).
+  static std::string_view key(uint64_t word) {
+    return word == 0 ? std::string_view() : *reinterpret_cast<const std::string*>(word);
+  }
+  /// DRAM held by the copies (string objects and heap bytes), bytes.
+  uint64_t dram_bytes() const {
+    std::lock_guard g(mu_);
+    return bytes_;
+  }
+
+ private:
+  std::deque<std::string> keys_;  ///< a deque never moves its elements
+  uint64_t bytes_ = 0;
+  mutable std::mutex mu_;  ///< guards appends and bytes_
+};
 
 // ---------------------------------------------------------------- key words
 

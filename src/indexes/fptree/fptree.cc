@@ -33,6 +33,12 @@ constexpr auto kRel = std::memory_order_release;
 
 uintptr_t line_of(const void* p) { return reinterpret_cast<uintptr_t>(p) / pm::kLineSize; }
 
+/// The pool layout of a tree over keys K: "fptree" or "fptree:string".
+template <class K>
+std::string layout() {
+  return pool_layout(kLayout, key_type_of<K>);
+}
+
 }  // namespace
 
 bool Layout::of(uint32_t node_size, Layout* out) {
@@ -58,17 +64,26 @@ bool Layout::of(uint32_t node_size, Layout* out) {
 
 // ---------------------------------------------------------------- basics
 
-FpTree::FpTree(pm::Pool* pool, double fill) : PersistentIndex(pool), fill_(fill) {}
+template <class K>
+FpTreeT<K>::FpTreeT(pm::Pool* pool, double fill) : PersistentIndexOf<K>(pool), fill_(fill) {}
 
-FpTree::~FpTree() { record_close_keys(); }
+template <class K>
+FpTreeT<K>::~FpTreeT() {
+  if constexpr (kStringKeys) reclaimer_.free_all(*pool_);
+  this->record_close_keys();
+}
 
-uint64_t FpTree::full_mask() const { return (uint64_t{1} << layout_.slots) - 1; }
+template <class K>
+uint64_t FpTreeT<K>::full_mask() const {
+  return (uint64_t{1} << layout_.slots) - 1;
+}
 
 // Slots whose fingerprint equals fp (SSE2: 16 fingerprints per compare),
 // restricted to the C slots; not yet masked by the bitmap. Under
 // ThreadSanitizer a scalar loop of atomic loads (the SIMD load is not an
 // atomic access).
-uint64_t FpTree::match(uint64_t off, uint8_t fp) const {
+template <class K>
+uint64_t FpTreeT<K>::match(uint64_t off, uint8_t fp) const {
   uint64_t m = 0;
 #if defined(__SANITIZE_THREAD__)
   const Leaf* l = leaf(off);
@@ -90,19 +105,30 @@ uint64_t FpTree::match(uint64_t off, uint8_t fp) const {
   return m & full_mask();
 }
 
-// The live slot holding `key` in the leaf at `off`, or -1. Optimistic readers
-// call it between read_lock and validate; every word is an acquire load.
-int FpTree::find_slot(uint64_t off, uint64_t key) const {
-  uint64_t cand = match(off, fingerprint(key)) & leaf(off)->bitmap.load(kAcq);
+// The live slot holding `key` (fingerprint f) in the leaf at `off`, or -1.
+// Optimistic readers call it between read_lock and validate; every word is an
+// acquire load. String keys: a candidate's record is read only after its
+// fingerprint matched (about C/256 false candidates per leaf); its offset
+// came from a slot this operation read, so its Guard keeps it from being
+// freed.
+template <class K>
+inline int FpTreeT<K>::find_slot(uint64_t off, K key, uint8_t f) const {
+  uint64_t cand = match(off, f) & leaf(off)->bitmap.load(kAcq);
   while (cand != 0) {
     const int i = std::countr_zero(cand);
     cand &= cand - 1;
-    if (entry(off, static_cast<uint32_t>(i))->key.load(kAcq) == key) return i;
+    const uint64_t w = entry(off, static_cast<uint32_t>(i))->key.load(kAcq);
+    if constexpr (kStringKeys) {
+      if (key_record(*pool_, w) == key) return i;
+    } else {
+      if (w == key) return i;
+    }
   }
   return -1;
 }
 
-inline void FpTree::prefetch_leaf(uint64_t off) const {
+template <class K>
+inline void FpTreeT<K>::prefetch_leaf(uint64_t off) const {
   versions_->prefetch(off);
   prefetch_bytes(leaf(off), layout_.node_size);
 }
@@ -111,18 +137,23 @@ inline void FpTree::prefetch_leaf(uint64_t off) const {
 // why not the PM lock byte: version_lock.h); optimistic readers wait or
 // retry while it is held. Nothing about the lock is persisted, so a crash
 // never leaves a leaf locked.
-void FpTree::lock_leaf(uint64_t off) {
+template <class K>
+void FpTreeT<K>::lock_leaf(uint64_t off) {
   // The leaf's lines and its version word are fetched before the lock's
   // CAS, a full barrier: afterwards every miss would be taken one at a time.
   prefetch_leaf(off);
   vlock::lock(versions_->word(off));  // leaves are never obsolete: true
 }
 
-void FpTree::unlock_leaf(uint64_t off) { vlock::unlock(versions_->word(off)); }
+template <class K>
+void FpTreeT<K>::unlock_leaf(uint64_t off) {
+  vlock::unlock(versions_->word(off));
+}
 
 // Locks the leaf covering `key` (InnerTree protocol: find, lock the leaf,
 // validate the route, else unlock and retry). Returns its offset.
-uint64_t FpTree::lock_covering(uint64_t key) {
+template <class K>
+uint64_t FpTreeT<K>::lock_covering(K key) {
   while (true) {
     const inner::Route r = inner_->find(key);
     lock_leaf(r.leaf);
@@ -131,8 +162,11 @@ uint64_t FpTree::lock_covering(uint64_t key) {
   }
 }
 
-// Leaf insert (paper §4, insert) into the free slot `slot` of
-// the locked leaf at `off`.
+// Leaf insert (paper §4, insert) of key word `word` (fingerprint f) into the
+// free slot `slot` of the locked leaf at `off`. String keys: `word` names a
+// key record persisted (flushed and fenced) before this is called, so the
+// bitmap store below never publishes a record whose bytes are not durable
+// (key_record.h).
 //
 // Crash argument. 1) The entry (key, value) goes into a slot whose bitmap bit
 // is clear: invisible whatever part of it is durable. If the slot is not in
@@ -143,25 +177,27 @@ uint64_t FpTree::lock_covering(uint64_t key) {
 // the paper's separate fingerprint persist is not needed. The aligned 8-byte
 // bitmap store commits the insert: before it, the old content; after it, the
 // new.
-void FpTree::put_slot(uint64_t off, uint32_t slot, uint64_t key, Value value,
-                      const char* entry_site, const char* commit_site) {
+template <class K>
+void FpTreeT<K>::put_slot(uint64_t off, uint32_t slot, uint64_t word, uint8_t f, Value value,
+                          const char* entry_site, const char* commit_site) {
   Leaf* l = leaf(off);
   Entry* e = entry(off, slot);
-  pm::store(&e->key, key);
+  pm::store(&e->key, word);
   pm::store(&e->value, value);
   if (line_of(e) != line_of(l)) pm::persist(e, kEntryBytes, {entry_site});
-  pm::store<uint8_t>(&l->fp[slot], fingerprint(key));
+  pm::store<uint8_t>(&l->fp[slot], f);
   pm::store(&l->bitmap, l->bitmap.load(kRlx) | uint64_t{1} << slot);
   pm::persist(&l->bitmap, sizeof(uint64_t), {commit_site});
 }
 
 // ---------------------------------------------------------------- create
 
-Status FpTree::create(uint32_t node_size) {
+template <class K>
+Status FpTreeT<K>::create(uint32_t node_size) {
   Layout::of(node_size, &layout_);
   versions_ = std::make_unique<LockTable>(pool_->size(), layout_.block);
   lows_ = std::make_unique<LockTable>(pool_->size(), layout_.block);
-  inner_ = std::make_unique<inner::InnerTree>();
+  inner_ = std::make_unique<inner::InnerTreeT<K>>();
   pm::Allocator& alloc = pool_->allocator();
   uint64_t ro = 0;
   Status s = allocate_root_object(alloc, kRootBytes, &ro);
@@ -181,7 +217,7 @@ Status FpTree::create(uint32_t node_size) {
   pm::store(&l->sibling, 0);
   pm::store<uint8_t>(&l->lock, 0);
   pm::flush(l, sizeof(uint64_t), {"fptree.create.leaf"});
-  root_obj_ = pool_->ptr<RootObject>(ro);
+  root_obj_ = pool_->template ptr<RootObject>(ro);
   pm::store(&root_obj_->magic, kRootMagic);
   pm::store(&root_obj_->node_size, static_cast<uint64_t>(node_size));
   pm::store(&root_obj_->head, head);
@@ -194,20 +230,23 @@ Status FpTree::create(uint32_t node_size) {
   pm::persist(root_obj_, kRootBytes, {"fptree.create.root_object"});
   pool_->set_root(ro);
   lows_->word(head).store(0, kRel);
-  const inner::LeafRef first{0, head};
+  const LeafRef first{OwnedKey<K>{}, head};
   return inner_->build({&first, 1});
 }
 
 // ---------------------------------------------------------------- reads
 
-std::optional<Value> FpTree::lookup(uint64_t key) {
+template <class K>
+std::optional<Value> FpTreeT<K>::lookup(K key) {
+  const Guard guard(reclaimer_);
+  const uint8_t f = fingerprint(key);
   while (true) {
     const inner::Route r = inner_->find(key);
     // The version word and the leaf's lines are fetched in parallel.
     prefetch_leaf(r.leaf);
     uint64_t v = 0;
     if (!vlock::read_lock(versions_->word(r.leaf), &v)) continue;
-    const int i = find_slot(r.leaf, key);
+    const int i = find_slot(r.leaf, key, f);
     const Value val = i >= 0 ? entry(r.leaf, static_cast<uint32_t>(i))->value.load(kAcq) : 0;
     // The leaf snapshot must be consistent, and the leaf must still cover
     // key (a split that moved key right bumps the route's version).
@@ -217,9 +256,11 @@ std::optional<Value> FpTree::lookup(uint64_t key) {
   }
 }
 
-size_t FpTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t, Value>>* out) {
+template <class K>
+size_t FpTreeT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>, Value>>* out) {
   out->clear();
   if (count == 0) return 0;
+  const Guard guard(reclaimer_);
   // Leaves are never merged, so a leaf's low bound never rises: the leaf a
   // (possibly stale) route names holds no key >= start that lies left of it,
   // and the next pointers read under each leaf's validated version reach
@@ -227,8 +268,8 @@ size_t FpTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
   // keys into a leaf that our validated next pointer skips, keys we have
   // already returned).
   uint64_t off = inner_->find(start).leaf;
-  uint64_t cursor = start;  // keys < cursor are returned already
-  std::vector<std::pair<uint64_t, Value>> buf;
+  OwnedKey<K> cursor(start);  // keys < cursor are returned already
+  std::vector<std::pair<OwnedKey<K>, Value>> buf;
   while (true) {
     uint64_t v = 0, next = 0;
     if (!vlock::read_lock(versions_->word(off), &v)) continue;
@@ -239,8 +280,8 @@ size_t FpTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
       const uint32_t i = static_cast<uint32_t>(std::countr_zero(live));
       live &= live - 1;
       const Entry* e = entry(off, i);
-      const uint64_t k = e->key.load(kAcq);
-      if (k >= cursor) buf.emplace_back(k, e->value.load(kAcq));
+      const K k = key_of(e->key.load(kAcq));
+      if (k >= cursor) buf.emplace_back(OwnedKey<K>(k), e->value.load(kAcq));
     }
     next = l->sibling.load(kAcq);
     if (!vlock::validate(versions_->word(off), v)) continue;
@@ -250,67 +291,106 @@ size_t FpTree::scan(uint64_t start, size_t count, std::vector<std::pair<uint64_t
       if (out->size() == count) return count;
     }
     if (!buf.empty()) {
-      if (buf.back().first == UINT64_MAX) return out->size();
-      cursor = buf.back().first + 1;
+      if constexpr (kStringKeys) {
+        cursor = buf.back().first + '\0';  // the smallest string above it
+      } else {
+        if (buf.back().first == UINT64_MAX) return out->size();
+        cursor = buf.back().first + 1;
+      }
     }
     if (next == 0) return out->size();
     off = next;
   }
 }
 
-std::optional<std::pair<uint64_t, Value>> FpTree::find_last_less_than(uint64_t key) {
-  if (key == 0) return std::nullopt;
-  uint64_t target = key - 1;
+template <class K>
+std::optional<std::pair<OwnedKey<K>, Value>> FpTreeT<K>::find_last_less_than(K key) {
+  // target: the largest key sought (keys <= target).
+  OwnedKey<K> target{};
+  if constexpr (kStringKeys) {
+    if (!key_predecessor(key, &target)) return std::nullopt;
+  } else {
+    if (key == 0) return std::nullopt;
+    target = key - 1;
+  }
+  const Guard guard(reclaimer_);
   while (true) {
     const inner::Route r = inner_->find(target);
     uint64_t v = 0;
     if (!vlock::read_lock(versions_->word(r.leaf), &v)) continue;
     const Leaf* l = leaf(r.leaf);
     bool found = false;
-    uint64_t bk = 0, bv = 0;
+    K bk{};
+    uint64_t bv = 0;
     uint64_t live = l->bitmap.load(kAcq) & full_mask();
     while (live != 0) {
       const uint32_t i = static_cast<uint32_t>(std::countr_zero(live));
       live &= live - 1;
       const Entry* e = entry(r.leaf, i);
-      const uint64_t k = e->key.load(kAcq);
+      const K k = key_of(e->key.load(kAcq));
       if (k <= target && (!found || k > bk)) {
         found = true;
         bk = k;
         bv = e->value.load(kAcq);
       }
     }
-    if (!vlock::validate(versions_->word(r.leaf), v) || !inner_->validate(r)) continue;
-    if (found) return std::make_pair(bk, bv);
-    // Nothing <= target in this leaf: the answer, if any, is left of its low
-    // key (immutable: leaves are never merged).
+    // The leaf's low key never changes (leaves are never merged), so it need
+    // not be read under the version (strings: a DRAM copy kept until
+    // destruction).
     const uint64_t low = lows_->word(r.leaf).load(kAcq);
+    if (!vlock::validate(versions_->word(r.leaf), v) || !inner_->validate(r)) continue;
+    // Strings: bk's record may be freed once the guard ends: copied here.
+    if (found) return std::make_pair(OwnedKey<K>(bk), bv);
+    // Nothing <= target in this leaf: the answer, if any, is left of its low
+    // key.
     if (low == 0) return std::nullopt;
-    target = low - 1;
+    if constexpr (kStringKeys) {
+      key_predecessor(low_keys_.key(low), &target);  // low != "": there is one
+    } else {
+      target = low - 1;
+    }
   }
 }
 
 // ---------------------------------------------------------------- writes
 
-Status FpTree::insert(uint64_t key, Value value) {
+template <class K>
+Status FpTreeT<K>::insert(K key, Value value) {
+  // The slot's key word. String keys: the key's record, written and
+  // persisted here (flush, fence), before any lock, and published by
+  // put_slot's bitmap store (key_record.h: a crash before it leaves an
+  // unreachable record, which recovery reclaims); freed at once if the
+  // insert fails (never published).
+  uint64_t word = 0;
+  if (Status s = new_slot_word<K>(*pool_, kLayout, key, {"fptree.insert.key_record"}, &word);
+      !s.ok()) {
+    return s;
+  }
+  const Guard guard(reclaimer_);
+  const uint8_t f = fingerprint(key);
   const uint64_t off = lock_covering(key);
-  if (find_slot(off, key) >= 0) {
+  if (find_slot(off, key, f) >= 0) {
     unlock_leaf(off);
+    if constexpr (kStringKeys) free_key_record(*pool_, word);
     return Status::AlreadyExists();
   }
   const uint64_t free = ~leaf(off)->bitmap.load(kRlx) & full_mask();
   Status s;
   if (free != 0) {
-    put_slot(off, static_cast<uint32_t>(std::countr_zero(free)), key, value, "fptree.insert.entry",
-             "fptree.insert.commit");
+    put_slot(off, static_cast<uint32_t>(std::countr_zero(free)), word, f, value,
+             "fptree.insert.entry", "fptree.insert.commit");
   } else {
-    s = split_insert(off, key, value);
+    s = split_insert(off, key, f, word, value);
   }
   unlock_leaf(off);
+  if constexpr (kStringKeys) {
+    if (!s.ok()) free_key_record(*pool_, word);  // never published
+  }
   return s;
 }
 
-uint32_t FpTree::take_log() {
+template <class K>
+uint32_t FpTreeT<K>::take_log() {
   unsigned spins = 0;
   constexpr uint32_t kAll = (1u << kSplitLogs) - 1;
   while (true) {
@@ -325,15 +405,18 @@ uint32_t FpTree::take_log() {
   }
 }
 
-void FpTree::release_log(uint32_t i) { log_busy_.fetch_and(~(1u << i), kRel); }
+template <class K>
+void FpTreeT<K>::release_log(uint32_t i) {
+  log_busy_.fetch_and(~(1u << i), kRel);
+}
 
 // Leaf split with the split micro-log (paper §4, leaf split; recovery in
-// §4), then the insert of (key, value), on the full, locked leaf L at
-// `off`.
+// §4), then the insert of (key, value) (key word `word`, fingerprint f), on
+// the full, locked leaf L at `off`.
 //
 // Steps and crash argument:
 //  a) Allocate N (OutOfSpace: nothing changed). Write N: the entries with
-//     keys >= sep (the median), plus (key, value) when key >= sep, their
+//     keys >= sep (the median), plus (word, value) when key >= sep, their
 //     fingerprints, bitmap, next = L.sibling, lock 0; flush N. N is unreachable:
 //     a crash leaves a block that recovery reclaims.
 //  b) Take a free micro-log; store new_leaf = N, then cur = L (the commit
@@ -347,9 +430,16 @@ void FpTree::release_log(uint32_t i) { log_busy_.fetch_and(~(1u << i), kRel); }
 //     {next, bitmap} (split done; recovery's trim changes nothing).
 //  d) Reset the log (cur = 0), persist.
 // Then the separator goes into the DRAM inner tree (InnerTree protocol: L
-// stays locked until that is done) and, when key < sep, (key, value) goes
+// stays locked until that is done) and, when key < sep, (word, value) goes
 // into a slot of L freed by the split (an ordinary leaf insert).
-Status FpTree::split_insert(uint64_t off, uint64_t key, Value value) {
+// String keys: N's slots copy L's key words (no record is copied). In the
+// undo state N is unreachable and only L's slots name those records (the
+// new key's record, if it went to N, is unreachable: reclaimed); in the redo
+// state both leaves name them, and recovery's trim (step 2 of Recovery) runs
+// before its marking (step 4), so every record is marked once; in the done
+// state only N names them.
+template <class K>
+Status FpTreeT<K>::split_insert(uint64_t off, K key, uint8_t f, uint64_t word, Value value) {
   pm::SmoTimer smo_timer;  // the SMO's wall time, when one is counted (pm/counters.h)
   uint64_t noff = 0;
   Status s = pool_->allocator().allocate(layout_.node_size, &noff);
@@ -358,11 +448,11 @@ Status FpTree::split_insert(uint64_t off, uint64_t key, Value value) {
   Leaf* l = leaf(off);
   Leaf* n = leaf(noff);
   const uint32_t c = layout_.slots;
-  std::array<std::pair<uint64_t, uint32_t>, kMaxSlots> ks;  // (key, slot)
-  for (uint32_t i = 0; i < c; ++i) ks[i] = {entry(off, i)->key.load(kRlx), i};
+  std::array<std::pair<K, uint32_t>, kMaxSlots> ks;  // (key, slot)
+  for (uint32_t i = 0; i < c; ++i) ks[i] = {key_of(entry(off, i)->key.load(kRlx)), i};
   std::sort(ks.begin(), ks.begin() + c);
   const uint32_t m = c / 2;
-  const uint64_t sep = ks[m].first;
+  const OwnedKey<K> sep(ks[m].first);  // strings: a DRAM copy
   // a) the new leaf
   uint32_t j = 0;
   for (uint32_t i = m; i < c; ++i, ++j) {
@@ -372,11 +462,12 @@ Status FpTree::split_insert(uint64_t off, uint64_t key, Value value) {
     pm::store(&dst->value, src->value.load(kRlx));
     pm::store<uint8_t>(&n->fp[j], l->fp[ks[i].second].load(kRlx));
   }
-  if (key >= sep) {
+  const bool right = !(key < sep);
+  if (right) {
     Entry* dst = entry(noff, j);
-    pm::store(&dst->key, key);
+    pm::store(&dst->key, word);
     pm::store(&dst->value, value);
-    pm::store<uint8_t>(&n->fp[j], fingerprint(key));
+    pm::store<uint8_t>(&n->fp[j], f);
     ++j;
   }
   pm::store(&n->bitmap, (uint64_t{1} << j) - 1);
@@ -400,19 +491,24 @@ Status FpTree::split_insert(uint64_t off, uint64_t key, Value value) {
   pm::store(&lg.cur, 0);
   pm::persist(&lg.cur, sizeof(uint64_t), {"fptree.split.log_reset"});
   release_log(li);
-  lows_->word(noff).store(sep, kRel);
+  lows_->word(noff).store(low_keys_.word(sep), kRel);
   inner_->insert_separator(off, sep, noff);
-  if (key < sep) {
+  if (!right) {
     const uint64_t free = ~l->bitmap.load(kRlx) & full_mask();
-    put_slot(off, static_cast<uint32_t>(std::countr_zero(free)), key, value, "fptree.insert.entry",
-             "fptree.insert.commit");
+    put_slot(off, static_cast<uint32_t>(std::countr_zero(free)), word, f, value,
+             "fptree.insert.entry", "fptree.insert.commit");
   }
   return Status::Ok();
 }
 
-Status FpTree::update(uint64_t key, Value value) {
+template <class K>
+Status FpTreeT<K>::update(K key, Value value) {
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, key); !s.ok()) return s;
+  }
+  const Guard guard(reclaimer_);
   const uint64_t off = lock_covering(key);
-  const int i = find_slot(off, key);
+  const int i = find_slot(off, key, fingerprint(key));
   if (i < 0) {
     unlock_leaf(off);
     return Status::NotFound();
@@ -429,9 +525,14 @@ Status FpTree::update(uint64_t key, Value value) {
 // Leaf delete (paper §4, delete): clear the slot's bitmap bit, one
 // aligned 8-byte store persisted with line 0 (a crash leaves the old or the
 // new bitmap). The entry's bytes stay; the slot is free for a later insert.
-Status FpTree::remove(uint64_t key) {
+template <class K>
+Status FpTreeT<K>::remove(K key) {
+  if constexpr (kStringKeys) {
+    if (Status s = check_key(kLayout, key); !s.ok()) return s;
+  }
+  const Guard guard(reclaimer_);
   const uint64_t off = lock_covering(key);
-  const int i = find_slot(off, key);
+  const int i = find_slot(off, key, fingerprint(key));
   if (i < 0) {
     unlock_leaf(off);
     return Status::NotFound();
@@ -439,16 +540,33 @@ Status FpTree::remove(uint64_t key) {
   Leaf* l = leaf(off);
   pm::store(&l->bitmap, l->bitmap.load(kRlx) & ~(uint64_t{1} << i));
   pm::persist(&l->bitmap, sizeof(uint64_t), {"fptree.remove.bitmap"});
-  unlock_leaf(off);
+  if constexpr (kStringKeys) {
+    // The slot's bit is clear and durable: no slot names the record (a key
+    // word is copied only by a split, whose copy and source are never both
+    // live once the split's bitmap store is durable, and the split held
+    // this leaf's lock until then). The word is read before the unlock (then
+    // the slot may be reused). A concurrent reader may still hold the
+    // offset: retired, freed once no other operation is in flight
+    // (RecordReclaimer). After a crash before the free, recovery reclaims
+    // it (unmarked).
+    const uint64_t word = entry(off, static_cast<uint32_t>(i))->key.load(kRlx);
+    unlock_leaf(off);
+    reclaimer_.retire(word);
+    reclaimer_.reclaim(*pool_);
+  } else {
+    unlock_leaf(off);
+  }
   return Status::Ok();
 }
 
-// Bulk load: see fptree.h. Crash argument: every new leaf is written and
-// flushed while unreachable, one fence makes them all durable, then one NAW
-// of the head publishes the new chain. A crash before the NAW leaves the
-// empty index (the new leaves are unreachable and reclaimed); after it, the
-// loaded index (the old head leaf is unreachable and reclaimed).
-Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
+// Bulk load: see fptree.h. Crash argument: every new leaf (string keys: and
+// every key record) is written and flushed while unreachable, one fence
+// makes them all durable, then one NAW of the head publishes the new chain.
+// A crash before the NAW leaves the empty index (the new leaves and records
+// are unreachable and reclaimed); after it, the loaded index (the old head
+// leaf is unreachable and reclaimed).
+template <class K>
+Status FpTreeT<K>::bulk_load(std::span<const std::pair<K, Value>> sorted) {
   // An empty index is a fresh one (one empty leaf) or one emptied by
   // removes (empty leaves stay on the chain until recovery unlinks them):
   // the publish NAW below replaces the whole old chain, freed after it.
@@ -459,8 +577,11 @@ Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
     }
     old.push_back(off);
   }
-  for (size_t i = 1; i < sorted.size(); ++i) {
-    if (!(sorted[i - 1].first < sorted[i].first)) {
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if constexpr (kStringKeys) {
+      if (Status s = check_key(kLayout, sorted[i].first); !s.ok()) return s;
+    }
+    if (i > 0 && !(sorted[i - 1].first < sorted[i].first)) {
       return Status::InvalidArgument("fptree bulk_load: keys not strictly ascending at pair " +
                                      std::to_string(i));
     }
@@ -472,14 +593,34 @@ Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
   const size_t nleaves = (sorted.size() + per - 1) / per;
   std::vector<uint64_t> leaves(nleaves);
   pm::Allocator& alloc = pool_->allocator();
+  std::vector<uint64_t> words;  // string keys: the key records, in key order
+  auto undo = [&](size_t nleaf) {
+    for (size_t k = 0; k < nleaf; ++k) alloc.free(leaves[k]);
+    for (uint64_t w : words) free_key_record(*pool_, w);
+  };
   for (size_t i = 0; i < nleaves; ++i) {
     Status s = alloc.allocate(layout_.node_size, &leaves[i]);
     if (!s.ok()) {
-      for (size_t k = 0; k < i; ++k) alloc.free(leaves[k]);
+      undo(i);
       return s;
     }
   }
-  std::vector<inner::LeafRef> refs(nleaves);
+  if constexpr (kStringKeys) {
+    // Flushed, not fenced: the fence before the publishing NAW below orders
+    // them with the leaves.
+    words.reserve(sorted.size());
+    for (const auto& kv : sorted) {
+      uint64_t w = 0;
+      if (Status s = store_key_record(*pool_, kv.first, &w, {"fptree.bulk.key_record"},
+                                      RecordFence::kCallerFences);
+          !s.ok()) {
+        undo(nleaves);
+        return s;
+      }
+      words.push_back(w);
+    }
+  }
+  std::vector<LeafRef> refs(nleaves);
   for (size_t i = 0; i < nleaves; ++i) {
     const uint64_t off = leaves[i];
     Leaf* l = leaf(off);
@@ -487,7 +628,11 @@ Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
     const uint32_t cnt = static_cast<uint32_t>(std::min<size_t>(per, sorted.size() - from));
     for (uint32_t j = 0; j < cnt; ++j) {
       Entry* e = entry(off, j);
-      pm::store(&e->key, sorted[from + j].first);
+      if constexpr (kStringKeys) {
+        pm::store(&e->key, words[from + j]);
+      } else {
+        pm::store(&e->key, sorted[from + j].first);
+      }
       pm::store(&e->value, sorted[from + j].second);
       pm::store<uint8_t>(&l->fp[j], fingerprint(sorted[from + j].first));
     }
@@ -495,8 +640,8 @@ Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
     pm::store(&l->sibling, i + 1 < nleaves ? leaves[i + 1] : 0);
     pm::store<uint8_t>(&l->lock, 0);
     pm::flush(l, layout_.entries_offset + cnt * kEntryBytes, {"fptree.bulk.leaf"});
-    refs[i] = {i == 0 ? 0 : sorted[from].first, off};
-    lows_->word(off).store(refs[i].first, kRel);
+    refs[i] = {i == 0 ? OwnedKey<K>{} : OwnedKey<K>(sorted[from].first), off};
+    lows_->word(off).store(low_keys_.word(refs[i].first), kRel);
   }
   pm::fence({"fptree.bulk.leaves"});
   pm::naw(&root_obj_->head, leaves[0], {"fptree.bulk.publish"});
@@ -505,7 +650,8 @@ Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
   Status s = inner_->build(refs);
   if (!s.ok()) return s;
   for (uint64_t off : old) {
-    zero_block(off, "fptree.bulk.free_old");  // a free leaf block is zero (check_lost_leaves_of)
+    // a free leaf block is zero (check_lost_leaves_of)
+    this->zero_block(off, "fptree.bulk.free_old");
     alloc.free(off);
   }
   return Status::Ok();
@@ -516,7 +662,8 @@ Status FpTree::bulk_load(std::span<const std::pair<uint64_t, Value>> sorted) {
 // A leaf offset must be a block of the leaves' class inside the pool, and
 // its bitmap must name only the C slots. Never dereferences `off` before the
 // range check.
-Status FpTree::check_leaf(uint64_t off, const char* what) const {
+template <class K>
+Status FpTreeT<K>::check_leaf(uint64_t off, const char* what) const {
   if (off == 0 || !pool_->contains(off, layout_.block) || off % layout_.block != 0 ||
       pool_->allocator().block_size(off) != layout_.block) {
     return Status::Corruption("fptree: " + std::string(what) + " offset " + hex(off) +
@@ -529,8 +676,22 @@ Status FpTree::check_leaf(uint64_t off, const char* what) const {
   return Status::Ok();
 }
 
+template <class K>
+Status FpTreeT<K>::check_records(uint64_t off) const {
+  if constexpr (kStringKeys) {
+    for (uint64_t b = leaf(off)->bitmap.load(kRlx); b != 0; b &= b - 1) {
+      const uint64_t w = entry(off, static_cast<uint32_t>(std::countr_zero(b)))->key.load(kRlx);
+      if (Status s = check_key_record(*pool_, kLayout, w); !s.ok()) return s;
+    }
+  } else {
+    (void)off;
+  }
+  return Status::Ok();
+}
+
 // The leaf chain from the head; Corruption on a bad offset or a cycle.
-Status FpTree::walk_chain(std::vector<uint64_t>* chain) const {
+template <class K>
+Status FpTreeT<K>::walk_chain(std::vector<uint64_t>* chain) const {
   chain->clear();
   std::unordered_set<uint64_t> seen;
   for (uint64_t off = head(); off != 0; off = leaf(off)->sibling.load(kRlx)) {
@@ -544,39 +705,41 @@ Status FpTree::walk_chain(std::vector<uint64_t>* chain) const {
   return Status::Ok();
 }
 
-// Rebuilds the DRAM inner nodes over the chain: (0, head), then (min key,
-// leaf) for every later leaf (recovery unlinked the empty ones). Corruption
-// if the keys of consecutive leaves are not ascending.
-Status FpTree::rebuild_inner(const std::vector<uint64_t>& chain) {
-  std::vector<inner::LeafRef> refs;
+// Rebuilds the DRAM inner nodes over the chain: (minus infinity, head), then
+// (min key, leaf) for every later leaf (recovery unlinked the empty ones).
+// Corruption if the keys of consecutive leaves are not ascending. String
+// keys: every live slot's record was checked by recovery's marking.
+template <class K>
+Status FpTreeT<K>::rebuild_inner(const std::vector<uint64_t>& chain) {
+  std::vector<LeafRef> refs;
   refs.reserve(chain.size());
-  uint64_t prev_max = 0;
+  OwnedKey<K> prev_max{};
   bool any = false;
   for (size_t i = 0; i < chain.size(); ++i) {
     const uint64_t off = chain[i];
-    uint64_t lo = UINT64_MAX, hi = 0;
+    K lo{}, hi{};
     uint64_t live = leaf(off)->bitmap.load(kRlx);
     const bool empty = live == 0;
-    while (live != 0) {
+    for (bool first = true; live != 0; first = false) {
       const uint32_t s = static_cast<uint32_t>(std::countr_zero(live));
       live &= live - 1;
-      const uint64_t k = entry(off, s)->key.load(kRlx);
-      lo = std::min(lo, k);
-      hi = std::max(hi, k);
+      const K k = key_of(entry(off, s)->key.load(kRlx));
+      lo = first || k < lo ? k : lo;
+      hi = first || k > hi ? k : hi;
     }
     if (i > 0 && empty) {
       return Status::Corruption("fptree: empty leaf " + hex(off) + " left in the chain");
     }
-    if (!empty && any && lo <= prev_max) {
+    if (!empty && any && !(prev_max < lo)) {
       return Status::Corruption("fptree: keys of leaf " + hex(off) +
                                 " are not above those of the previous leaf");
     }
     if (!empty) {
-      prev_max = hi;
+      prev_max = OwnedKey<K>(hi);
       any = true;
     }
-    refs.emplace_back(i == 0 ? 0 : lo, off);
-    lows_->word(off).store(refs.back().first, kRel);
+    refs.emplace_back(i == 0 ? OwnedKey<K>{} : OwnedKey<K>(lo), off);
+    lows_->word(off).store(i == 0 ? 0 : low_keys_.word(lo), kRel);
   }
   return inner_->build(refs);
 }
@@ -589,20 +752,27 @@ Status FpTree::rebuild_inner(const std::vector<uint64_t>& chain) {
 //     smallest key (one aligned store, persisted; a no-op when the split had
 //     completed); otherwise N was never linked: leave it unreachable (undo;
 //     the allocator frees it below). Then reset the log (cur = 0, persist).
+//     String keys: the records of L's and N's live slots are checked before
+//     their keys are compared.
 //  3) Walk the chain from the head, checking every leaf and clearing lock
 //     bytes left at 1 (not persisted: a later recovery clears them again).
-//  4) Mark the root object and every chain leaf reachable, once each, and
-//     check them against the pool's close record (common/persistent.h: on a
-//     cleanly closed pool a lost leaf is Corruption, nothing reclaimed); the
-//     allocator frees every other block (an undone split's N, leaves of an
-//     unpublished bulk load, leaves unlinked by an earlier recovery).
+//  4) Mark the root object and every chain leaf reachable (string keys: and
+//     the record of every live slot, checked first; a record named by two
+//     live slots is Corruption), once each, and check them against the
+//     pool's close record (common/persistent.h: on a cleanly closed pool a
+//     lost leaf is Corruption, nothing reclaimed); the allocator frees every
+//     other block (an undone split's N, leaves and records of an unpublished
+//     bulk load, leaves unlinked by an earlier recovery, records of removed
+//     keys and of inserts that never published theirs).
 //  4b) Unlink every empty leaf but the head (prev.sibling = leaf.sibling, one
 //     aligned store, persisted: the chain loses a leaf with no keys, so the
 //     content is unchanged) and free it.
 //  5) Rebuild the DRAM inner nodes, check the result with verify() and the
 //     key count against the close record.
-Status FpTree::recover() {
-  if (Status s = open_root_object(kLayout, kRootMagic, &root_obj_, kRootBytes); !s.ok()) return s;
+template <class K>
+Status FpTreeT<K>::recover() {
+  if (Status s = this->open_root_object(layout<K>(), kRootMagic, &root_obj_, kRootBytes); !s.ok())
+    return s;
   if (root_obj_->node_size > 1024 ||
       !Layout::of(static_cast<uint32_t>(root_obj_->node_size), &layout_)) {
     return Status::Corruption("fptree: root object has invalid node size " +
@@ -614,7 +784,7 @@ Status FpTree::recover() {
   }
   versions_ = std::make_unique<LockTable>(pool_->size(), layout_.block);
   lows_ = std::make_unique<LockTable>(pool_->size(), layout_.block);
-  inner_ = std::make_unique<inner::InnerTree>();
+  inner_ = std::make_unique<inner::InnerTreeT<K>>();
 
   // 2) split micro-logs
   for (uint32_t li = 0; li < kSplitLogs; ++li) {
@@ -626,21 +796,24 @@ Status FpTree::recover() {
     if (!s.ok()) return s;
     if (leaf(cur)->sibling.load(kRlx) == nn) {
       s = check_leaf(nn, "split log's new leaf");
+      if (s.ok()) s = check_records(nn);
+      if (s.ok()) s = check_records(cur);
       if (!s.ok()) return s;
       uint64_t live = leaf(nn)->bitmap.load(kRlx);
-      uint64_t nmin = UINT64_MAX;
-      bool nonempty = live != 0;
-      while (live != 0) {
+      K nmin{};
+      const bool nonempty = live != 0;
+      for (bool first = true; live != 0; first = false) {
         const uint32_t i = static_cast<uint32_t>(std::countr_zero(live));
         live &= live - 1;
-        nmin = std::min(nmin, entry(nn, i)->key.load(kRlx));
+        const K k = key_of(entry(nn, i)->key.load(kRlx));
+        nmin = first || k < nmin ? k : nmin;
       }
       Leaf* l = leaf(cur);
       const uint64_t old_bits = l->bitmap.load(kRlx);
       uint64_t bits = old_bits;
       for (uint64_t b = old_bits; nonempty && b != 0; b &= b - 1) {
         const uint32_t i = static_cast<uint32_t>(std::countr_zero(b));
-        if (entry(cur, i)->key.load(kRlx) >= nmin) bits &= ~(uint64_t{1} << i);
+        if (!(key_of(entry(cur, i)->key.load(kRlx)) < nmin)) bits &= ~(uint64_t{1} << i);
       }
       if (bits != old_bits) {
         pm::store(&l->bitmap, bits);
@@ -669,12 +842,20 @@ Status FpTree::recover() {
   }
 
   // 4) reachability, before any structural write (common/persistent.h)
-  Status s = reclaim_unreachable(
-      kLayout,
+  Status s = this->reclaim_unreachable(
+      layout<K>(),
       [&](pm::Allocator& alloc, uint64_t* keys) {
         for (uint64_t off : chain) {
           if (Status m = alloc.mark_reachable(off); !m.ok()) return m;
-          *keys += static_cast<uint64_t>(std::popcount(leaf(off)->bitmap.load(kRlx)));
+          const uint64_t bm = leaf(off)->bitmap.load(kRlx);
+          *keys += static_cast<uint64_t>(std::popcount(bm));
+          if constexpr (kStringKeys) {
+            for (uint64_t b = bm; b != 0; b &= b - 1) {
+              const uint64_t w =
+                  entry(off, static_cast<uint32_t>(std::countr_zero(b)))->key.load(kRlx);
+              if (Status m = mark_key_record(*pool_, kLayout, w); !m.ok()) return m;
+            }
+          }
         }
         return Status::Ok();
       },
@@ -693,7 +874,7 @@ Status FpTree::recover() {
       // Zeroed before it is freed: a free leaf block is always zero
       // (check_lost_leaves_of). A crash first leaves it unreachable and
       // not zero, for the next recovery's check to zero.
-      zero_block(off, "fptree.recover.unlink_zero");
+      this->zero_block(off, "fptree.recover.unlink_zero");
       pool_->allocator().free(off);
     } else {
       kept.push_back(off);
@@ -721,63 +902,76 @@ Status FpTree::recover() {
 // bulk_load (the empty ones), zeroed first (both are unreachable by then and
 // empty: a crash while zeroing leaves a block that is not a whole leaf,
 // which the next recovery zeroes), so no other block of the class holds
-// anything.
-Status FpTree::check_lost_leaves_of(pm::Allocator& alloc, const std::vector<uint64_t>& chain) {
-  const uint64_t slots_mask =
-      layout_.slots >= 64 ? ~uint64_t{0} : (uint64_t{1} << layout_.slots) - 1;
-  auto live_keys = [&](uint64_t off, std::vector<uint64_t>* keys) {
-    const Leaf* l = leaf(off);
-    const uint64_t bm = l->bitmap.load(kRlx);
-    if ((bm & ~slots_mask) != 0) return false;
-    for (uint64_t b = bm; b != 0; b &= b - 1) {
-      const uint32_t i = static_cast<uint32_t>(std::countr_zero(b));
-      const uint64_t k = entry(off, i)->key.load(kRlx);
-      if ((k == 0 && entry(off, i)->value.load(kRlx) == 0) ||
-          l->fp[i].load(kRlx) != fingerprint(k)) {
-        return false;
-      }
-      keys->push_back(k);
-    }
-    return !keys->empty();
-  };
-  auto ranges = [&](std::vector<std::pair<uint64_t, uint64_t>>* r) {
-    for (uint64_t off : chain) {
-      uint64_t lo = UINT64_MAX;
-      const uint64_t bm = leaf(off)->bitmap.load(kRlx);
+// anything. String keys: no check (a live slot names a key record, which
+// would have to be checked before it is read), as lbtree's.
+template <class K>
+Status FpTreeT<K>::check_lost_leaves_of(pm::Allocator& alloc, const std::vector<uint64_t>& chain) {
+  if constexpr (kStringKeys) {
+    (void)alloc;
+    (void)chain;
+    return Status::Ok();
+  } else {
+    const uint64_t slots_mask =
+        layout_.slots >= 64 ? ~uint64_t{0} : (uint64_t{1} << layout_.slots) - 1;
+    auto live_keys = [&](uint64_t off, std::vector<uint64_t>* keys) {
+      const Leaf* l = leaf(off);
+      const uint64_t bm = l->bitmap.load(kRlx);
+      if ((bm & ~slots_mask) != 0) return false;
       for (uint64_t b = bm; b != 0; b &= b - 1) {
-        lo = std::min(lo, entry(off, static_cast<uint32_t>(std::countr_zero(b)))->key.load(kRlx));
+        const uint32_t i = static_cast<uint32_t>(std::countr_zero(b));
+        const uint64_t k = entry(off, i)->key.load(kRlx);
+        if ((k == 0 && entry(off, i)->value.load(kRlx) == 0) ||
+            l->fp[i].load(kRlx) != fingerprint(k)) {
+          return false;
+        }
+        keys->push_back(k);
       }
-      if (bm != 0) r->emplace_back(lo, off);
-    }
-  };
-  auto leaf_has = [&](uint64_t off, uint64_t k) {
-    for (uint64_t b = leaf(off)->bitmap.load(kRlx); b != 0; b &= b - 1) {
-      if (entry(off, static_cast<uint32_t>(std::countr_zero(b)))->key.load(kRlx) == k) return true;
-    }
-    return false;
-  };
-  // The split writes the key being inserted into N when it belongs there,
-  // before the link: one key of a legitimate N may be held nowhere.
-  return check_lost_leaves(kLayout, alloc, layout_.node_size, live_keys, ranges, leaf_has,
-                           "fptree.recover.lost_leaf_check", 1);
+      return !keys->empty();
+    };
+    auto ranges = [&](std::vector<std::pair<uint64_t, uint64_t>>* r) {
+      for (uint64_t off : chain) {
+        uint64_t lo = UINT64_MAX;
+        const uint64_t bm = leaf(off)->bitmap.load(kRlx);
+        for (uint64_t b = bm; b != 0; b &= b - 1) {
+          lo = std::min(lo, entry(off, static_cast<uint32_t>(std::countr_zero(b)))->key.load(kRlx));
+        }
+        if (bm != 0) r->emplace_back(lo, off);
+      }
+    };
+    auto leaf_has = [&](uint64_t off, uint64_t k) {
+      for (uint64_t b = leaf(off)->bitmap.load(kRlx); b != 0; b &= b - 1) {
+        if (entry(off, static_cast<uint32_t>(std::countr_zero(b)))->key.load(kRlx) == k) {
+          return true;
+        }
+      }
+      return false;
+    };
+    // The split writes the key being inserted into N when it belongs there,
+    // before the link: one key of a legitimate N may be held nowhere.
+    return this->check_lost_leaves(kLayout, alloc, layout_.node_size, live_keys, ranges, leaf_has,
+                                   "fptree.recover.lost_leaf_check", 1);
+  }
 }
 
 // ---------------------------------------------------------------- info, verify
 
-IndexInfo FpTree::info() const {
-  return persistent_info(kLayout, kFpTreeDescription,
-                         {.ordered = true,
-                          .persistent = true,
-                          .thread_safe = true,
-                          .bulk_load = true,
-                          .placement = Placement::kSelective},
-                         layout_.node_size,
-                         (inner_ ? inner_->dram_bytes() : 0) +
-                             (versions_ ? versions_->dram_bytes() : 0) +
-                             (lows_ ? lows_->dram_bytes() : 0));
+template <class K>
+IndexInfo FpTreeT<K>::info() const {
+  return this->persistent_info(kLayout, kFpTreeDescription,
+                               {.ordered = true,
+                                .persistent = true,
+                                .thread_safe = true,
+                                .string_keys = true,  // the entry's claim, whatever this K
+                                .bulk_load = true,
+                                .placement = Placement::kSelective},
+                               layout_.node_size,
+                               (inner_ ? inner_->dram_bytes() : 0) +
+                                   (versions_ ? versions_->dram_bytes() : 0) +
+                                   (lows_ ? lows_->dram_bytes() : 0) + low_keys_.dram_bytes());
 }
 
-Status FpTree::verify(VerifyReport* report) const {
+template <class K>
+Status FpTreeT<K>::verify(VerifyReport* report) const {
   std::vector<uint64_t> chain;
   Status s = walk_chain(&chain);
   if (!s.ok()) return s;
@@ -786,39 +980,44 @@ Status FpTree::verify(VerifyReport* report) const {
       return Status::Corruption("fptree: split log " + std::to_string(li) + " is active");
     }
   }
-  std::vector<inner::LeafRef> refs;
+  std::vector<LeafRef> refs;
   s = inner_->verify_routes(
-      kLayout, chain, [&](uint64_t off) { return lows_->word(off).load(kRlx); }, &refs);
+      kLayout, chain, [&](uint64_t off) { return low_keys_.key(lows_->word(off).load(kRlx)); },
+      &refs);
   if (!s.ok()) return s;
   VerifyReport r;
   bool any = false;
-  uint64_t prev_max = 0;
+  OwnedKey<K> prev_max{};
   for (size_t i = 0; i < chain.size(); ++i) {
     const uint64_t off = chain[i];
     const Leaf* l = leaf(off);
     if (l->lock.load(kRlx) != 0) return Status::Corruption("fptree: leaf " + hex(off) + " locked");
-    const uint64_t lo = refs[i].first;
+    const OwnedKey<K>& lo = refs[i].first;
     const bool bounded = i + 1 < refs.size();
-    const uint64_t hi = bounded ? refs[i + 1].first : 0;
-    std::vector<uint64_t> keys;
+    std::vector<OwnedKey<K>> keys;
     for (uint64_t b = l->bitmap.load(kRlx); b != 0; b &= b - 1) {
       const uint32_t slot = static_cast<uint32_t>(std::countr_zero(b));
-      const uint64_t k = entry(off, slot)->key.load(kRlx);
+      const uint64_t w = entry(off, slot)->key.load(kRlx);
+      if constexpr (kStringKeys) {
+        if (Status cs = check_key_record(*pool_, kLayout, w); !cs.ok()) return cs;
+        r.pm_bytes += pool_->allocator().block_size(w);
+      }
+      const K k = key_of(w);
       if (l->fp[slot].load(kRlx) != fingerprint(k)) {
         return Status::Corruption("fptree: fingerprint mismatch in leaf " + hex(off) + " slot " +
                                   std::to_string(slot));
       }
-      if (k < lo || (bounded && k >= hi)) {
+      if (k < lo || (bounded && !(k < refs[i + 1].first))) {
         return Status::Corruption("fptree: key outside its leaf's range in leaf " + hex(off));
       }
-      keys.push_back(k);
+      keys.emplace_back(k);
     }
     std::sort(keys.begin(), keys.end());
     if (std::adjacent_find(keys.begin(), keys.end()) != keys.end()) {
       return Status::Corruption("fptree: duplicate key in leaf " + hex(off));
     }
     if (!keys.empty()) {
-      if (any && keys.front() <= prev_max) {
+      if (any && !(prev_max < keys.front())) {
         return Status::Corruption("fptree: keys of leaf " + hex(off) +
                                   " not above those of the previous leaf");
       }
@@ -830,6 +1029,9 @@ Status FpTree::verify(VerifyReport* report) const {
   }
   r.inner_nodes = inner_->nodes();
   r.height = inner_->height() + 1;
+  // String keys: the PM reached is the leaves and the key records
+  // (VerifyReport::pm_bytes); integer keys report leaves only (pm_bytes 0).
+  if constexpr (kStringKeys) r.pm_bytes += r.leaves * uint64_t{layout_.block};
   *report = r;
   return Status::Ok();
 }
@@ -839,7 +1041,8 @@ Status FpTree::verify(VerifyReport* report) const {
 // Ablation notes (issue 3 §4): the flushes and fences whose removal the crash
 // lab (`nvindex crashtest --index fptree --ablate all`) does not catch, and
 // why each stays.
-std::vector<std::pair<std::string, std::string>> FpTree::ablation_notes() const {
+template <class K>
+std::vector<std::pair<std::string, std::string>> FpTreeT<K>::ablation_notes() const {
   return {
       {"fptree.create.leaf/flush",
        "not observable on a fresh pool: the head leaf's block is all zero there, which reads as "
@@ -858,16 +1061,33 @@ std::vector<std::pair<std::string, std::string>> FpTree::ablation_notes() const 
   };
 }
 
+template class FpTreeT<uint64_t>;
+template class FpTreeT<std::string_view>;
+
 }  // namespace fptree
 
 // ---------------------------------------------------------------- factory
 
-Status make_fptree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
+namespace {
+template <class K>
+Status open_fptree(const IndexOptions& options, std::unique_ptr<Index<K>>* out) {
   // make_index() has checked the node size and fill factor; a recovered
   // tree keeps its own node size.
-  return open_persistent_index<fptree::FpTree>(
-      options, fptree::kLayout, [&](fptree::FpTree& t) { return t.create(options.node_size); },
-      [&](fptree::FpTree& t) { return t.recover(); }, out, options.fill_factor);
+  using Tree = fptree::FpTreeT<K>;
+  return open_persistent_index<Tree>(
+      options, pool_layout(fptree::kLayout, key_type_of<K>),
+      [&](Tree& t) { return t.create(options.node_size); }, [&](Tree& t) { return t.recover(); },
+      out, options.fill_factor);
+}
+}  // namespace
+
+Status make_fptree(const IndexOptions& options, std::unique_ptr<Index<uint64_t>>* out) {
+  return open_fptree(options, out);
+}
+
+Status make_fptree_string(const IndexOptions& options,
+                          std::unique_ptr<Index<std::string_view>>* out) {
+  return open_fptree(options, out);
 }
 
 }  // namespace nvindex

@@ -36,27 +36,6 @@ std::string layout() {
   return pool_layout(kLayout, key_type_of<K>);
 }
 
-/// The largest key of at most kMaxKeyBytes bytes below `key` (its
-/// predecessor under byte order, shorter prefix first: a longer key's
-/// kMaxKeyBytes-byte prefix; else drop a trailing 0x00 byte, or decrement
-/// the last byte and pad with 0xff to kMaxKeyBytes) into *out; false when
-/// there is none (key ""). String find_last_less_than searches keys <= it.
-bool predecessor(std::string_view key, std::string* out) {
-  if (key.size() > kMaxKeyBytes) {
-    out->assign(key.substr(0, kMaxKeyBytes));  // a proper prefix: below key
-    return true;
-  }
-  out->assign(key);
-  if (out->empty()) return false;
-  if (out->back() == '\0') {
-    out->pop_back();
-    return true;
-  }
-  out->back() = static_cast<char>(static_cast<uint8_t>(out->back()) - 1);
-  out->resize(kMaxKeyBytes, '\xff');
-  return true;
-}
-
 /// Slots of a block in the order bulk load and split fill them: the slots
 /// outside the header line first (from the far end of the block), the
 /// header line last, so that a leaf filled below capacity keeps its header
@@ -81,15 +60,6 @@ std::array<uint32_t, kSlots> fill_order(uint32_t header_line) {
 // blocks in split, scan, find_last_less_than, bulk load and recovery).
 
 template <class K>
-K LbTreeT<K>::key_of(uint64_t word) const {
-  if constexpr (kStringKeys) {
-    return key_record(*pool_, word);
-  } else {
-    return word;
-  }
-}
-
-template <class K>
 bool LbTreeT<K>::find_in(const Leaf& l, K key, uint8_t f, SlotRef* where, uint64_t* value) const {
   if constexpr (kStringKeys) {
     // A candidate's record is read only after its fingerprint matched (about
@@ -100,28 +70,6 @@ bool LbTreeT<K>::find_in(const Leaf& l, K key, uint8_t f, SlotRef* where, uint64
   } else {
     (void)f;
     return leaf_find(l, key, where, value);
-  }
-}
-
-template <class K>
-uint64_t LbTreeT<K>::low_word(K low) {
-  if constexpr (kStringKeys) {
-    if (low.empty()) return 0;
-    std::lock_guard g(low_mu_);
-    const std::string& s = low_keys_.emplace_back(low);
-    low_bytes_ += sizeof(std::string) + (s.capacity() > 15 ? s.capacity() + 1 : 0);
-    return reinterpret_cast<uintptr_t>(&s);
-  } else {
-    return low;
-  }
-}
-
-template <class K>
-K LbTreeT<K>::low_key(uint64_t word) const {
-  if constexpr (kStringKeys) {
-    return word == 0 ? std::string_view() : *reinterpret_cast<const std::string*>(word);
-  } else {
-    return word;
   }
 }
 
@@ -339,7 +287,7 @@ std::optional<std::pair<OwnedKey<K>, Value>> LbTreeT<K>::find_last_less_than(K k
   // target: the largest key sought (keys <= target).
   OwnedKey<K> target{};
   if constexpr (kStringKeys) {
-    if (!predecessor(key, &target)) return std::nullopt;
+    if (!key_predecessor(key, &target)) return std::nullopt;
   } else {
     if (key == 0) return std::nullopt;
     target = key - 1;
@@ -377,7 +325,7 @@ std::optional<std::pair<OwnedKey<K>, Value>> LbTreeT<K>::find_last_less_than(K k
     // Nothing <= target in this leaf: the answer, if any, is below its low.
     if (low == 0) return std::nullopt;
     if constexpr (kStringKeys) {
-      predecessor(low_key(low), &target);  // low != "": there is one
+      key_predecessor(low_keys_.key(low), &target);  // low != "": there is one
     } else {
       target = low - 1;
     }
@@ -445,13 +393,9 @@ Status LbTreeT<K>::insert(K key, Value value) {
   // unreachable record, which recovery reclaims); freed at once if the
   // insert fails (never published).
   uint64_t word = 0;
-  if constexpr (kStringKeys) {
-    if (Status s = check_key(kLayout, key); !s.ok()) return s;
-    if (Status s = store_key_record(*pool_, key, &word, {"lbtree.insert.key_record"}); !s.ok()) {
-      return s;
-    }
-  } else {
-    word = key;
+  if (Status s = new_slot_word<K>(*pool_, kLayout, key, {"lbtree.insert.key_record"}, &word);
+      !s.ok()) {
+    return s;
   }
   const Guard guard(reclaimer_);
   const uint8_t f = fingerprint(key);
@@ -588,7 +532,7 @@ Status LbTreeT<K>::split_and_insert(uint64_t off, K key, uint8_t f, uint64_t wor
   }
   // No fence here: the fence of step (2) commits these flushes too, before
   // the commit NAW (same thread).
-  lows_->word(noff).store(low_word(sep), std::memory_order_release);
+  lows_->word(noff).store(low_keys_.word(sep), std::memory_order_release);
 
   // (2) L's spare sibling pointer and spare headers.
   pm::store(&l.sibling(!alt), noff);
@@ -761,7 +705,7 @@ Status LbTreeT<K>::bulk_load(std::span<const std::pair<K, Value>> sorted) {
   std::vector<LeafRef> refs(nleaves);
   for (size_t i = 0; i < nleaves; ++i) {
     refs[i] = {i == 0 ? OwnedKey<K>{} : OwnedKey<K>(sorted[i * per].first), offs[i]};
-    lows_->word(offs[i]).store(low_word(refs[i].first), kRlx);
+    lows_->word(offs[i]).store(low_keys_.word(refs[i].first), kRlx);
   }
   Status s = tree_->build(refs, fill_);
   if (!s.ok()) return s;
@@ -986,7 +930,7 @@ Status LbTreeT<K>::walk_segment(const std::vector<uint64_t>& anchor, size_t i, p
       li.max = OwnedKey<K>(hi);
     }
     if (off == head || !li.empty) {
-      lows_->word(off).store(off == head ? 0 : low_word(lo), kRlx);
+      lows_->word(off).store(off == head ? 0 : low_keys_.word(lo), kRlx);
     }
     out->push_back(li);
     off = l.sibling(alt).load(kRlx);
@@ -1092,7 +1036,7 @@ IndexInfo LbTreeT<K>::info() const {
        .placement = Placement::kSelective},
       leaf_size_,
       (tree_ ? tree_->dram_bytes() : 0) + (versions_ ? versions_->dram_bytes() : 0) +
-          (lows_ ? lows_->dram_bytes() : 0) + low_dram_bytes());
+          (lows_ ? lows_->dram_bytes() : 0) + low_keys_.dram_bytes());
 }
 
 template <class K>
@@ -1189,7 +1133,7 @@ Status LbTreeT<K>::verify(VerifyReport* report) const {
                                   " outside its routed range");
       }
     }
-    if (low_key(lows_->word(chain[p]).load(kAcq)) != lo) {
+    if (low_keys_.key(lows_->word(chain[p]).load(kAcq)) != lo) {
       return Status::Corruption("lbtree: stored low key of " + hex(chain[p]) +
                                 " differs from its separator");
     }

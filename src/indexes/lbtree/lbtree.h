@@ -229,25 +229,14 @@ class LbTreeT final : public PersistentIndexOf<K> {
   using Guard = RecordReclaimer::InFlight<kStringKeys>;
 
   // Key policy: the only places where the two key types differ.
-  /// The key a key word names (integers: the word; strings: its record's
-  /// bytes, read without a check: the word came from a live slot).
-  K key_of(uint64_t word) const;
+  /// The key a key word names (slot_key, key_record.h).
+  K key_of(uint64_t word) const { return slot_key<K>(*pool_, word); }
   /// Finds `key` (fingerprint f) in leaf l: leaf_find_fp with the key type's
   /// equality. Always inlined (on this declaration: GCC ignores attributes
   /// on a class template member's out-of-class definition), so the integer
   /// instance's writers are the code they were before the template.
   __attribute__((always_inline)) inline bool find_in(const Leaf& l, K key, uint8_t f,
                                                      SlotRef* where, uint64_t* value) const;
-  /// The DRAM low-key word of a leaf for low key `low` (integers: the key;
-  /// strings: the address of a DRAM copy kept until destruction, 0 for "").
-  uint64_t low_word(K low);
-  /// The low key a low-key word names.
-  K low_key(uint64_t word) const;
-  /// DRAM held by the string low keys' copies (0 for integer keys).
-  uint64_t low_dram_bytes() const {
-    std::lock_guard g(low_mu_);
-    return low_bytes_;
-  }
 
   inner::Route lock_leaf_for(K key);
   void unlock_leaf(uint64_t off);
@@ -292,15 +281,11 @@ class LbTreeT final : public PersistentIndexOf<K> {
   const double fill_;
   std::unique_ptr<inner::InnerTreeT<K>> tree_;
   std::unique_ptr<LockTable> versions_;  ///< DRAM version per leaf
-  std::unique_ptr<LockTable> lows_;      ///< DRAM word per leaf: its low key (low_word)
-  /// String keys: the DRAM copies low-key words name (a deque never moves
-  /// its elements); guarded by low_mu_ for appends.
-  std::deque<std::string> low_keys_;
-  uint64_t low_bytes_ = 0;  ///< DRAM of low_keys_ (objects and heap bytes)
-  mutable std::mutex low_mu_;
-  RecordReclaimer reclaimer_;        ///< string keys: removed keys' records
-  std::atomic<uint64_t> leaves_{0};  ///< leaves on the chain
-  bool ready_ = false;               ///< created or recovered successfully
+  std::unique_ptr<LockTable> lows_;      ///< DRAM word per leaf: its low key (LowKeys)
+  LowKeys<K> low_keys_;                  ///< the DRAM low keys lows_ names (key_record.h)
+  RecordReclaimer reclaimer_;            ///< string keys: removed keys' records
+  std::atomic<uint64_t> leaves_{0};      ///< leaves on the chain
+  bool ready_ = false;                   ///< created or recovered successfully
   double rebuild_seconds_ = 0;
   unsigned rebuild_threads_ = 0;
 };

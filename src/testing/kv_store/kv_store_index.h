@@ -32,8 +32,8 @@ inline constexpr char kKvStoreTestDescription[] =
     "(test only)";
 
 /// The values of the option "over" (the default first).
-inline constexpr std::string_view kKvStoreOverValues[] = {"lbtree", "wbtree", "fastfair",
-                                                          "p-masstree", "p-bwtree"};
+inline constexpr std::string_view kKvStoreOverValues[] = {"lbtree",   "fptree",     "wbtree",
+                                                          "fastfair", "p-masstree", "p-bwtree"};
 inline constexpr OptionSpec kKvStoreTestOptions[] = {
     {"over", kKvStoreOverValues, "the string-key index that maps the store's keys to items"}};
 
