@@ -119,6 +119,9 @@ TEST_F(Protocol, IncrDecrTouchGatFlush) {
   now_ += 2;
   EXPECT_EQ(send("get t\r\n"), "END\r\n");
   EXPECT_EQ(send("gat abc t\r\n"), "CLIENT_ERROR invalid exptime argument\r\n");
+  // A negative expiry returns the item, then it is gone (memcached 1.6.18).
+  EXPECT_EQ(send("set u 0 0 1\r\ny\r\ngat -1 u\r\nget u\r\n"),
+            "STORED\r\nVALUE u 0 1\r\ny\r\nEND\r\nEND\r\n");
   EXPECT_EQ(send("set f 0 0 1\r\nx\r\nflush_all\r\nget f\r\n"), "STORED\r\nOK\r\nEND\r\n");
   EXPECT_EQ(send("flush_all x\r\n"), "CLIENT_ERROR invalid exptime argument\r\n");
   EXPECT_EQ(send("set g 0 0 1\r\nx\r\nflush_all 10\r\nget g\r\n"),

@@ -6,7 +6,7 @@ Usage: /usr/bin/python3 tests/clients/pymemcache_test.py [NVINDEX_BIN] [unittest
 /usr/bin/python3, which sees the python3-* packages; exits 77 (ctest's skip) when
 that interpreter cannot import pymemcache.
 
-Each test class runs one index (lbtree, wbtree, p-masstree; $NVINDEX_PYMC_INDEXES
+Each test class runs one index (lbtree, fptree, wbtree, p-masstree; $NVINDEX_PYMC_INDEXES
 overrides, comma-separated) on its own server: 127.0.0.1, a free port, a fresh
 pool in /dev/shm removed at the end, failed or not, stopped by SIGTERM with exit 0
 checked. Through pymemcache's Client: every storage and retrieval command,
@@ -47,7 +47,7 @@ except ImportError as e:
 
 NVINDEX = os.environ.get("NVINDEX_BIN", "")
 INDEXES = [i for i in os.environ.get("NVINDEX_PYMC_INDEXES",
-                                     "lbtree,wbtree,p-masstree").split(",") if i]
+                                     "lbtree,fptree,wbtree,p-masstree").split(",") if i]
 HOST = "127.0.0.1"
 MAX_ITEM = 1 << 20          # --max-item-size, bytes (memcached's -I default)
 VERSION = b"1.6.0"          # what `version` reports (docs/kv.md)
@@ -551,13 +551,9 @@ class Commands:
         self.assertEqual(c.get(self.key("g")), (b"gv", 3))  # gat 100 extended it
         self.assertIsNone(c.get(self.key("h")))             # gat 2 shortened it
 
-    # nvindex serve answers `gat -1 <key>` (a negative exptime: expire now) with a
-    # miss, END alone: its get_and_touch (src/kv/store.cc) touches first, then
-    # reads the now expired item. protocol.txt ("Get And Touch"): "The gat and
-    # gats commands are used to fetch items and update the expiration time of an
-    # existing item"; memcached 1.6.18 answers VALUE <key> <flags> <bytes>, the
-    # data, END, and the item is gone afterwards.
-    @unittest.expectedFailure
+    # protocol.txt ("Get And Touch"): gat fetches the item and updates its
+    # expiration time; a negative exptime returns it and expires it (memcached
+    # 1.6.18 does so).
     def test_gat_negative_exptime_returns_the_item(self):
         c = self.client()
         r = self.raw()
