@@ -26,6 +26,21 @@
 namespace nvindex::tools {
 namespace {
 
+/// The registered indexes a store can run over (ordered, string keys, not
+/// test-only), persistent or volatile, as "a, b, c" in registration order.
+std::string store_indexes(bool persistent) {
+  std::string names;
+  for (const IndexEntry& e : registered_indexes()) {
+    if (!e.caps.ordered || !e.caps.string_keys || e.caps.persistent != persistent ||
+        is_test_only_index(e.name)) {
+      continue;
+    }
+    if (!names.empty()) names += ", ";
+    names += e.name;
+  }
+  return names;
+}
+
 struct ServeArgs {
   std::string index = "lbtree";
   std::string pool;
@@ -87,8 +102,8 @@ int run_serve(const ServeArgs& a) {
   if (!persistent && !a.pool.empty()) {
     std::fprintf(stderr,
                  "nvindex serve: --pool: %s is volatile, nothing of it would survive; drop --pool "
-                 "or choose a persistent index (lbtree, wbtree, fastfair, p-masstree, p-bwtree)\n",
-                 a.index.c_str());
+                 "or choose a persistent index (%s)\n",
+                 a.index.c_str(), store_indexes(true).c_str());
     return 2;
   }
   // Block the stop signals before any thread starts (the threads inherit
@@ -181,8 +196,8 @@ void add_serve_command(CLI::App& app, int* exit_code) {
       "not be opened, 2 usage.");
   cmd->option_defaults()->always_capture_default();
   add_index_name(cmd, "--index", &a->index,
-                 "The index that maps keys to items: lbtree, wbtree, fastfair, p-masstree, "
-                 "p-bwtree (persistent), or btree, absl-btree (volatile, without --pool)");
+                 "The index that maps keys to items: " + store_indexes(true) +
+                     " (persistent), or " + store_indexes(false) + " (volatile, without --pool)");
   add_path(cmd, "--pool", &a->pool, ValueKind::kOutputFile,
            "The pool file (on /dev/shm for emulated PM): created when missing, recovered when "
            "present");
