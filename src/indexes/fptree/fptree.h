@@ -208,8 +208,11 @@ struct Layout {
 /// recovery marks each record once. A removed key's record is retired after
 /// the remove's persisted bitmap store and freed by RecordReclaimer
 /// (key_record.h: when no other operation is in flight). Separators and the
-/// DRAM low keys are DRAM copies, never records. Integer keys compile to the
-/// code they had before the template.
+/// DRAM low keys are DRAM copies, never records. Integer keys keep their
+/// protocols and PM writes (the counters of a YCSB-A run are identical to
+/// the untemplated tree's); the compiled code differs in inlining (find_slot
+/// inlined, the fingerprint computed once per operation), at the same speed
+/// within this machine's noise (docs/indexes/fptree.md, "String keys").
 template <class K>
 class FpTreeT final : public PersistentIndexOf<K> {
  public:
@@ -289,8 +292,8 @@ class FpTreeT final : public PersistentIndexOf<K> {
   uint64_t match(uint64_t off, uint8_t fp) const;
   /// The live slot holding `key` (fingerprint f) in the leaf at `off`, or
   /// -1. Always inlined (on this declaration: GCC ignores attributes on a
-  /// class template member's out-of-class definition), so the integer
-  /// instance is the code it was before the template.
+  /// class template member's out-of-class definition): the readers' and
+  /// writers' hot path.
   __attribute__((always_inline)) inline int find_slot(uint64_t off, K key, uint8_t f) const;
   void lock_leaf(uint64_t off);
   void unlock_leaf(uint64_t off);
