@@ -456,6 +456,7 @@ TEST_F(Cli, EveryOptionOfEveryCommandRefusesBadValuesBeforeAnyWork) {
       {"tpcc", {{"--quiet", ""}, {"--index", "btree"}, {"--transactions", "10"}}},
       {"patree-calibrate", {}},
       {"serve", {{"--quiet", ""}, {"--index", "btree"}, {"--port", "0"}}},
+      {"kv-load", {{"--quiet", ""}, {"--pool", never}, {"--records", "100"}}},
   };
   const std::vector<OptionRow> rows = option_table();
   ASSERT_GT(rows.size(), 80u);
@@ -514,7 +515,7 @@ TEST_F(Cli, EveryOptionOfEveryCommandRefusesBadValuesBeforeAnyWork) {
     }
   }
   EXPECT_EQ(commands, (std::set<std::string>{"bench", "verify", "info", "crashtest", "torture",
-                                             "tpcc", "patree-calibrate", "serve"}));
+                                             "tpcc", "patree-calibrate", "serve", "kv-load"}));
   std::printf("%zu options, %zu bad values refused\n", rows.size(), cases);
   EXPECT_FALSE(fs::exists(never)) << "nothing created";
   EXPECT_EQ(slurp(plain), "not a pool\n");

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/kv_keys.h"
 #include "support/param_name.h"
 #include "support/socket_client.h"
 
@@ -366,6 +368,85 @@ TEST(Serve, UsageErrorsExitTwo) {
     EXPECT_EQ(WEXITSTATUS(rc), 2);
   }
   EXPECT_NE(::access(tmp("x.pool").c_str(), F_OK), 0) << "no pool left behind";
+}
+
+// `nvindex kv-load` fills a pool that `nvindex serve` opens without a crash
+// recovery: the items are the KV benchmark's (bench/kv_keys.h), so a key
+// computed from (seed, i) is there with its value for i < n and missing
+// from i = n on; by bulk load at two fills (lbtree) and by sets (p-masstree:
+// no bulk load). An existing pool, an index a store cannot use and a key
+// too short to be unique are usage errors that create nothing.
+TEST(KvLoad, ServeOpensTheLoadedPoolWithEveryItem) {
+  constexpr uint64_t kN = 20000;
+  for (const auto& [index, fill] : std::vector<std::pair<std::string, std::string>>{
+           {"lbtree", "0.7"}, {"lbtree", "1"}, {"p-masstree", "1"}}) {
+    SCOPED_TRACE(index + " fill " + fill);
+    const TempPoolFile file(tmp("kvload-" + index + ".pool"));
+    const std::string out = tmp("kvload.out");
+    const int rc =
+        std::system((bin() + " kv-load -q --index " + index + " --fill " + fill + " --seed 7 -n " +
+                     std::to_string(kN) + " --pool " + file.path + " >" + out + " 2>&1")
+                        .c_str());
+    const std::string said = slurp(out);
+    std::remove(out.c_str());
+    ASSERT_EQ(rc, 0) << said;
+    EXPECT_NE(said.find(std::to_string(kN) + " items"), std::string::npos) << said;
+    EXPECT_NE(said.find(index == "lbtree" ? "bulk load at fill" : "by sets"), std::string::npos)
+        << said;
+    Serve s;
+    s.start("--index " + index + " --pool " + file.path, "kvload");
+    ASSERT_GT(s.port, 0) << slurp(s.err);
+    EXPECT_NE(ask(s.port, "stats\r\n").find("STAT curr_items " + std::to_string(kN) + "\r\n"),
+              std::string::npos);
+    EXPECT_NE(ask(s.port, "stats\r\n").find("STAT last_shutdown_clean yes"), std::string::npos);
+    const int fd = connect_to(s.port);
+    ASSERT_GE(fd, 0);
+    for (uint64_t i = 0; i < kN; i += 97) {
+      const std::string k = nvindex::bench::kv_key(7, i, nvindex::bench::kKvDefaultKeySize);
+      std::string v(10, '\0');
+      nvindex::bench::kv_value(k, 10, v.data());
+      ASSERT_EQ(roundtrip(fd, "get " + k + "\r\n", "END\r\n"),
+                "VALUE " + k + " 0 10\r\n" + v + "\r\nEND\r\n")
+          << i;
+    }
+    for (uint64_t i = kN; i < kN + 50; ++i) {
+      const std::string k = nvindex::bench::kv_key(7, i, nvindex::bench::kKvDefaultKeySize);
+      ASSERT_EQ(roundtrip(fd, "get " + k + "\r\n", "END\r\n"), "END\r\n") << i;
+    }
+    ::close(fd);
+    EXPECT_EQ(s.stop(SIGTERM), 0) << slurp(s.err);
+  }
+  const TempPoolFile file(tmp("kvload-bad.pool"));
+  for (const std::string& args : {std::string("--index dash-eh"), std::string("--index btree"),
+                                  std::string("--key-size 10")}) {
+    SCOPED_TRACE(args);
+    EXPECT_EQ(WEXITSTATUS(std::system(
+                  (bin() + " kv-load -q -n 10 " + args + " --pool " + file.path + " 2>/dev/null")
+                      .c_str())),
+              2);
+    EXPECT_FALSE(std::ifstream(file.path).good()) << "nothing created";
+  }
+  std::ofstream(file.path) << "x";
+  EXPECT_EQ(WEXITSTATUS(std::system(
+                (bin() + " kv-load -q -n 10 --pool " + file.path + " 2>/dev/null").c_str())),
+            2);
+  EXPECT_EQ(slurp(file.path), "x");
+}
+
+// The keys' generator: distinct for distinct items (the bijective part),
+// printable and without a space, the same for the same (seed, i).
+TEST(KvLoad, KeysAreDistinctPrintableAndReproducible) {
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; i < 200000; ++i) keys.push_back(nvindex::bench::kv_key(3, i, 20));
+  for (const std::string& k : keys) {
+    ASSERT_EQ(k.size(), 20u);
+    for (char c : k) ASSERT_TRUE(std::isalnum(static_cast<unsigned char>(c))) << k;
+  }
+  EXPECT_EQ(nvindex::bench::kv_key(3, 12345, 20), keys[12345]);
+  EXPECT_NE(nvindex::bench::kv_key(4, 12345, 20), keys[12345]);
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(std::adjacent_find(keys.begin(), keys.end()), keys.end());
+  EXPECT_EQ(nvindex::bench::kv_key(3, 9, 11), nvindex::bench::kv_key(3, 9, 20).substr(0, 11));
 }
 
 }  // namespace

@@ -412,4 +412,17 @@ template CLI::Option* add_text<std::vector<std::string>>(CLI::App*, const std::s
                                                          const std::string&,
                                                          std::function<Status(const std::string&)>);
 
+std::string kv_store_indexes(bool persistent) {
+  std::string names;
+  for (const IndexEntry& e : registered_indexes()) {
+    if (!e.caps.ordered || !e.caps.string_keys || e.caps.persistent != persistent ||
+        is_test_only_index(e.name)) {
+      continue;
+    }
+    if (!names.empty()) names += ", ";
+    names += e.name;
+  }
+  return names;
+}
+
 }  // namespace nvindex::tools

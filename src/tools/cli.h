@@ -70,6 +70,11 @@ const OptionFacts* facts_of(const CLI::Option* opt);
 /// "1,234,567".
 std::string with_commas(uint64_t v);
 
+/// The registered indexes a kv::Store can run over (ordered, string keys,
+/// not test-only), persistent or volatile, as "a, b, c" in registration
+/// order (`serve` and `kv-load` name them in --help and errors).
+std::string kv_store_indexes(bool persistent);
+
 /// This machine's memory, bytes (sysconf; 1 GiB when unknown).
 uint64_t physical_memory_bytes();
 

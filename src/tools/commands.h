@@ -24,9 +24,13 @@ void add_torture_command(CLI::App& app, int* exit_code);
 void add_tpcc_command(CLI::App& app, int* exit_code);
 /// `nvindex patree-calibrate`: fit PA-Tree's latency model for a disk
 /// (src/tools/patree_calibrate.cc).
-/// `nvindex serve`: the memcached-protocol server over a persistent store.
-void add_serve_command(CLI::App& app, int* exit_code);
 void add_patree_calibrate_command(CLI::App& app, int* exit_code);
+/// `nvindex serve`: the memcached-protocol server over a persistent store
+/// (src/tools/serve.cc).
+void add_serve_command(CLI::App& app, int* exit_code);
+/// `nvindex kv-load`: fill a new pool with a store of N benchmark items
+/// (src/tools/kv_load.cc).
+void add_kv_load_command(CLI::App& app, int* exit_code);
 
 /// Writes `text` to the file `path` (created, or truncated); false when it
 /// cannot be opened or written (the caller reports it as a usage error:

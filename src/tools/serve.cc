@@ -26,21 +26,6 @@
 namespace nvindex::tools {
 namespace {
 
-/// The registered indexes a store can run over (ordered, string keys, not
-/// test-only), persistent or volatile, as "a, b, c" in registration order.
-std::string store_indexes(bool persistent) {
-  std::string names;
-  for (const IndexEntry& e : registered_indexes()) {
-    if (!e.caps.ordered || !e.caps.string_keys || e.caps.persistent != persistent ||
-        is_test_only_index(e.name)) {
-      continue;
-    }
-    if (!names.empty()) names += ", ";
-    names += e.name;
-  }
-  return names;
-}
-
 struct ServeArgs {
   std::string index = "lbtree";
   std::string pool;
@@ -103,7 +88,7 @@ int run_serve(const ServeArgs& a) {
     std::fprintf(stderr,
                  "nvindex serve: --pool: %s is volatile, nothing of it would survive; drop --pool "
                  "or choose a persistent index (%s)\n",
-                 a.index.c_str(), store_indexes(true).c_str());
+                 a.index.c_str(), kv_store_indexes(true).c_str());
     return 2;
   }
   // Block the stop signals before any thread starts (the threads inherit
@@ -196,8 +181,9 @@ void add_serve_command(CLI::App& app, int* exit_code) {
       "not be opened, 2 usage.");
   cmd->option_defaults()->always_capture_default();
   add_index_name(cmd, "--index", &a->index,
-                 "The index that maps keys to items: " + store_indexes(true) +
-                     " (persistent), or " + store_indexes(false) + " (volatile, without --pool)");
+                 "The index that maps keys to items: " + kv_store_indexes(true) +
+                     " (persistent), or " + kv_store_indexes(false) +
+                     " (volatile, without --pool)");
   add_path(cmd, "--pool", &a->pool, ValueKind::kOutputFile,
            "The pool file (on /dev/shm for emulated PM): created when missing, recovered when "
            "present");
