@@ -15,7 +15,8 @@ key lengths. Through a plain socket: what pymemcache 3.5 cannot send (gat and
 gats, the rget range extension against a sorted model) and the server-side
 error replies. A persistence test writes 2,000 keys, kills the server with
 SIGKILL and reads them back after a restart on the same pool. Every wait is
-bounded in time and count.
+bounded in time and count. The servers are serve_util.py's, shared with
+twemproxy_test.py.
 """
 
 import os
@@ -24,10 +25,10 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
-import uuid
+
+from serve_util import HOST, Server, check_clean_stop, new_pool_path, remove_file
 
 SKIP = 77  # ctest's SKIP_RETURN_CODE for this test
 
@@ -48,24 +49,13 @@ except ImportError as e:
 NVINDEX = os.environ.get("NVINDEX_BIN", "")
 INDEXES = [i for i in os.environ.get("NVINDEX_PYMC_INDEXES",
                                      "lbtree,fptree,wbtree,p-masstree").split(",") if i]
-HOST = "127.0.0.1"
 MAX_ITEM = 1 << 20          # --max-item-size, bytes (memcached's -I default)
 VERSION = b"1.6.0"          # what `version` reports (docs/kv.md)
-START_TIMEOUT = 10.0        # seconds for the server to accept connections
-STOP_TIMEOUT = 10.0         # seconds for it to exit after a signal
 REPLY_TIMEOUT = 10.0        # seconds for any one reply
-PORT_ATTEMPTS = 5           # free ports tried when the one picked is taken meanwhile
 # Whitespace (pymemcache refuses it in keys, the server splits at spaces) and
 # NUL: the bytes a key cannot hold. Every other byte is a key byte.
 NOT_KEY_BYTES = b" \t\n\v\f\r\x00"
 KEY_BYTES = bytes(b for b in range(256) if b not in NOT_KEY_BYTES)
-
-
-def free_port():
-    """A port that was free a moment ago (bound to 0, then closed)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def sleep_until(wall):
@@ -79,113 +69,6 @@ def sleep_until(wall):
     assert delay < 10, f"sleep of {delay:.1f} s asked"
     if delay > 0:
         time.sleep(delay)
-
-
-def new_pool_path(tag):
-    return f"/dev/shm/nvindex-pymemcache-{os.getpid()}-{uuid.uuid4().hex[:8]}-{tag}.pool"
-
-
-def remove_file(path):
-    try:
-        os.remove(path)
-    except FileNotFoundError:
-        pass
-
-
-class Server:
-    """`nvindex serve` on HOST at a free port; stdout and stderr in temp files
-    (written through their own descriptors, read through others while it runs)."""
-
-    def __init__(self, index, pool):
-        self.index, self.pool = index, pool
-        self.proc = None
-        self.port = 0
-        self.dir = tempfile.TemporaryDirectory(prefix="nvindex-pymemcache-")
-        self.out_path = os.path.join(self.dir.name, "stdout")
-        self.err_path = os.path.join(self.dir.name, "stderr")
-
-    def start(self):
-        """Starts it and waits until it accepts connections; AssertionError if not."""
-        assert self.proc is None
-        fresh = self.pool is not None and not os.path.exists(self.pool)
-        for _ in range(PORT_ATTEMPTS):
-            if fresh:
-                remove_file(self.pool)  # made by an attempt that found its port taken
-            self.port = free_port()
-            args = [NVINDEX, "serve", "--index", self.index, "--listen", HOST,
-                    "--port", str(self.port), "--threads", "2",
-                    "--max-item-size", str(MAX_ITEM)]
-            if self.pool is not None:
-                args += ["--pool", self.pool, "--pool-size", "64M"]
-            with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-                self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
-                                             stderr=err)
-            if self._wait_accepting():
-                return self
-            rc = self.proc.wait()
-            self.proc = None
-            if "Address already in use" not in self.stderr():
-                raise AssertionError(f"nvindex serve --index {self.index} exited {rc} "
-                                     f"before accepting connections; stderr:\n{self.stderr()}")
-        raise AssertionError(f"nvindex serve: no free port in {PORT_ATTEMPTS} attempts; "
-                             f"stderr:\n{self.stderr()}")
-
-    def _wait_accepting(self):
-        """True once it says it listens on the port and a connection is accepted
-        (not by another listener there), False if it exited."""
-        listening = f"listening on {HOST}:{self.port},"
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            if listening in self.stdout():
-                try:
-                    socket.create_connection((HOST, self.port), timeout=0.5).close()
-                    return True
-                except OSError:
-                    pass
-            time.sleep(0.05)
-        self.kill()
-        raise AssertionError(f"nvindex serve --index {self.index} did not accept connections "
-                             f"on {HOST}:{self.port} within {START_TIMEOUT:.0f} s; "
-                             f"stderr:\n{self.stderr()}")
-
-    @property
-    def pid(self):
-        return self.proc.pid
-
-    def stop(self, sig=signal.SIGTERM):
-        """Sends `sig`, waits (bounded) and returns the exit status (-N: killed by N)."""
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-        try:
-            rc = self.proc.wait(timeout=STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise AssertionError(f"nvindex serve did not exit within {STOP_TIMEOUT:.0f} s "
-                                 f"of signal {sig}; stderr:\n{self.stderr()}")
-        finally:
-            self.proc = None
-        return rc
-
-    def kill(self):
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-    def stdout(self):
-        with open(self.out_path, "rb") as f:
-            return f.read().decode(errors="replace")
-
-    def stderr(self):
-        with open(self.err_path, "rb") as f:
-            return f.read().decode(errors="replace")
-
-    def close(self):
-        self.kill()
-        self.dir.cleanup()
 
 
 class Raw:
@@ -317,21 +200,15 @@ class ServerCase(unittest.TestCase):
 
     @staticmethod
     def start_server(index, add_cleanup, pool=True):
-        path = new_pool_path(index) if pool else None
+        path = new_pool_path("nvindex-pymemcache", index) if pool else None
         if path is not None:
             add_cleanup(remove_file, path)
-        server = Server(index, path)
+        server = Server(NVINDEX, index, path, ["--max-item-size", str(MAX_ITEM)],
+                        prefix="nvindex-pymemcache")
         add_cleanup(server.close)
         return server.start()
 
-    @staticmethod
-    def check_clean_stop(server):
-        rc = server.stop(signal.SIGTERM)
-        if rc != 0:
-            raise AssertionError(f"nvindex serve exited {rc} on SIGTERM; "
-                                 f"stderr:\n{server.stderr()}")
-        if "closed cleanly" not in server.stdout():
-            raise AssertionError(f"no 'closed cleanly' line; stdout:\n{server.stdout()}")
+    check_clean_stop = staticmethod(check_clean_stop)
 
     def client(self, server=None, **kw):
         """A pymemcache Client; noreply off unless asked (pymemcache's default is on)."""
