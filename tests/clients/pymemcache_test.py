@@ -28,7 +28,8 @@ import sys
 import time
 import unittest
 
-from serve_util import HOST, Server, check_clean_stop, new_pool_path, remove_file
+from serve_util import (HOST, Server, check_clean_stop, new_pool_path, nvindex_binary_from_argv,
+                        remove_file, run_unittest)
 
 SKIP = 77  # ctest's SKIP_RETURN_CODE for this test
 
@@ -46,7 +47,7 @@ except ImportError as e:
           "install Debian's python3-pymemcache (scripts/install-deps)")
     sys.exit(SKIP)
 
-NVINDEX = os.environ.get("NVINDEX_BIN", "")
+NVINDEX = None  # the binary, set by main() (serve_util.nvindex_binary_from_argv)
 INDEXES = [i for i in os.environ.get("NVINDEX_PYMC_INDEXES",
                                      "lbtree,fptree,wbtree,p-masstree").split(",") if i]
 MAX_ITEM = 1 << 20          # --max-item-size, bytes (memcached's -I default)
@@ -808,16 +809,12 @@ def load_tests(loader, tests, pattern):
 
 def main():
     global NVINDEX
-    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
-        NVINDEX = sys.argv.pop(1)
-    if not NVINDEX or not os.access(NVINDEX, os.X_OK):
-        print(f"usage: {sys.argv[0]} NVINDEX_BIN [unittest options] "
-              f"(or $NVINDEX_BIN); no binary at {NVINDEX!r}", file=sys.stderr)
+    NVINDEX = nvindex_binary_from_argv()
+    if NVINDEX is None:
         return 2
     print(f"pymemcache {pymemcache.__version__} (Python {sys.version.split()[0]}), "
           f"{NVINDEX}, indexes {', '.join(INDEXES)}", flush=True)
-    result = unittest.main(argv=sys.argv, exit=False, verbosity=2).result
-    return 0 if result.wasSuccessful() else 1
+    return run_unittest()
 
 
 if __name__ == "__main__":

@@ -11,14 +11,38 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+import unittest
 import uuid
 
 HOST = "127.0.0.1"
 START_TIMEOUT = 10.0        # seconds for a server to accept connections
 STOP_TIMEOUT = 10.0         # seconds for it to exit after a signal
 PORT_ATTEMPTS = 5           # ports tried when the one picked is taken meanwhile
+
+
+def nvindex_binary_from_argv():
+    """The nvindex binary a client test runs: its first argument when that is
+    not an option (taken out of sys.argv, so unittest sees the rest), else
+    $NVINDEX_BIN; None, after a usage line on stderr, when neither names an
+    executable."""
+    path = os.environ.get("NVINDEX_BIN", "")
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        path = sys.argv.pop(1)
+    if not path or not os.access(path, os.X_OK):
+        print(f"usage: {sys.argv[0]} NVINDEX_BIN [unittest options] "
+              f"(or $NVINDEX_BIN); no binary at {path!r}", file=sys.stderr)
+        return None
+    return path
+
+
+def run_unittest():
+    """Runs the test module's cases (verbose) with the rest of sys.argv as
+    unittest's options; the exit code, 0 when every one passed."""
+    result = unittest.main(argv=sys.argv, exit=False, verbosity=2).result
+    return 0 if result.wasSuccessful() else 1
 
 
 def free_port():

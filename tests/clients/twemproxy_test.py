@@ -40,7 +40,7 @@ import time
 import unittest
 
 from serve_util import (HOST, PORT_ATTEMPTS, STOP_TIMEOUT, Server, check_clean_stop, free_port,
-                        new_pool_path, remove_file)
+                        new_pool_path, nvindex_binary_from_argv, remove_file, run_unittest)
 
 SKIP = 77  # ctest's SKIP_RETURN_CODE for this test
 
@@ -59,7 +59,7 @@ except ImportError as e:
           "install Debian's python3-pymemcache (scripts/install-deps)")
     sys.exit(SKIP)
 
-NVINDEX = os.environ.get("NVINDEX_BIN", "")
+NVINDEX = None  # the binary, set by main() (serve_util.nvindex_binary_from_argv)
 EXAMPLE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
                        "examples", "twemproxy.yml")
 INDEX = "lbtree"
@@ -406,20 +406,14 @@ class BehindTwemproxy(unittest.TestCase):
 
 def main():
     global NVINDEX
-    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
-        NVINDEX = sys.argv.pop(1)
-    if not NVINDEX or not os.access(NVINDEX, os.X_OK):
-        print(f"usage: {sys.argv[0]} NVINDEX_BIN [unittest options] "
-              f"(or $NVINDEX_BIN); no binary at {NVINDEX!r}", file=sys.stderr)
+    NVINDEX = nvindex_binary_from_argv()
+    if NVINDEX is None:
         return 2
     version = subprocess.run([NUTCRACKER, "-V"], capture_output=True, text=True, timeout=10)
     said = (version.stdout + version.stderr).split("\n")[0]
     print(f"{said} at {NUTCRACKER}, pymemcache {pymemcache.__version__} "
           f"(Python {sys.version.split()[0]}), {NVINDEX}, index {INDEX}", flush=True)
-    start = time.monotonic()
-    result = unittest.main(argv=sys.argv, exit=False, verbosity=2).result
-    print(f"{time.monotonic() - start:.1f} s", flush=True)
-    return 0 if result.wasSuccessful() else 1
+    return run_unittest()
 
 
 if __name__ == "__main__":
