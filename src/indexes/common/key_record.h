@@ -151,6 +151,35 @@ inline bool key_predecessor(std::string_view key, std::string* out) {
   return true;
 }
 
+/// The largest key below `key` into *out (integers: key - 1; strings:
+/// key_predecessor); false when there is none (0, ""). For an index whose
+/// find_last_less_than searches the last key <= a target (lbtree, fptree).
+template <class K>
+inline bool key_before(K key, OwnedKey<K>* out) {
+  if constexpr (std::is_same_v<K, std::string_view>) {
+    return key_predecessor(key, out);
+  } else {
+    if (key == 0) return false;
+    *out = key - 1;
+    return true;
+  }
+}
+
+/// The smallest key above `key` into *out (integers: key + 1; strings: key
+/// followed by a 0x00 byte); false when there is none (UINT64_MAX). For a
+/// scan's cursor past the last key it returned.
+template <class K>
+inline bool key_after(const OwnedKey<K>& key, OwnedKey<K>* out) {
+  if constexpr (std::is_same_v<K, std::string_view>) {
+    *out = key + '\0';
+    return true;
+  } else {
+    if (key == UINT64_MAX) return false;
+    *out = key + 1;
+    return true;
+  }
+}
+
 /// The key a slot's 8-byte key word names, in an index whose slots hold the
 /// key itself for integer keys and a key record's offset for string keys
 /// (lbtree, fptree): integers the word, strings the record's bytes (read

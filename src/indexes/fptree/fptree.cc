@@ -291,12 +291,7 @@ size_t FpTreeT<K>::scan(K start, size_t count, std::vector<std::pair<OwnedKey<K>
       if (out->size() == count) return count;
     }
     if (!buf.empty()) {
-      if constexpr (kStringKeys) {
-        cursor = buf.back().first + '\0';  // the smallest string above it
-      } else {
-        if (buf.back().first == UINT64_MAX) return out->size();
-        cursor = buf.back().first + 1;
-      }
+      if (!key_after<K>(buf.back().first, &cursor)) return out->size();
     }
     if (next == 0) return out->size();
     off = next;
@@ -307,12 +302,7 @@ template <class K>
 std::optional<std::pair<OwnedKey<K>, Value>> FpTreeT<K>::find_last_less_than(K key) {
   // target: the largest key sought (keys <= target).
   OwnedKey<K> target{};
-  if constexpr (kStringKeys) {
-    if (!key_predecessor(key, &target)) return std::nullopt;
-  } else {
-    if (key == 0) return std::nullopt;
-    target = key - 1;
-  }
+  if (!key_before<K>(key, &target)) return std::nullopt;
   const Guard guard(reclaimer_);
   while (true) {
     const inner::Route r = inner_->find(target);
@@ -344,11 +334,7 @@ std::optional<std::pair<OwnedKey<K>, Value>> FpTreeT<K>::find_last_less_than(K k
     // Nothing <= target in this leaf: the answer, if any, is left of its low
     // key.
     if (low == 0) return std::nullopt;
-    if constexpr (kStringKeys) {
-      key_predecessor(low_keys_.key(low), &target);  // low != "": there is one
-    } else {
-      target = low - 1;
-    }
+    key_before<K>(low_keys_.key(low), &target);  // low != 0 (""): there is one
   }
 }
 
