@@ -349,14 +349,8 @@ TEST_F(FpTreeRecovery, DamagedPoolsAreRefused) {
 // ------------------------------------------------------------ string keys
 
 /// An fptree with string keys in a pool file (fptree:string).
-struct StringTree : testing::StringFileIndex {
-  explicit StringTree(const std::string& tag = "s") : StringFileIndex("fptree", tag) {}
-  Status create(uint32_t node_size) {
-    IndexOptions o;
-    o.node_size = node_size;
-    return StringFileIndex::create(o, 64ull << 20);
-  }
-  fptree::FpTreeString& fps() const { return dynamic_cast<fptree::FpTreeString&>(*index); }
+struct StringTree : testing::StringTreeFile<fptree::FpTreeString> {
+  explicit StringTree(const std::string& tag = "s") : StringTreeFile("fptree", tag) {}
 };
 
 using testing::prefixed_key;
@@ -380,12 +374,8 @@ TEST(FpTreeString, RecordsFreedOnRemoveAndMarkedOnceByRecovery) {
     ASSERT_TRUE(st.create(size).ok());
     std::map<std::string, Value> model;
     std::mt19937_64 rng(size);
-    for (uint64_t r = 0; r < 6000; ++r) {
-      const std::string k = prefixed_key(rng() % 4000);
-      const bool fresh = model.emplace(k, r).second;
-      const Status s = st.index->insert(k, r);
-      ASSERT_EQ(s.ok(), fresh) << s.ToString();
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        testing::insert_random_prefixed_keys(*st.index, rng, 6000, 4000, &model));
     // Remove a run of consecutive keys (emptying whole leaves) and others.
     auto run = model.lower_bound(prefixed_key(1000));
     for (int i = 0; i < 400 && run != model.end(); ++i) {
@@ -400,7 +390,7 @@ TEST(FpTreeString, RecordsFreedOnRemoveAndMarkedOnceByRecovery) {
         ++it;
       }
     }
-    EXPECT_EQ(st.fps().retired_records(), 0u);
+    EXPECT_EQ(st.tree().retired_records(), 0u);
     // Longer than kMaxKeyBytes: refused, nothing allocated.
     const uint64_t before = st.pool->allocator().bytes_in_use();
     EXPECT_EQ(st.index->insert(std::string(256, 'x'), 1).code(), Code::kInvalidArgument);
@@ -442,7 +432,7 @@ TEST(FpTreeString, ReadersRaceRemoves) {
   testing::run_string_readers_race_removes(*st.index, 2, 1500);
   // Quiescent again: the next remove frees every retired record.
   ASSERT_TRUE(st.index->remove(prefixed_key(1 * 2)).ok());
-  EXPECT_EQ(st.fps().retired_records(), 0u);
+  EXPECT_EQ(st.tree().retired_records(), 0u);
 }
 
 }  // namespace

@@ -435,14 +435,8 @@ TEST(LbTreeConcurrent, FourThreadsEverySize) {
 // ------------------------------------------------------------ string keys
 
 /// An lbtree with string keys in a pool file (lbtree:string).
-struct StringTree : testing::StringFileIndex {
-  explicit StringTree(const std::string& tag = "s") : StringFileIndex("lbtree", tag) {}
-  Status create(uint32_t leaf_size) {
-    IndexOptions o;
-    o.node_size = leaf_size;
-    return StringFileIndex::create(o, 64ull << 20);
-  }
-  lbtree::LbTreeString& lbs() const { return dynamic_cast<lbtree::LbTreeString&>(*index); }
+struct StringTree : testing::StringTreeFile<lbtree::LbTreeString> {
+  explicit StringTree(const std::string& tag = "s") : StringTreeFile("lbtree", tag) {}
 };
 
 using testing::prefixed_key;
@@ -466,15 +460,11 @@ TEST(LbTreeString, RecordsFreedOnRemoveAndMarkedOnceByRecovery) {
     ASSERT_TRUE(st.create(size).ok());
     std::map<std::string, Value> model;
     std::mt19937_64 rng(size);
-    for (uint64_t r = 0; r < 6000; ++r) {
-      const std::string k = prefixed_key(rng() % 4000);
-      const bool fresh = model.emplace(k, r).second;
-      const Status s = st.index->insert(k, r);
-      ASSERT_EQ(s.ok(), fresh) << s.ToString();
-    }
+    ASSERT_NO_FATAL_FAILURE(
+        testing::insert_random_prefixed_keys(*st.index, rng, 6000, 4000, &model));
     // Remove every key that became a leaf's low key (its separator's
     // original), and others.
-    for (const auto& [low, leaf] : st.lbs().routed_leaves()) {
+    for (const auto& [low, leaf] : st.tree().routed_leaves()) {
       if (model.erase(low) != 0) {
         ASSERT_TRUE(st.index->remove(low).ok());
       }
@@ -487,7 +477,7 @@ TEST(LbTreeString, RecordsFreedOnRemoveAndMarkedOnceByRecovery) {
         ++it;
       }
     }
-    EXPECT_EQ(st.lbs().retired_records(), 0u);
+    EXPECT_EQ(st.tree().retired_records(), 0u);
     // Longer than kMaxKeyBytes: refused, nothing allocated.
     const uint64_t before = st.pool->allocator().bytes_in_use();
     EXPECT_EQ(st.index->insert(std::string(256, 'x'), 1).code(), Code::kInvalidArgument);
@@ -501,7 +491,7 @@ TEST(LbTreeString, RecordsFreedOnRemoveAndMarkedOnceByRecovery) {
     EXPECT_GE(vr.pm_bytes, vr.leaves * block + model.size() * 64);
     // find_last_less_than below every routed low key (through the DRAM low
     // keys of leaves whose low key was removed).
-    for (const auto& [low, leaf] : st.lbs().routed_leaves()) {
+    for (const auto& [low, leaf] : st.tree().routed_leaves()) {
       const auto got = st.index->find_last_less_than(low);
       auto want = model.lower_bound(low);
       if (want == model.begin()) {
@@ -514,7 +504,7 @@ TEST(LbTreeString, RecordsFreedOnRemoveAndMarkedOnceByRecovery) {
     }
     // A clean close spreads the anchors; the crash-style reopens after it
     // rebuild the string separators from several segments in parallel.
-    const auto routed = st.lbs().routed_leaves();
+    const auto routed = st.tree().routed_leaves();
     IndexOptions o;
     o.node_size = size;
     o.threads = 4;
@@ -522,14 +512,14 @@ TEST(LbTreeString, RecordsFreedOnRemoveAndMarkedOnceByRecovery) {
     for (int round = 0; round < 2; ++round) {
       st.crash();
       ASSERT_TRUE(st.reopen(o).ok());
-      EXPECT_EQ(st.lbs().rebuild_threads(), 4u);
+      EXPECT_EQ(st.tree().rebuild_threads(), 4u);
       testing::expect_equals_model(*st.index, model);
       ASSERT_TRUE(st.index->verify(&vr).ok());
       EXPECT_EQ(st.pool->allocator().bytes_in_use(), lbtree::kRootBytes + vr.pm_bytes);
     }
     // Recovery routes each non-empty leaf from its smallest key: the same
     // leaves as before, in order, each at or above its old separator.
-    const auto again = st.lbs().routed_leaves();
+    const auto again = st.tree().routed_leaves();
     ASSERT_LE(again.size(), routed.size());
     for (size_t i = 0, j = 0; i < again.size(); ++i) {
       while (j < routed.size() && routed[j].second != again[i].second) ++j;
@@ -548,7 +538,7 @@ TEST(LbTreeString, ReadersRaceRemoves) {
   testing::run_string_readers_race_removes(*st.index, 2, 1500);
   // Quiescent again: the next remove frees every retired record.
   ASSERT_TRUE(st.index->remove(prefixed_key(1 * 2)).ok());
-  EXPECT_EQ(st.lbs().retired_records(), 0u);
+  EXPECT_EQ(st.tree().retired_records(), 0u);
 }
 
 }  // namespace

@@ -1010,6 +1010,16 @@ std::string prefixed_key(uint64_t r) {
   return k;
 }
 
+void insert_random_prefixed_keys(Index<std::string_view>& idx, std::mt19937_64& rng, uint64_t n,
+                                 uint64_t space, std::map<std::string, Value>* model) {
+  for (uint64_t r = 0; r < n; ++r) {
+    const std::string k = prefixed_key(rng() % space);
+    const bool fresh = model->emplace(k, r).second;
+    const Status s = idx.insert(k, r);
+    ASSERT_EQ(s.ok(), fresh) << s.ToString();
+  }
+}
+
 void run_string_readers_race_removes(Index<std::string_view>& idx, int writers, uint64_t per) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> th;

@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -158,6 +159,13 @@ std::string show_key(std::string_view key);
 /// (r = 3). Distinct r give distinct keys.
 std::string prefixed_key(uint64_t r);
 
+/// n inserts of prefixed_key(rng() % space) into `idx` and `model`, value
+/// the insert's number: each is Ok for a key new to the model and
+/// AlreadyExists otherwise (fatal failure else). `rng` goes on from where
+/// it is, for the caller's later draws.
+void insert_random_prefixed_keys(Index<std::string_view>& idx, std::mt19937_64& rng, uint64_t n,
+                                 uint64_t space, std::map<std::string, Value>* model);
+
 /// Writers and an optimistic reader racing on string keys, for indexes that
 /// free removed keys' records: `writers` threads insert prefixed_key(i *
 /// writers + w) -> i for i < per, then remove the even i; meanwhile one
@@ -242,6 +250,24 @@ class FileIndex : public FileIndexOf<uint64_t> {
 class StringFileIndex : public FileIndexOf<std::string_view> {
  public:
   using FileIndexOf::FileIndexOf;
+};
+
+/// A string-key tree of registered name `index` and concrete type Tree
+/// (lbtree::LbTreeString, fptree::FpTreeString) in a 64 MiB pool file, for
+/// the per-index tests of what string keys add.
+template <class Tree>
+class StringTreeFile : public StringFileIndex {
+ public:
+  explicit StringTreeFile(std::string index, const std::string& tag = "s")
+      : StringFileIndex(std::move(index), tag) {}
+  /// A new tree with nodes of node_size bytes (StringFileIndex::create).
+  Status create(uint32_t node_size) {
+    IndexOptions o;
+    o.node_size = node_size;
+    return StringFileIndex::create(o, 64ull << 20);
+  }
+  /// The open index as its concrete type.
+  Tree& tree() const { return dynamic_cast<Tree&>(*index); }
 };
 
 /// Checks that `idx` holds exactly `model`: verify() passes with
