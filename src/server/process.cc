@@ -12,6 +12,8 @@
 #include <string>
 #include <string_view>
 
+#include "nvindex/pm/counters.h"
+
 namespace nvindex::server {
 
 namespace {
@@ -140,6 +142,15 @@ void general_stats(ServerState& st, int64_t now, std::string* out) {
   stat(out, "item_arena_bytes", s.item_arena_bytes);
   stat(out, "index_arena_bytes", s.index_arena_bytes);
   stat(out, "unassigned_bytes", s.unassigned_bytes);
+  // The PM layer's counters since the process started (include/nvindex/pm/
+  // counters.h, summed over threads): flush instructions, distinct 64 B
+  // lines flushed (PM line writes), fences and 8-byte NVM atomic writes, so a
+  // client can take a phase's cost per operation from two stats replies.
+  const pm::CounterSnapshot pmc = pm::snapshot();
+  stat(out, "pm_flushes", pmc.flushes);
+  stat(out, "pm_lines_flushed", pmc.lines_flushed);
+  stat(out, "pm_fences", pmc.fences);
+  stat(out, "pm_naws", pmc.naws);
   out->append("END\r\n");
 }
 
