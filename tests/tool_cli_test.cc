@@ -457,6 +457,8 @@ TEST_F(Cli, EveryOptionOfEveryCommandRefusesBadValuesBeforeAnyWork) {
       {"patree-calibrate", {}},
       {"serve", {{"--quiet", ""}, {"--index", "btree"}, {"--port", "0"}}},
       {"kv-load", {{"--quiet", ""}, {"--pool", never}, {"--records", "100"}}},
+      {"kv-client",
+       {{"--quiet", ""}, {"--server", "127.0.0.1:1"}, {"--ops", "1"}, {"--records", "1"}}},
   };
   const std::vector<OptionRow> rows = option_table();
   ASSERT_GT(rows.size(), 80u);
@@ -514,8 +516,9 @@ TEST_F(Cli, EveryOptionOfEveryCommandRefusesBadValuesBeforeAnyWork) {
       ++cases;
     }
   }
-  EXPECT_EQ(commands, (std::set<std::string>{"bench", "verify", "info", "crashtest", "torture",
-                                             "tpcc", "patree-calibrate", "serve", "kv-load"}));
+  EXPECT_EQ(commands,
+            (std::set<std::string>{"bench", "verify", "info", "crashtest", "torture", "tpcc",
+                                   "patree-calibrate", "serve", "kv-load", "kv-client"}));
   std::printf("%zu options, %zu bad values refused\n", rows.size(), cases);
   EXPECT_FALSE(fs::exists(never)) << "nothing created";
   EXPECT_EQ(slurp(plain), "not a pool\n");

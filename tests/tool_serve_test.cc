@@ -433,6 +433,98 @@ TEST(KvLoad, ServeOpensTheLoadedPoolWithEveryItem) {
   EXPECT_EQ(slurp(file.path), "x");
 }
 
+// `nvindex kv-client` (libmemcached) against a loaded server: gets of
+// loaded items all hit with their values, at 1 and 2 threads; sets insert
+// fresh items (curr_items grows by --ops); a mix; a load fills a server
+// that had nothing; asking for items past those loaded is a miss and exit
+// 1; no server is an error and exit 1; a bad --server is a usage error.
+TEST(KvClient, GetsFindTheLoadedItemsAndSetsInsert) {
+  constexpr uint64_t kN = 20000;
+  const TempPoolFile file(tmp("kvclient.pool"));
+  ASSERT_EQ(std::system((bin() + " kv-load -q --seed 5 -n " + std::to_string(kN) + " --pool " +
+                         file.path + " >/dev/null 2>&1")
+                            .c_str()),
+            0);
+  Serve s;
+  s.start("--index lbtree --threads 2 --pool " + file.path, "kvclient");
+  ASSERT_GT(s.port, 0) << slurp(s.err);
+  const std::string out = tmp("kvclient.out");
+  const auto client = [&](const std::string& args) {
+    const int rc = std::system((bin() + " kv-client -q --format json --seed 5 --server 127.0.0.1:" +
+                                std::to_string(s.port) + " " + args + " >" + out + " 2>&1")
+                                   .c_str());
+    return std::make_pair(WEXITSTATUS(rc), slurp(out));
+  };
+  const auto field = [](const std::string& json, const std::string& name) {
+    const size_t at = json.find("\"" + name + "\": ");
+    return at == std::string::npos ? -1.0 : std::stod(json.substr(at + name.size() + 4));
+  };
+  for (const char* threads : {"1", "2"}) {
+    const auto [rc, said] =
+        client("--op get --ops 4000 -n 20000 --threads " + std::string(threads));
+    EXPECT_EQ(rc, 0) << said;
+    EXPECT_EQ(field(said, "gets"), 4000) << said;
+    EXPECT_EQ(field(said, "misses"), 0) << said;
+    EXPECT_EQ(field(said, "wrong_values"), 0) << said;
+    EXPECT_GT(field(said, "ops_per_second"), 0) << said;
+    EXPECT_GT(field(said, "p99_us"), 0) << said;
+    EXPECT_GE(field(said, "p99_us"), field(said, "p50_us")) << said;
+  }
+  {
+    const auto [rc, said] = client("--op set --ops 3000 -n 20000 --threads 2");
+    EXPECT_EQ(rc, 0) << said;
+    EXPECT_EQ(field(said, "sets"), 3000) << said;
+  }
+  EXPECT_NE(ask(s.port, "stats\r\n").find("STAT curr_items 23000\r\n"), std::string::npos);
+  {
+    const auto [rc, said] =
+        client("--op mix --get-ratio 0.5 --fresh-offset 1000000 --ops 2000 -n 20000");
+    EXPECT_EQ(rc, 0) << said;
+    EXPECT_GT(field(said, "gets"), 800) << said;
+    EXPECT_GT(field(said, "sets"), 800) << said;
+    EXPECT_EQ(field(said, "gets") + field(said, "sets"), 2000) << said;
+  }
+  {
+    const auto [rc, said] = client("--op get --ops 2000 -n 40000");
+    EXPECT_EQ(rc, 1) << said;
+    EXPECT_GT(field(said, "misses"), 500) << said;
+    EXPECT_EQ(field(said, "wrong_values"), 0) << said;
+  }
+  EXPECT_EQ(s.stop(SIGTERM), 0) << slurp(s.err);
+  // load into a server with nothing, then every item is there
+  const TempPoolFile empty(tmp("kvclient-empty.pool"));
+  Serve e;
+  e.start("--index fptree --pool " + empty.path, "kvclient-empty");
+  ASSERT_GT(e.port, 0) << slurp(e.err);
+  s.port = e.port;
+  {  // pipelined: 64 sets per write, every reply checked
+    const auto [rc, said] = client("--op load -n 3000 --threads 2 --pipeline 64 --value-size 100");
+    EXPECT_EQ(rc, 0) << said;
+    EXPECT_EQ(field(said, "sets"), 3000) << said;
+  }
+  {  // through libmemcached: the same 3000 again and 500 more
+    const auto [rc, said] = client("--op load -n 3500 --value-size 100");
+    EXPECT_EQ(rc, 0) << said;
+    EXPECT_EQ(field(said, "sets"), 3500) << said;
+  }
+  EXPECT_NE(ask(e.port, "stats\r\n").find("STAT curr_items 3500\r\n"), std::string::npos);
+  {
+    const auto [rc, said] = client("--op get --ops 3000 -n 3500 --value-size 100");
+    EXPECT_EQ(rc, 0) << said;
+    EXPECT_EQ(field(said, "misses"), 0) << said;
+  }
+  EXPECT_EQ(e.stop(SIGTERM), 0) << slurp(e.err);
+  // nothing listening: errors, exit 1; a bad --server: usage
+  {
+    const auto [rc, said] = client("--op get --ops 10 -n 10");  // e has stopped
+    EXPECT_EQ(rc, 1) << said;
+    EXPECT_GT(field(said, "errors"), 0) << said;
+  }
+  EXPECT_EQ(WEXITSTATUS(std::system((bin() + " kv-client --server nowhere 2>/dev/null").c_str())),
+            2);
+  std::remove(out.c_str());
+}
+
 // The keys' generator: distinct for distinct items (the bijective part),
 // printable and without a space, the same for the same (seed, i).
 TEST(KvLoad, KeysAreDistinctPrintableAndReproducible) {

@@ -30,6 +30,8 @@ namespace nvindex::bench {
 inline constexpr uint32_t kKvKeyCore = 11;
 /// Default key size, bytes (the LB+-tree paper's Memcached runs).
 inline constexpr uint32_t kKvDefaultKeySize = 20;
+/// Default value size, bytes (kv-load, kv-client, scripts/bench-kv).
+inline constexpr uint32_t kKvDefaultValueSize = 10;
 /// Largest key size, bytes (memcached's key limit).
 inline constexpr uint32_t kKvMaxKeySize = 250;
 

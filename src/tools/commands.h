@@ -31,6 +31,9 @@ void add_serve_command(CLI::App& app, int* exit_code);
 /// `nvindex kv-load`: fill a new pool with a store of N benchmark items
 /// (src/tools/kv_load.cc).
 void add_kv_load_command(CLI::App& app, int* exit_code);
+/// `nvindex kv-client`: drive a memcached-protocol server with the KV
+/// benchmark's items through libmemcached (src/tools/kv_client.cc).
+void add_kv_client_command(CLI::App& app, int* exit_code);
 
 /// Writes `text` to the file `path` (created, or truncated); false when it
 /// cannot be opened or written (the caller reports it as a usage error:

@@ -42,7 +42,7 @@ struct KvLoadArgs {
   std::string pool_size = "0";
   uint64_t records = 1000000;
   uint32_t key_size = bench::kKvDefaultKeySize;
-  uint32_t value_size = 10;
+  uint32_t value_size = bench::kKvDefaultValueSize;
   double fill = 1.0;
   uint32_t node_size = 0;
   uint64_t seed = 1;

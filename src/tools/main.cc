@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   nvindex::tools::add_patree_calibrate_command(app, &exit_code);
   nvindex::tools::add_serve_command(app, &exit_code);
   nvindex::tools::add_kv_load_command(app, &exit_code);
+  nvindex::tools::add_kv_client_command(app, &exit_code);
   try {
     app.parse(argc, argv);
     if (list_options) {
