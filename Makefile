@@ -17,6 +17,11 @@
 #                patree (1 thread, 64 in flight, three probe strategies)
 #                against patree-dedicated, patree-shared, leveldb and rocksdb
 #                at 1..64 threads (scripts/bench-patree; BENCH_PATREE_ARGS)
+#   make bench-kv  the LB+-tree paper's Memcached experiment (Figure 17):
+#                nvindex serve over lbtree, fptree, wbtree, fastfair and
+#                p-masstree loaded with 10M items, driven by nvindex kv-client
+#                (libmemcached), against memcached; kill -9 recovery
+#                (scripts/bench-kv; BENCH_KV_ARGS)
 #   make test    every test: the format and doc-link checks, a release build and its ctest
 #                tests (docs/cli.md checked against --help among them), then the installed library
 #                (scripts/test-install: cmake --install, then examples/embed and examples/kv built
@@ -34,6 +39,7 @@ BENCH_LBTREE_ARGS ?=
 BENCH_NI_ARGS ?=
 BENCH_PIBENCH_ARGS ?=
 BENCH_PATREE_ARGS ?=
+BENCH_KV_ARGS ?=
 # Pool-file fuzzing in make test (tests/fuzz/run-fuzz.sh): a fixed number of
 # inputs from a fixed seed, so a commit's result does not depend on luck or
 # machine speed; FUZZ_SECONDS bounds the time. Longer: docs/crash-lab.md, "Running the fuzzers".
@@ -41,7 +47,7 @@ FUZZ_RUNS ?= 60000
 PROTOCOL_FUZZ_RUNS ?= 20000
 FUZZ_SECONDS ?= 120
 
-.PHONY: test-long all deps build bench bench-lbtree bench-ni bench-pibench bench-patree test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
+.PHONY: test-long all deps build bench bench-lbtree bench-ni bench-pibench bench-patree bench-kv test test-release test-install test-asan test-tsan test-fuzz doc-links format format-check clean
 
 all: build
 
@@ -66,6 +72,9 @@ bench-pibench: build
 
 bench-patree: build
 	@scripts/bench-patree $(BENCH_PATREE_ARGS)
+
+bench-kv: build
+	@scripts/bench-kv $(BENCH_KV_ARGS)
 
 test: deps format-check doc-links test-release test-install test-asan test-tsan test-fuzz
 
