@@ -467,8 +467,7 @@ TEST(KvClient, GetsFindTheLoadedItemsAndSetsInsert) {
     EXPECT_EQ(field(said, "misses"), 0) << said;
     EXPECT_EQ(field(said, "wrong_values"), 0) << said;
     EXPECT_GT(field(said, "ops_per_second"), 0) << said;
-    EXPECT_GT(field(said, "p99_us"), 0) << said;
-    EXPECT_GE(field(said, "p99_us"), field(said, "p50_us")) << said;
+    EXPECT_GT(field(said, "p50_us"), 0) << said;
   }
   {
     const auto [rc, said] = client("--op set --ops 3000 -n 20000 --threads 2");
@@ -501,6 +500,13 @@ TEST(KvClient, GetsFindTheLoadedItemsAndSetsInsert) {
     const auto [rc, said] = client("--op load -n 3000 --threads 2 --pipeline 64 --value-size 100");
     EXPECT_EQ(rc, 0) << said;
     EXPECT_EQ(field(said, "sets"), 3000) << said;
+  }
+  EXPECT_NE(ask(e.port, "stats\r\n").find("STAT curr_items 3000\r\n"), std::string::npos);
+  {  // 3,000 random gets of the pipelined items: found, with their values
+    const auto [rc, said] = client("--op get --ops 3000 -n 3000 --value-size 100");
+    EXPECT_EQ(rc, 0) << said;
+    EXPECT_EQ(field(said, "misses"), 0) << said;
+    EXPECT_EQ(field(said, "wrong_values"), 0) << said;
   }
   {  // through libmemcached: the same 3000 again and 500 more
     const auto [rc, said] = client("--op load -n 3500 --value-size 100");

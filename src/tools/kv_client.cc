@@ -40,7 +40,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -125,10 +124,11 @@ int connect_tcp(const std::string& host, unsigned port) {
 
 /// --op load --pipeline P > 1: items [lo, lo + n) as batches of P sets
 /// (memcached ASCII protocol, doc/protocol.txt "Storage commands"), each
-/// batch written at once (at most 256 KiB per write) and then its replies
-/// read: every reply must be "STORED\r\n" (8 bytes); any other line is an
-/// error. A batch's replies are at most 8 KiB, so neither side blocks on a
-/// full socket buffer.
+/// batch written at once (a batch ends at P sets or once it holds 256 KiB,
+/// so it is at most 256 KiB plus one set) and then its replies read: every
+/// reply must be "STORED\r\n" (8 bytes); any other line is an error. The
+/// replies of a batch are short lines (at most 1,024 of them), so the server
+/// never blocks on its send buffer while this side is still writing.
 void run_pipelined_load(const KvClientArgs& a, const std::string& host, unsigned port, uint64_t lo,
                         uint64_t n, std::atomic<uint64_t>* done, ThreadResult* r) {
   const int fd = connect_tcp(host, port);
@@ -261,11 +261,14 @@ void run_thread(const KvClientArgs& a, const std::string& host, unsigned port, u
   memcached_free(mc);
 }
 
-/// The nearest-rank percentile p (0..100) of sorted `v`, µs.
-double percentile_us(const std::vector<uint32_t>& v, double p) {
+/// The nearest-rank percentile of sorted `v`, µs: the value at rank
+/// ceil(permille / 1000 * n) (1-based), computed in integers so that, say,
+/// p99.9 of 1,000 values is the 999th and not, by a rounding error, the
+/// largest. `permille`: 500 = p50, 990 = p99, 999 = p99.9.
+double percentile_us(const std::vector<uint32_t>& v, uint64_t permille) {
   if (v.empty()) return 0;
-  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  rank = std::clamp<size_t>(rank, 1, v.size());
+  const uint64_t n = v.size();
+  const uint64_t rank = std::clamp<uint64_t>((permille * n + 999) / 1000, 1, n);
   return v[rank - 1] / 1000.0;
 }
 
@@ -333,8 +336,8 @@ int run_kv_client(const KvClientArgs& a) {
   std::sort(all.latency_ns.begin(), all.latency_ns.end());
   const uint64_t requests = all.gets + all.sets;
   const double ops_s = seconds > 0 ? static_cast<double>(requests) / seconds : 0;
-  const double p50 = percentile_us(all.latency_ns, 50), p99 = percentile_us(all.latency_ns, 99),
-               p999 = percentile_us(all.latency_ns, 99.9);
+  const double p50 = percentile_us(all.latency_ns, 500), p99 = percentile_us(all.latency_ns, 990),
+               p999 = percentile_us(all.latency_ns, 999);
   const bool timed = !all.latency_ns.empty();  // a pipelined load times no request
   const auto us = [&](double v) { return timed ? nlohmann::json(v) : nlohmann::json(nullptr); };
   if (a.format == "json") {

@@ -202,6 +202,12 @@ public final class NvindexClient extends DB {
   @Override
   public Status update(String table, String key, Map<String, ByteIterator> values) {
     try {
+      // The new values' bytes, once: a ByteIterator is used up when read,
+      // and a retry after EXISTS must write the same bytes again.
+      Map<String, byte[]> updated = new HashMap<>();
+      for (Map.Entry<String, ByteIterator> e : values.entrySet()) {
+        updated.put(e.getKey(), e.getValue().toArray());
+      }
       for (int attempt = 0; attempt < 100; ++attempt) {
         CASValue<byte[]> cur = client.gets(key, RAW);
         if (cur == null) {
@@ -211,7 +217,9 @@ public final class NvindexClient extends DB {
         if (!decode(cur.getValue(), null, record)) {
           return Status.UNEXPECTED_STATE;
         }
-        record.putAll(values);
+        for (Map.Entry<String, byte[]> e : updated.entrySet()) {
+          record.put(e.getKey(), new ByteArrayByteIterator(e.getValue()));
+        }
         CASResponse r = client.cas(key, cur.getCas(), encode(record), RAW);
         if (r == CASResponse.OK) {
           return Status.OK;
