@@ -134,11 +134,14 @@ TEST_P(EveryDeviceIndex, SurvivesKills) {
     o.index = c.index;
     o.pool_path = dir.path() + "/" + c.label() + "_t" + std::to_string(threads);
     o.sync_every = c.sync_every;
-    // Weak persistence: a sync() writes the dirty nodes and makes a few
-    // fdatasync calls (milliseconds each on this disk), so a child killed
-    // within the default 10 ms seldom completes one; 100 ms lets most
-    // rounds sync several times and die between syncs.
-    if (c.sync_every != 0) o.max_run_ms = 100;
+    // A child killed within the default 10 ms seldom completes a disk write:
+    // with weak persistence a sync() writes the dirty nodes and makes a few
+    // fdatasync calls (milliseconds each on this disk), and with strong
+    // persistence every insert is a synchronous write, which on a loaded
+    // machine (ctest -j2 beside a build) took long enough that a run of
+    // patree acknowledged no insert at all. 100 ms lets most rounds
+    // acknowledge (and sync) several times and die between them.
+    o.max_run_ms = 100;
     for (const OptionSpec& spec : e->options) {
       if (c.sync_every != 0 && spec.name == "persistence") o.index_opts["persistence"] = "weak";
     }
