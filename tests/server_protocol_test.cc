@@ -15,6 +15,7 @@
 #include "nvindex/pm/pool.h"
 #include "server/process.h"
 #include "server/protocol.h"
+#include "support/socket_client.h"
 
 namespace nvindex::server {
 namespace {
@@ -220,16 +221,14 @@ TEST_F(Protocol, QuitClosesAndStatsReport) {
   EXPECT_TRUE(stats.ends_with("END\r\n"));
   // The PM counters move with a set: its item record and the index's leaf
   // are at least two flushed lines, each persist a fence.
-  const auto field = [](const std::string& text, const std::string& name) {
-    const size_t at = text.find("STAT " + name + " ");
-    return at == std::string::npos ? ~0ull : std::stoull(text.substr(at + name.size() + 6));
-  };
-  EXPECT_NE(field(stats, "pm_naws"), ~0ull) << stats;
+  using nvindex::testing::stat_field;
+  EXPECT_NE(stat_field(stats, "pm_naws"), ~0ull) << stats;
   const std::string after = send("set k2 0 0 1\r\nw\r\nstats\r\n");
   ASSERT_TRUE(after.starts_with("STORED\r\n")) << after;
-  EXPECT_GE(field(after, "pm_lines_flushed"), field(stats, "pm_lines_flushed") + 2) << after;
-  EXPECT_GE(field(after, "pm_flushes"), field(stats, "pm_flushes") + 2) << after;
-  EXPECT_GE(field(after, "pm_fences"), field(stats, "pm_fences") + 1) << after;
+  EXPECT_GE(stat_field(after, "pm_lines_flushed"), stat_field(stats, "pm_lines_flushed") + 2)
+      << after;
+  EXPECT_GE(stat_field(after, "pm_flushes"), stat_field(stats, "pm_flushes") + 2) << after;
+  EXPECT_GE(stat_field(after, "pm_fences"), stat_field(stats, "pm_fences") + 1) << after;
   EXPECT_EQ(send("quit\r\nget k\r\n"), "");
   EXPECT_EQ(last_, After::kClose);
 }

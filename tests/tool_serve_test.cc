@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -309,9 +310,8 @@ TEST_P(ServeTorture, KillTortureLosesNoAcknowledgedWrite) {
     uint64_t acked_now = 0;
     for (const auto& d : done) acked_now += d.size();
     const std::string st = ask(s.port, "stats\r\n");
-    const size_t at_items = st.find("STAT curr_items ");
-    ASSERT_NE(at_items, std::string::npos) << st;
-    const uint64_t items = std::strtoull(st.c_str() + at_items + 16, nullptr, 10);
+    const uint64_t items = nvindex::testing::stat_field(st, "curr_items");
+    ASSERT_NE(items, ~0ull) << st;
     EXPECT_GE(items, acked_now) << "round " << round;
     EXPECT_LE(items, acked_now + in_flight) << "round " << round << ": a write nobody made";
     if (round == kKills) {
@@ -455,9 +455,10 @@ TEST(KvClient, GetsFindTheLoadedItemsAndSetsInsert) {
                                    .c_str());
     return std::make_pair(WEXITSTATUS(rc), slurp(out));
   };
+  // A field of kv-client's JSON report; -1 when the output is no report.
   const auto field = [](const std::string& json, const std::string& name) {
-    const size_t at = json.find("\"" + name + "\": ");
-    return at == std::string::npos ? -1.0 : std::stod(json.substr(at + name.size() + 4));
+    const auto j = nlohmann::json::parse(json, nullptr, false);
+    return j.is_object() && j.contains(name) && j[name].is_number() ? j[name].get<double>() : -1.0;
   };
   for (const char* threads : {"1", "2"}) {
     const auto [rc, said] =

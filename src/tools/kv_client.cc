@@ -226,14 +226,17 @@ void run_thread(const KvClientArgs& a, const std::string& host, unsigned port, u
     bench::kv_key(a.seed, item, a.key_size, key.data());
     bench::kv_value(key, a.value_size, want.data());
     const auto t0 = std::chrono::steady_clock::now();
+    // The request's latency, from its send to its whole reply, ns.
+    const auto record_latency = [&] {
+      const auto ns = std::chrono::nanoseconds(std::chrono::steady_clock::now() - t0).count();
+      r->latency_ns.push_back(static_cast<uint32_t>(std::min<int64_t>(ns, UINT32_MAX)));
+    };
     if (is_get) {
       size_t len = 0;
       uint32_t flags = 0;
       memcached_return_t rc = MEMCACHED_SUCCESS;
       char* v = memcached_get(mc, key.data(), key.size(), &len, &flags, &rc);
-      const auto t1 = std::chrono::steady_clock::now();
-      r->latency_ns.push_back(static_cast<uint32_t>(
-          std::min<int64_t>(std::chrono::nanoseconds(t1 - t0).count(), UINT32_MAX)));
+      record_latency();
       ++r->gets;
       if (v != nullptr) {
         if (len != want.size() || std::memcmp(v, want.data(), len) != 0) ++r->wrong;
@@ -248,9 +251,7 @@ void run_thread(const KvClientArgs& a, const std::string& host, unsigned port, u
     } else {
       const memcached_return_t rc =
           memcached_set(mc, key.data(), key.size(), want.data(), want.size(), 0, 0);
-      const auto t1 = std::chrono::steady_clock::now();
-      r->latency_ns.push_back(static_cast<uint32_t>(
-          std::min<int64_t>(std::chrono::nanoseconds(t1 - t0).count(), UINT32_MAX)));
+      record_latency();
       ++r->sets;
       if (rc != MEMCACHED_SUCCESS) note_error("set", rc);
     }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 namespace nvindex::testing {
@@ -43,6 +44,14 @@ inline std::string roundtrip(int fd, const std::string& req, const std::string& 
     got.append(buf, static_cast<size_t>(n));
   }
   return got;
+}
+
+/// The value of `STAT <name> <value>` in a stats reply, or ~0 when the
+/// reply has no such line.
+inline uint64_t stat_field(const std::string& stats, const std::string& name) {
+  const size_t at = stats.find("STAT " + name + " ");
+  return at == std::string::npos ? ~0ull
+                                 : std::strtoull(stats.c_str() + at + name.size() + 6, nullptr, 10);
 }
 
 }  // namespace nvindex::testing
