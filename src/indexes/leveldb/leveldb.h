@@ -11,7 +11,7 @@ namespace nvindex {
 
 inline constexpr char kLevelDbDescription[] =
     "LevelDB (LSM-tree, Debian's libleveldb) in a directory on a disk; external yardstick of "
-    "PA-Tree (issue 14)";
+    "PA-Tree";
 
 inline constexpr OptionSpec kLevelDbOptions[] = {
     {"persistence", lsm::kPersistenceValues,

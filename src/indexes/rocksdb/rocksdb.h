@@ -11,7 +11,7 @@ namespace nvindex {
 
 inline constexpr char kRocksDbDescription[] =
     "RocksDB (LSM-tree, Debian's librocksdb) in a directory on a disk, direct I/O; external "
-    "yardstick of PA-Tree (issue 14)";
+    "yardstick of PA-Tree";
 
 inline constexpr OptionSpec kRocksDbOptions[] = {
     {"persistence", lsm::kPersistenceValues,
