@@ -100,6 +100,7 @@
 #include "nvindex/pm/counters.h"
 #include "nvindex/pm/persist.h"
 #include "nvindex/status.h"
+#include "util/byte_size.h"
 
 namespace nvindex::bench {
 
@@ -381,9 +382,8 @@ std::vector<std::string_view> string_key_indexes();
 /// "none" when there is none (messages).
 std::string string_key_index_list();
 
-/// Parses a byte size "4096", "512K", "512M", "4G", "1T" (binary multiples,
-/// optional trailing 'B' or 'iB', case-insensitive) into *out bytes.
-/// InvalidArgument on anything else or on overflow.
-Status parse_byte_size(std::string_view text, uint64_t* out);
+/// Parses a byte size "4096", "512K", "512M", "4G", "1T" into *out bytes
+/// (util/byte_size.h).
+using util::parse_byte_size;
 
 }  // namespace nvindex::bench
