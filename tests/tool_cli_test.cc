@@ -1289,4 +1289,67 @@ TEST_F(Cli, TpccRefusesBadUsage) {
   EXPECT_FALSE(r.err.empty());
 }
 
+// PiBench wrappers as indexes (src/pibench/import.h): our own exported
+// plugin (libnvindex_pibench.so over btree, $NVINDEX_PIBENCH_SO) imported
+// beside nvindex's btree in one call, every operation checked, and the
+// figures a wrapper cannot give reported as "n/a: plugin".
+TEST_F(Cli, PibenchWrapperRunsBesideOurIndexAndIsChecked) {
+  const char* so = std::getenv("NVINDEX_PIBENCH_SO");
+  if (so == nullptr) GTEST_SKIP() << "NVINDEX_PIBENCH_SO not set";
+  const std::string out = tmp_path("pibench.json");
+  const std::string wrapper = std::string("pibench:") + so;
+  Outcome r = nvindex(std::string("bench") + kSmall + "--index '" + wrapper +
+                          ",btree' -t 2 --workload ycsb-e --format json --output " + out,
+                      300);
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  const nlohmann::json j = nlohmann::json::parse(slurp(out));
+  ASSERT_EQ(j["results"].size(), 2u);
+  const nlohmann::json& p = j["results"][0];
+  EXPECT_EQ(p["index"], "libnvindex_pibench.so");
+  EXPECT_EQ(p["info"]["plugin"], true);
+  EXPECT_EQ(p["run"]["pm"]["available"], false);
+  EXPECT_EQ(p["run"]["pm"]["reason"], "n/a: plugin");
+  EXPECT_EQ(p["memory"]["reason"], "n/a: plugin");
+  EXPECT_EQ(p["verification"]["structure"]["height"], "n/a: plugin");
+  EXPECT_EQ(j["results"][1]["info"]["plugin"], false);
+  for (const auto& res : j["results"]) {
+    EXPECT_EQ(res["verification"]["failures"], 0) << res["verification"]["examples"];
+    EXPECT_GT(res["run"]["by_type"]["scan"]["succeeded"], 0) << "YCSB E scans the wrapper";
+    // Loaded keys plus the run's inserts, counted by scans for the wrapper.
+    EXPECT_EQ(res["verification"]["structure"]["keys"],
+              2000 + res["run"]["by_type"]["insert"]["succeeded"].get<int>());
+  }
+  fs::remove(out);
+  // The crash lab and TPC-C refuse a wrapper with the reason.
+  r = nvindex("crashtest --index " + wrapper);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("not a PiBench wrapper"), std::string::npos) << r.err;
+  r = nvindex("tpcc --quiet --index " + wrapper);
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("find_last_less_than"), std::string::npos) << r.err;
+}
+
+// A broken wrapper is a usage error (exit 2) naming the cause, never a
+// crash: a library that cannot be loaded, one without create_tree, one
+// whose create_tree returns nullptr, one built against a fork's tree_api
+// (bulk_load before find in the vtable: tests/pibench/fork_vtable.cc).
+TEST_F(Cli, PibenchBrokenWrappersAreUsageErrors) {
+  const char* dir = std::getenv("NVINDEX_PIBENCH_TEST_DIR");
+  if (dir == nullptr) GTEST_SKIP() << "NVINDEX_PIBENCH_TEST_DIR not set";
+  const std::string d = std::string(dir) + "/";
+  const std::pair<std::string, std::string> cases[] = {
+      {"pibench:" + d + "no-such-wrapper.so", "cannot load PiBench wrapper"},
+      {"pibench:" + d + "libpibench_no_symbol.so", "has no symbol 'create_tree'"},
+      {"pibench:" + d + "libpibench_null_tree.so", "create_tree returned nullptr"},
+      {"pibench:" + d + "libpibench_fork_vtable.so", "bulk_load before find"},
+      {"pibench:" + d + "libpibench_null_tree.so:scan=maybe", "option 'scan=maybe' invalid"},
+      {"pibench:", "expected pibench:PATH.so"},
+  };
+  for (const auto& [spec, message] : cases) {
+    Outcome r = nvindex(std::string("bench") + kSmall + "--index '" + spec + "'", 60);
+    EXPECT_EQ(r.rc, 2) << spec << ": " << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << spec << ": " << r.err;
+  }
+}
+
 }  // namespace

@@ -136,6 +136,12 @@ struct Capabilities {
   /// PA-Tree engine: one worker thread, operations suspended at their I/O);
   /// false: the default execute(), one operation after another.
   bool async = false;
+  /// A PiBench wrapper loaded at run time (`nvindex bench --index
+  /// pibench:PATH.so`, pibench/import.h), not one of nvindex's indexes: its
+  /// PM writes bypass nvindex's pm layer and its structure and footprint are
+  /// its own, so reports print "n/a: plugin" for them, and the crash lab and
+  /// TPC-C refuse it. Whatever it keeps persistent is never reopened.
+  bool plugin = false;
 
   bool operator==(const Capabilities&) const = default;
 };

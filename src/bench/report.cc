@@ -43,6 +43,14 @@ json smo_time_json(const pm::CounterSnapshot& c) {
               {"max_ns", m.max_ns}, {"total_ns", c.smo_ns}, {"buckets", buckets}};
 }
 
+/// What the reports say where a PiBench wrapper's figure cannot be known
+/// (Capabilities::plugin): its PM writes, footprint and structure are its own.
+constexpr std::string_view kPluginNa = "n/a: plugin";
+
+/// The JSON of a figure a plugin does not have: {"available": false,
+/// "reason": "n/a: plugin"}.
+json plugin_na_json() { return json{{"available", false}, {"reason", kPluginNa}}; }
+
 json pm_json(const pm::CounterSnapshot& c, uint64_t ops) {
   return json{{"flushes", c.flushes},
               {"lines_flushed", c.lines_flushed},
@@ -201,16 +209,18 @@ json cpu_json(const CpuCounters& c, uint64_t ops) {
 }
 
 json info_json(const IndexInfo& i) {
-  return json{{"name", i.name},
-              {"description", i.description},
-              {"ordered", i.caps.ordered},
-              {"persistent", i.caps.persistent},
-              {"thread_safe", i.caps.thread_safe},
-              {"string_keys", i.caps.string_keys},
-              {"placement", placement_name(i.caps.placement)},
-              {"node_size", i.node_size},
-              {"dram_bytes", i.dram_bytes},
-              {"pm_bytes", i.pm_bytes}};
+  return json{
+      {"name", i.name},
+      {"description", i.description},
+      {"ordered", i.caps.ordered},
+      {"persistent", i.caps.persistent},
+      {"thread_safe", i.caps.thread_safe},
+      {"string_keys", i.caps.string_keys},
+      {"plugin", i.caps.plugin},
+      {"placement", i.caps.plugin ? json(kPluginNa) : json(placement_name(i.caps.placement))},
+      {"node_size", i.node_size},
+      {"dram_bytes", i.dram_bytes},
+      {"pm_bytes", i.pm_bytes}};
 }
 
 std::string si(double v) {
@@ -351,17 +361,17 @@ json result_json(const IndexResult& r) {
         {"completed", c.completed},
         {"succeeded", c.succeeded},
         {"throughput", r.run.seconds > 0 ? c.completed / r.run.seconds : 0.0},
-        {"pm",
-         {{"flushes", c.flushes},
-          {"lines_flushed", c.lines_flushed},
-          {"fences", c.fences},
-          {"per_op",
-           {{"flushes", per_op(c.flushes, c.completed)},
-            {"lines_flushed", per_op(c.lines_flushed, c.completed)},
-            {"fences", per_op(c.fences, c.completed)}}},
-          {"smos", c.smos},
-          {"with_smo", split_json(c.with_smo())},
-          {"without_smo", split_json(c.without_smo())}}}};
+        {"pm", r.info.caps.plugin ? plugin_na_json()
+                                  : json{{"flushes", c.flushes},
+                                         {"lines_flushed", c.lines_flushed},
+                                         {"fences", c.fences},
+                                         {"per_op",
+                                          {{"flushes", per_op(c.flushes, c.completed)},
+                                           {"lines_flushed", per_op(c.lines_flushed, c.completed)},
+                                           {"fences", per_op(c.fences, c.completed)}}},
+                                         {"smos", c.smos},
+                                         {"with_smo", split_json(c.with_smo())},
+                                         {"without_smo", split_json(c.without_smo())}}}};
   }
   const LatencySummary& l = r.latency;
   json j{
@@ -376,7 +386,7 @@ json result_json(const IndexResult& r) {
         {"operations", r.load.operations},
         {"seconds", r.load.seconds},
         {"throughput", r.load.throughput},
-        {"pm", pm_json(r.load.pm, r.load.operations)},
+        {"pm", r.info.caps.plugin ? plugin_na_json() : pm_json(r.load.pm, r.load.operations)},
         {"cpu", cpu_json(r.load.cpu, r.load.operations)},
         {"energy", energy_json(r, r.load)},
         {"process", process_json(r.load.process)},
@@ -398,7 +408,7 @@ json result_json(const IndexResult& r) {
           {"p99_99", l.p99_99},
           {"p99_999", l.p99_999},
           {"max", l.max}}},
-        {"pm", pm_json(r.run.pm, r.run.operations)},
+        {"pm", r.info.caps.plugin ? plugin_na_json() : pm_json(r.run.pm, r.run.operations)},
         {"cpu", cpu_json(r.run.cpu, r.run.operations)},
         {"energy", energy_json(r, r.run)},
         {"process", process_json(r.run.process)},
@@ -417,13 +427,20 @@ json result_json(const IndexResult& r) {
           {"leaves", r.verify_report.leaves},
           {"inner_nodes", r.verify_report.inner_nodes},
           {"height", r.verify_report.height}}}}},
-      {"memory", {{"dram_bytes", r.info.dram_bytes}, {"pm_bytes", r.info.pm_bytes}}},
+      {"memory", r.info.caps.plugin
+                     ? plugin_na_json()
+                     : json{{"dram_bytes", r.info.dram_bytes}, {"pm_bytes", r.info.pm_bytes}}},
       {"media_model", r.media_model},
       {"media_write_amplification", r.media_model ? media_write_amplification(r.run.pm) : 0.0},
       {"sync_seconds", r.sync_seconds},
       {"sync", r.sync.ok() ? "ok" : r.sync.ToString()},
   };
   if (!r.device_path.empty()) j["device"] = r.device_path;
+  if (r.info.caps.plugin) {
+    // Its keys were counted by scans (verify()); its nodes are its own.
+    json& st = j["verification"]["structure"];
+    for (const char* k : {"leaves", "inner_nodes", "height"}) st[k] = kPluginNa;
+  }
   if (r.persistent) {
     j["recovery_seconds"] = r.recovery_seconds;
     j["recovery_threads"] = r.recovery_threads;
@@ -481,10 +498,13 @@ std::string comparison_table(const std::vector<IndexResult>& results) {
   const double base = results.front().run.throughput;
   for (const IndexResult& r : results) {
     const uint64_t ops = r.run.operations;
-    s += fmt::format("{:<22} {:>14.0f} {:>8.2f} {:>10} {:>10} {:>10.2f} {:>10.2f} {:>10.2f}",
-                     r.index, r.run.throughput, base > 0 ? r.run.throughput / base : 0.0,
-                     r.latency.p50, r.latency.p99, per_op(r.run.pm.flushes, ops),
-                     per_op(r.run.pm.lines_flushed, ops), per_op(r.run.pm.fences, ops));
+    auto pm = [&](uint64_t n) {
+      return r.info.caps.plugin ? std::string("n/a") : fmt::format("{:.2f}", per_op(n, ops));
+    };
+    s += fmt::format("{:<22} {:>14.0f} {:>8.2f} {:>10} {:>10} {:>10} {:>10} {:>10}", r.index,
+                     r.run.throughput, base > 0 ? r.run.throughput / base : 0.0, r.latency.p50,
+                     r.latency.p99, pm(r.run.pm.flushes), pm(r.run.pm.lines_flushed),
+                     pm(r.run.pm.fences));
     if (instructions) {
       const EventCount& i = r.run.cpu.instructions;
       const std::optional<double> ipc = instructions_per_cycle(r.run.cpu);
@@ -597,15 +617,19 @@ std::string report_text(const BenchReport& r) {
                      si(x.run.throughput), x.run.operations, modelled);
     if (x.skipped) s += fmt::format(", {} scans skipped: index is unordered", x.skipped);
     s += ")\n";
-    s += "\tPer operation type (completed / succeeded / ops/s; flushes, lines, fences per op):\n";
+    const bool plugin = x.info.caps.plugin;
+    s += plugin ? "\tPer operation type (completed / succeeded / ops/s; PM counters n/a: plugin):\n"
+                : "\tPer operation type (completed / succeeded / ops/s; flushes, lines, fences "
+                  "per op):\n";
     for (OpType t : kAllTypes) {
       const TypeCounts& c = x.by_type[static_cast<int>(t)];
       if (c.completed == 0) continue;
-      s += fmt::format("\t\t{:<6} {:>12} / {:>12} / {}ops/s; {:.2f}, {:.2f}, {:.2f}\n", op_name(t),
-                       c.completed, c.succeeded,
-                       si(x.run.seconds > 0 ? c.completed / x.run.seconds : 0),
-                       per_op(c.flushes, c.completed), per_op(c.lines_flushed, c.completed),
-                       per_op(c.fences, c.completed));
+      s += fmt::format("\t\t{:<6} {:>12} / {:>12} / {}ops/s", op_name(t), c.completed, c.succeeded,
+                       si(x.run.seconds > 0 ? c.completed / x.run.seconds : 0));
+      s += plugin
+               ? "\n"
+               : fmt::format("; {:.2f}, {:.2f}, {:.2f}\n", per_op(c.flushes, c.completed),
+                             per_op(c.lines_flushed, c.completed), per_op(c.fences, c.completed));
     }
     bool any_smo = false;
     for (const TypeCounts& c : x.by_type) any_smo |= c.smo_ops > 0;
@@ -629,9 +653,14 @@ std::string report_text(const BenchReport& r) {
         "\tmin: {}\n\t50%: {}\n\t90%: {}\n\t99%: {}\n\t99.9%: {}\n\t99.99%: {}\n\t99.999%: "
         "{}\n\tmax: {}\n",
         l.min, l.p50, l.p90, l.p99, l.p99_9, l.p99_99, l.p99_999, l.max);
-    s += "PM counters:\n";
-    pm_text(&s, "load", x.load.pm, x.load.operations, x.media_model);
-    pm_text(&s, "run ", x.run.pm, x.run.operations, x.media_model);
+    if (plugin) {
+      s += fmt::format("PM counters: {} (a PiBench wrapper's flushes bypass nvindex's pm layer)\n",
+                       kPluginNa);
+    } else {
+      s += "PM counters:\n";
+      pm_text(&s, "load", x.load.pm, x.load.operations, x.media_model);
+      pm_text(&s, "run ", x.run.pm, x.run.operations, x.media_model);
+    }
     s += "CPU counters (worker threads, user space, harness loop included):\n";
     s += cpu_counters_text("load", x.load.cpu, x.load.operations);
     s += cpu_counters_text("run ", x.run.cpu, x.run.operations);
@@ -646,8 +675,9 @@ std::string report_text(const BenchReport& r) {
     s += x.device_path.empty() ? "):\n" : "; disk: device-wide, every process):\n";
     s += os_text("load", x, x.load);
     s += os_text("run ", x, x.run);
-    s += fmt::format("Memory: DRAM {}, PM {}\n", bytes_str(x.info.dram_bytes),
-                     bytes_str(x.info.pm_bytes));
+    s += plugin ? fmt::format("Memory: {}\n", kPluginNa)
+                : fmt::format("Memory: DRAM {}, PM {}\n", bytes_str(x.info.dram_bytes),
+                              bytes_str(x.info.pm_bytes));
     if (!x.device_path.empty()) {
       s += fmt::format("Device: {}; sync after the run: {:.6f} s ({})\n", x.device_path,
                        x.sync_seconds, x.sync.ok() ? "ok" : x.sync.ToString());
@@ -660,7 +690,12 @@ std::string report_text(const BenchReport& r) {
     s += fmt::format("Verification: {} operations checked, {} failures{}\n", x.checked, x.failures,
                      x.failures ? " -- RESULTS ARE WRONG" : "");
     for (const std::string& e : x.failure_examples) s += "\t" + e + "\n";
-    if (x.structure.ok()) {
+    if (plugin) {
+      s += x.structure.ok()
+               ? fmt::format("\tstructure: {} ({} keys counted by scans, in order)\n", kPluginNa,
+                             x.verify_report.keys)
+               : fmt::format("\tstructure: {} ({})\n", kPluginNa, x.structure.ToString());
+    } else if (x.structure.ok()) {
       s += fmt::format("\tstructure: ok ({} keys, {} leaves, {} inner nodes, height {})\n",
                        x.verify_report.keys, x.verify_report.leaves, x.verify_report.inner_nodes,
                        x.verify_report.height);
@@ -751,7 +786,10 @@ std::string smo_split_text(std::string_view op, const TypeCounts& c) {
 bool report_has_failures(const BenchReport& r) {
   if (!r.errors.empty()) return true;
   for (const IndexResult& x : r.results) {
-    if (x.failures > 0 || !x.structure.ok() || (x.persistent && !x.recovery.ok()) || !x.sync.ok()) {
+    // A plugin with scan=no cannot be walked: NotSupported, not a failure.
+    const bool structure_failed =
+        !x.structure.ok() && !(x.info.caps.plugin && x.structure.code() == Code::kNotSupported);
+    if (x.failures > 0 || structure_failed || (x.persistent && !x.recovery.ok()) || !x.sync.ok()) {
       return true;
     }
   }

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "bench/driver.h"
+#include "pibench/import.h"
 #include "tools/index_opts.h"
 #include "util/file_kind.h"
 #include "util/quote.h"
@@ -269,6 +270,12 @@ CLI::Option* add_index_name(CLI::App* cmd, const std::string& name, std::string*
   CLI::Option* opt = cmd->add_option(name, *into, help)
                          ->check(CLI::Validator(
                              [](std::string& s) -> std::string {
+                               if (pibench::is_plugin_spec(s)) {
+                                 return "takes nvindex's own indexes, not a PiBench wrapper (" +
+                                        quote_input(s) +
+                                        "): a wrapper's PM writes, structure and pool are its "
+                                        "own, so only nvindex bench runs it";
+                               }
                                if (s.find_first_of(",:") != std::string::npos) {
                                  return "takes one index name, got " + quote_input(s) +
                                         " (index options go to --index-opt)";

@@ -3,6 +3,8 @@
 
 #include <set>
 
+#include "pibench/import.h"
+
 namespace nvindex::tools {
 
 std::string registered_index_list() {
@@ -19,6 +21,13 @@ Status parse_index_spec(const std::string& text, IndexSpec* out) {
   out->label = text;
   out->extra.clear();
   out->node_size = 0;
+  if (pibench::is_plugin_spec(text)) {
+    // A PiBench wrapper: loaded, probed and registered under its file name;
+    // its options are its own (pibench/import.h), none left for the index.
+    if (Status st = pibench::register_pibench_plugin(text, &out->name); !st.ok()) return st;
+    out->label = out->name;
+    return Status::Ok();
+  }
   const size_t colon = text.find(':');
   out->name = text.substr(0, colon);
   if (find_index_entry(out->name) == nullptr) {

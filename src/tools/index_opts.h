@@ -67,8 +67,10 @@ std::string registered_index_list();
 /// Parses one --index entry "name[:k=v[;k=v]]" into *out (node_size=N goes
 /// to out->node_size: a byte count 1..2^32-1). InvalidArgument for an
 /// unknown index (listing the registered ones), an option that is not k=v,
-/// or a bad node_size. The options are not checked against the index here
-/// (check_index_options does that with the run's other options).
+/// or a bad node_size. An entry "pibench:PATH.so[:k=v]" loads, probes and
+/// registers a PiBench wrapper (pibench::register_pibench_plugin, whose
+/// errors it returns) and names it by the library's file name. The options are not checked against
+/// the index here (check_index_options does that with the run's other options).
 Status parse_index_spec(const std::string& text, IndexSpec* out);
 
 /// Parses a comma-separated --index list into *out, in order, entries with

@@ -406,6 +406,14 @@ int run_tpcc(const TpccArgs& a) {
                    st.message().c_str());
       return 2;
     }
+    if (e->caps.plugin) {
+      std::fprintf(stderr,
+                   "nvindex tpcc: --index %s: a PiBench wrapper cannot hold TPC-C's tables: "
+                   "their transactions need find_last_less_than, which PiBench's tree_api "
+                   "lacks (find, insert, update, remove, scan); run it in nvindex bench\n",
+                   is.label.c_str());
+      return 2;
+    }
     if (!e->caps.ordered) {
       std::fprintf(stderr,
                    "nvindex tpcc: %s is not ordered; TPC-C needs scan and find_last_less_than\n",
