@@ -136,10 +136,12 @@ def pm_by_type(reports):
     sums = {}
     for _, rep in reports:
         for r in rep.get("results", []):
+            if "flushes" not in r["load"]["pm"]:
+                continue  # a PiBench wrapper: {"available": false, "reason": "n/a: plugin"}
             d = sums.setdefault(r["index"], {})
             rows = [("insert (load)", r["load"]["operations"], r["load"]["pm"])]
             for t, c in r["run"]["by_type"].items():
-                if "pm" in c:
+                if "flushes" in c.get("pm", {}):
                     rows.append((t, c["completed"], c["pm"]))
             for t, ops, pm in rows:
                 if ops == 0:
@@ -194,13 +196,15 @@ def summary(reports, path):
             row = f"{wname:<10} {i:<14} {tp / 1e6:>9.3f}"
             for b in BASELINES:
                 row += f" {tp / base[b]:>12.2f}" if base[b] else f" {'-':>12}"
-            po = r["run"]["pm"]["per_op"]
+            # A PiBench wrapper's PM counters are not known: "n/a" cells.
+            po = r["run"]["pm"].get("per_op") or {k: None for k in ("flushes", "lines_flushed", "fences")}
             lat = r["run"]["latency_ns"]
             ins, ipc, why = cpu_cells(r)
             if why and why not in cpu_reasons:
                 cpu_reasons.append(why)
-            row += (f" {po['flushes']:>9.2f} {po['lines_flushed']:>9.2f} {po['fences']:>9.2f}"
-                    f" {lat['p50']:>8} {lat['p99']:>8} {ins:>9} {ipc:>5}"
+            row += "".join(f" {po[k]:>9.2f}" if po[k] is not None else f" {'n/a':>9}"
+                           for k in ("flushes", "lines_flushed", "fences"))
+            row += (f" {lat['p50']:>8} {lat['p99']:>8} {ins:>9} {ipc:>5}"
                     f" {r['verification']['failures']:>8}")
             lines.append(row)
         for e in rep.get("errors", []):
@@ -310,18 +314,19 @@ def plots(reports, outdir):
     # PM cost per operation type (inserts of the load phase, and each run
     # operation type over all workloads), one panel per type.
     costs = pm_by_type(reports)
-    types = [t for t in OP_ORDER if any(t in costs.get(i, {}) for i in idx)]
+    pidx = [i for i in idx if i in costs]  # a PiBench wrapper has no PM counters: left out
+    types = [t for t in OP_ORDER if any(t in costs.get(i, {}) for i in pidx)]
     metrics = [("flushes", "flushes/op"), ("lines_flushed", "lines/op"), ("fences", "fences/op")]
     fig, axes = plt.subplots(1, max(1, len(types)), figsize=(4.5 * max(1, len(types)), 4),
                              squeeze=False)
     mw = 0.8 / len(metrics)
     for ax, t in zip(axes[0], types):
         for k, (key, label) in enumerate(metrics):
-            ys = [costs.get(i, {}).get(t, {}).get(key, 0) for i in idx]
-            xs = [x + (k - (len(metrics) - 1) / 2) * mw for x in range(len(idx))]
+            ys = [costs.get(i, {}).get(t, {}).get(key, 0) for i in pidx]
+            xs = [x + (k - (len(metrics) - 1) / 2) * mw for x in range(len(pidx))]
             ax.bar(xs, ys, mw, label=label)
-        ax.set_xticks(range(len(idx)))
-        ax.set_xticklabels(idx, rotation=20)
+        ax.set_xticks(range(len(pidx)))
+        ax.set_xticklabels(pidx, rotation=20)
         ax.set_ylim(bottom=0)
         ax.set_title(t)
         ax.set_ylabel("per operation")

@@ -1320,6 +1320,24 @@ TEST_F(Cli, PibenchWrapperRunsBesideOurIndexAndIsChecked) {
               2000 + res["run"]["by_type"]["insert"]["succeeded"].get<int>());
   }
   fs::remove(out);
+  // value_bits=40: values go in shifted right by 24 bits and come back
+  // shifted left, every check still passing; scan=no: no scans, and the
+  // keys cannot be counted (NotSupported, not a failure: exit 0).
+  r = nvindex(std::string("bench") + kSmall + "--index '" + wrapper + ":value_bits=40,pibench:" +
+                  so + ":scan=no' --workload ycsb-e --format json " + "--output " + out,
+              300);
+  ASSERT_EQ(r.rc, 0) << r.err << r.out;
+  const nlohmann::json v = nlohmann::json::parse(slurp(out));
+  ASSERT_EQ(v["results"].size(), 2u);
+  EXPECT_EQ(v["results"][0]["index"], "libnvindex_pibench.so:value_bits=40");
+  EXPECT_EQ(v["results"][0]["verification"]["failures"], 0);
+  EXPECT_GT(v["results"][0]["run"]["by_type"]["scan"]["succeeded"], 0);
+  EXPECT_EQ(v["results"][1]["run"]["skipped"],
+            v["results"][0]["run"]["by_type"]["scan"]["completed"]);
+  EXPECT_NE(v["results"][1]["verification"]["structure"]["message"].get<std::string>().find(
+                "cannot be counted"),
+            std::string::npos);
+  fs::remove(out);
   // The crash lab and TPC-C refuse a wrapper with the reason.
   r = nvindex("crashtest --index " + wrapper);
   EXPECT_EQ(r.rc, 2);
@@ -1342,7 +1360,10 @@ TEST_F(Cli, PibenchBrokenWrappersAreUsageErrors) {
       {"pibench:" + d + "libpibench_no_symbol.so", "has no symbol 'create_tree'"},
       {"pibench:" + d + "libpibench_null_tree.so", "create_tree returned nullptr"},
       {"pibench:" + d + "libpibench_fork_vtable.so", "bulk_load before find"},
+      {"pibench:" + d + "libpibench_crash_on_find.so", "the probe crashed"},
       {"pibench:" + d + "libpibench_null_tree.so:scan=maybe", "option 'scan=maybe' invalid"},
+      {"pibench:" + d + "libpibench_null_tree.so:value_bits=3a", "option 'value_bits=3a' invalid"},
+      {"pibench:" + d + "libpibench_null_tree.so:value_bits=31", "option 'value_bits=31' invalid"},
       {"pibench:", "expected pibench:PATH.so"},
   };
   for (const auto& [spec, message] : cases) {

@@ -5,6 +5,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <ctime>
 #include <fstream>
@@ -490,8 +491,12 @@ std::string comparison_table(const std::vector<IndexResult>& results) {
   if (results.empty()) return "";
   bool instructions = false;
   for (const IndexResult& r : results) instructions |= r.run.cpu.instructions.available;
+  // The index column fits the longest label (a PiBench wrapper's file name
+  // and options can be long), 22 characters at least.
+  size_t w = 22;
+  for (const IndexResult& r : results) w = std::max(w, r.index.size());
   std::string s =
-      fmt::format("{:<22} {:>14} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}", "index", "ops/s",
+      fmt::format("{:<{}} {:>14} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10}", "index", w, "ops/s",
                   "ratio", "p50 ns", "p99 ns", "flush/op", "lines/op", "fence/op");
   if (instructions) s += fmt::format(" {:>10} {:>6}", "instr/op", "IPC");
   s += "\n";
@@ -501,7 +506,7 @@ std::string comparison_table(const std::vector<IndexResult>& results) {
     auto pm = [&](uint64_t n) {
       return r.info.caps.plugin ? std::string("n/a") : fmt::format("{:.2f}", per_op(n, ops));
     };
-    s += fmt::format("{:<22} {:>14.0f} {:>8.2f} {:>10} {:>10} {:>10} {:>10} {:>10}", r.index,
+    s += fmt::format("{:<{}} {:>14.0f} {:>8.2f} {:>10} {:>10} {:>10} {:>10} {:>10}", r.index, w,
                      r.run.throughput, base > 0 ? r.run.throughput / base : 0.0, r.latency.p50,
                      r.latency.p99, pm(r.run.pm.flushes), pm(r.run.pm.lines_flushed),
                      pm(r.run.pm.fences));

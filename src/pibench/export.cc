@@ -22,8 +22,12 @@
 // cannot be made or recovered. A persistent index lives in a pool:
 // tree_options_t::pool_path when set (an existing pool file is recovered, a
 // missing one created with pool_size bytes), else a temporary pool in
-// /dev/shm that the library removes when the tree is deleted or the process
-// exits. tree_options_t::num_threads is IndexOptions::threads.
+// /dev/shm (a path no file has) that the library removes when the tree is
+// deleted or the process exits normally (a crash or a kill leaves it).
+// tree_options_t::num_threads is IndexOptions::threads. The PM mode is set
+// by the first create_tree of a process (the PM layer is configured once);
+// a later NVINDEX_PIBENCH_PM is ignored, and the line on stderr says the
+// mode in force.
 //
 // The library holds its own copy of the PM layer and the indexes, compiled
 // with hidden visibility: only create_tree is exported, so it never clashes
@@ -48,6 +52,7 @@
 #include "nvindex/index.h"
 #include "nvindex/pm/persist.h"
 #include "nvindex/pm/pool.h"
+#include "pibench/import.h"
 #include "pibench/tree_api.h"
 #include "tools/index_opts.h"
 #include "util/byte_size.h"
@@ -60,8 +65,9 @@ namespace {
 /// it is written).
 constexpr uint64_t kDefaultPoolBytes = 1ull << 30;
 
-/// Temporary pool files still in use, removed at exit (a static destructor:
-/// PiBench may end without deleting its tree) or by the tree's destructor.
+/// Temporary pool files still in use, removed at a normal exit (a static
+/// destructor: PiBench may end without deleting its tree) or by the tree's
+/// destructor.
 struct TempPools {
   std::mutex mu;
   std::set<std::string> paths;
@@ -72,6 +78,17 @@ struct TempPools {
 TempPools& temp_pools() {
   static TempPools t;
   return t;
+}
+
+/// /dev/shm/nvindex-pibench-<pid>-<n>.pool, the first n whose path names
+/// nothing (never a leftover of another process with the same pid).
+std::string temp_pool_path() {
+  static std::atomic<unsigned> serial{0};
+  for (;;) {
+    std::string p = "/dev/shm/nvindex-pibench-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(serial.fetch_add(1)) + ".pool";
+    if (::access(p.c_str(), F_OK) != 0) return p;
+  }
 }
 
 void complain(const std::string& what) {
@@ -239,9 +256,7 @@ tree_api* create(const tree_options_t& o, const tools::IndexSpec& spec, const In
     }
     std::string path = o.pool_path;
     if (path.empty()) {
-      static std::atomic<unsigned> serial{0};
-      path = "/dev/shm/nvindex-pibench-" + std::to_string(::getpid()) + "-" +
-             std::to_string(serial.fetch_add(1)) + ".pool";
+      path = temp_pool_path();
       temp_path = path;
     }
     const std::string layout = pool_layout(spec.name, key_type_of<K>);
@@ -301,9 +316,13 @@ extern "C" __attribute__((visibility("default"))) nvindex::pibench::tree_api* cr
              " invalid: nvindex values are 1..8 bytes (PiBench's -v 8)");
     return nullptr;
   }
+  const std::string index = env_or("NVINDEX_PIBENCH_INDEX", "lbtree");
+  if (is_plugin_spec(index)) {
+    complain("NVINDEX_PIBENCH_INDEX: " + index + " is a PiBench wrapper, not an nvindex index");
+    return nullptr;
+  }
   tools::IndexSpec spec;
-  if (Status st = tools::parse_index_spec(env_or("NVINDEX_PIBENCH_INDEX", "lbtree"), &spec);
-      !st.ok()) {
+  if (Status st = tools::parse_index_spec(index, &spec); !st.ok()) {
     complain("NVINDEX_PIBENCH_INDEX: " + st.ToString());
     return nullptr;
   }
@@ -319,12 +338,14 @@ extern "C" __attribute__((visibility("default"))) nvindex::pibench::tree_api* cr
              " (valid: emulated, dax, dram)");
     return nullptr;
   }
-  static std::once_flag configured;
-  std::call_once(configured, [mode] {
+  // The first create_tree configures the PM layer; the mode it set stays.
+  static const pm::Mode configured = [mode] {
     pm::PersistConfig c;
     c.mode = mode;
     pm::configure(c);
-  });
+    return mode;
+  }();
+  mode = configured;
   if (o.key_size == sizeof(uint64_t)) return create<uint64_t>(o, spec, entry, mode);
   if (entry.make_string == nullptr) {
     complain(spec.name + " takes 8-byte integer keys only, not key_size " +

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -73,20 +74,25 @@ uint64_t from_bytes(const char* p) {
   return x;
 }
 
-/// A fresh temporary pool path for a wrapper, in /dev/shm (else $TMPDIR,
-/// else /tmp): nvindex-pibench-<pid>-<n>.pool. Nothing is created.
+/// A temporary pool path for a wrapper that names nothing yet, in
+/// util::temp_pool_dir() (/dev/shm, else $TMPDIR, else /tmp):
+/// nvindex-plugin-<pid>-<n>.pool. Nothing is created.
 std::string temp_pool_path() {
   static std::atomic<unsigned> serial{0};
-  return util::temp_pool_dir() + "/nvindex-plugin-" + std::to_string(::getpid()) + "-" +
-         std::to_string(serial.fetch_add(1)) + ".pool";
+  for (;;) {
+    std::string p = util::temp_pool_dir() + "/nvindex-plugin-" + std::to_string(::getpid()) + "-" +
+                    std::to_string(serial.fetch_add(1)) + ".pool";
+    if (::access(p.c_str(), F_OK) != 0) return p;  // a leftover of an old process: skip it
+  }
 }
 
 /// An Index<uint64_t> over one wrapper's tree (import.h). Thread-safety:
 /// the wrapper's; it was told IndexOptions::threads as num_threads.
 class PluginIndex final : public Index<uint64_t> {
  public:
-  PluginIndex(const Plugin& p, tree_api* tree, std::string pool_path)
-      : plugin_(p), tree_(tree), pool_path_(std::move(pool_path)), remove_(pool_path_) {}
+  PluginIndex(const Plugin& p, tree_api* tree, std::string pool_path,
+              std::unique_ptr<util::RemoveOnSignal> remove)
+      : plugin_(p), tree_(tree), pool_path_(std::move(pool_path)), remove_(std::move(remove)) {}
 
   ~PluginIndex() override {
     delete tree_;
@@ -182,7 +188,7 @@ class PluginIndex final : public Index<uint64_t> {
   const unsigned shift_ = 64 - plugin_.value_bits;  ///< value_bits' shift, 0..32
   tree_api* tree_;
   std::string pool_path_;
-  util::RemoveOnSignal remove_;
+  std::unique_ptr<util::RemoveOnSignal> remove_;  ///< pool_path_ (file or directory) on Ctrl-C
 };
 
 /// The factory of slot I: one function per slot, since IndexEntry::make
@@ -196,12 +202,14 @@ Status make_plugin(size_t slot, const IndexOptions& o, std::unique_ptr<Index<uin
   to.pool_path = temp_pool_path();
   to.pool_size = p.pool_bytes;
   to.num_threads = o.threads > 0 ? o.threads : 1;
+  // Registered before create_tree, which may take long to make the pool.
+  auto remove = std::make_unique<util::RemoveOnSignal>(to.pool_path, true);
   tree_api* tree = p.create(to);
   if (tree == nullptr) {
     util::detail::remove_tree(to.pool_path.c_str());
     return Status::InvalidArgument(p.name + ": the wrapper's create_tree returned nullptr");
   }
-  *out = std::make_unique<PluginIndex>(p, tree, to.pool_path);
+  *out = std::make_unique<PluginIndex>(p, tree, to.pool_path, std::move(remove));
   return Status::Ok();
 }
 template <size_t I>
@@ -233,7 +241,7 @@ bool defines_bulk_load(const std::string& path) {
       return false;
     }
     std::memcpy(sh, bytes.data() + at, sizeof *sh);
-    return sh->sh_offset + sh->sh_size <= bytes.size();
+    return sh->sh_offset <= bytes.size() && sh->sh_size <= bytes.size() - sh->sh_offset;
   };
   for (size_t i = 0; i < eh.e_shnum; ++i) {
     Elf64_Shdr sym, str;
@@ -254,13 +262,12 @@ bool defines_bulk_load(const std::string& path) {
 
 /// The probe's checks, run in the child: 0 when all pass, else the number
 /// of the first that failed (probe_failure() says which).
-int probe_child(const Plugin& p) {
+int probe_child(const Plugin& p, const std::string& pool_path) {
   tree_options_t o;
-  o.pool_path = temp_pool_path();
+  o.pool_path = pool_path;
   o.pool_size = 64ull << 20;
   tree_api* t = p.create(o);
   if (t == nullptr) return 1;
-  util::RemoveOnSignal rm(o.pool_path);
   const uint64_t k1 = 0x9e3779b97f4a7c15ull, k2 = k1 + 1, k3 = k1 + 2, absent = 42;
   char v[8];
   auto find = [&](uint64_t k) { return t->find(bytes_of(k).data(), 8, v); };
@@ -291,7 +298,6 @@ int probe_child(const Plugin& p) {
     }
   }
   delete t;
-  util::detail::remove_tree(o.pool_path.c_str());
   return rc;
 }
 
@@ -315,25 +321,47 @@ std::string probe_failure(int rc) {
   }
 }
 
-/// Runs probe_child in a child process with a kProbeSeconds limit: Ok, or
-/// InvalidArgument with the cause.
+/// Runs probe_child in a child process (fork, no exec: the child runs the
+/// wrapper's code in a copy of this process, whose only threads before the
+/// benchmark starts are those a loaded wrapper's constructors made) with a
+/// kProbeSeconds limit, killed with SIGKILL past it; the probe's pool path
+/// is chosen here and removed here, whatever became of the child. Ok, or
+/// InvalidArgument with the cause, or IOError (fork or waitpid failed).
 Status probe(const Plugin& p) {
+  const std::string pool_path = temp_pool_path();
+  util::RemoveOnSignal remove(pool_path, true);
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid < 0) return Status::IOError(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
-    ::alarm(kProbeSeconds);  // a hang ends the child with SIGALRM
-    std::_Exit(probe_child(p));
+    const int rc = probe_child(p, pool_path);
+    std::fflush(nullptr);  // the wrapper's own messages, if any
+    std::_Exit(rc);
   }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::seconds(kProbeSeconds);
   int ws = 0;
-  while (::waitpid(pid, &ws, 0) < 0 && errno == EINTR) {
+  bool timed_out = false;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &ws, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) {
+      util::detail::remove_tree(pool_path.c_str());
+      return Status::IOError(std::string("waitpid: ") + std::strerror(errno));
+    }
+    if (!timed_out && Clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);
+      timed_out = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  util::detail::remove_tree(pool_path.c_str());
   std::string cause;
   if (WIFEXITED(ws) && WEXITSTATUS(ws) == 0) return Status::Ok();
-  if (WIFEXITED(ws)) {
-    cause = probe_failure(WEXITSTATUS(ws));
-  } else if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGALRM) {
+  if (timed_out) {
     cause = "the probe did not finish within " + std::to_string(kProbeSeconds) + " s";
+  } else if (WIFEXITED(ws)) {
+    cause = probe_failure(WEXITSTATUS(ws));
   } else {
     cause = std::string("the probe crashed (") + strsignal(WTERMSIG(ws)) + ")";
   }
@@ -344,7 +372,8 @@ Status probe(const Plugin& p) {
         " It defines a bulk_load method: the optiql and tls-cleanup forks put bulk_load "
         "before find in the vtable, which nvindex does not call through";
   }
-  return Status::InvalidArgument(p.path + ": the wrapper failed nvindex's probe: " + cause + hint);
+  return Status::InvalidArgument(quote_input(p.path, 200) +
+                                 ": the wrapper failed nvindex's probe: " + cause + hint);
 }
 
 }  // namespace
@@ -357,7 +386,10 @@ Status register_pibench_plugin(std::string_view text, std::string* name) {
     }
   }
   const std::string_view rest = text.substr(kPluginPrefix.size());
-  const size_t colon = rest.find(':');
+  // Options start at the first ':' after the last '/', so a directory may
+  // hold a ':' (a file name may not).
+  const size_t slash0 = rest.rfind('/');
+  const size_t colon = rest.find(':', slash0 == std::string_view::npos ? 0 : slash0);
   Plugin p;
   p.text = std::string(text);
   p.path = std::string(rest.substr(0, colon));
@@ -378,7 +410,8 @@ Status register_pibench_plugin(std::string_view text, std::string* name) {
     if (k == "scan" && (v == "yes" || v == "no")) {
       p.ordered = v == "yes";
     } else if (k == "pool_size" && util::parse_byte_size(v, &p.pool_bytes).ok()) {
-    } else if (k == "value_bits" && (v.size() == 2 && v >= "32" && v <= "64")) {
+    } else if (k == "value_bits" && v.size() == 2 && std::isdigit(uint8_t(v[0])) &&
+               std::isdigit(uint8_t(v[1])) && std::stoul(v) >= 32 && std::stoul(v) <= 64) {
       p.value_bits = static_cast<unsigned>(std::stoul(v));
     } else if (k == "scan_keys" && (v == "host" || v == "swapped")) {
       p.swap_scan_keys = v == "swapped";
@@ -405,14 +438,19 @@ Status register_pibench_plugin(std::string_view text, std::string* name) {
   p.handle = ::dlopen(p.path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (p.handle == nullptr) {
     const char* err = ::dlerror();
+    std::string hint;
+    if (p.path.find('/') == std::string::npos && ::access(p.path.c_str(), F_OK) == 0) {
+      hint = " (a name without '/' is searched on the library path, as dlopen does: say ./" +
+             p.path + " for the file here)";
+    }
     return Status::InvalidArgument("cannot load PiBench wrapper " + quote_input(p.path, 200) +
-                                   ": " + (err ? err : "dlopen failed"));
+                                   ": " + (err ? err : "dlopen failed") + hint);
   }
   p.create = reinterpret_cast<create_tree_fn>(::dlsym(p.handle, kCreateTreeSymbol));
   if (p.create == nullptr) {
-    return Status::InvalidArgument(p.path + " is not a PiBench wrapper: it has no symbol '" +
-                                   kCreateTreeSymbol +
-                                   "' (extern \"C\" tree_api* create_tree(const tree_options_t&))");
+    return Status::InvalidArgument(
+        quote_input(p.path, 200) + " is not a PiBench wrapper: it has no symbol '" +
+        kCreateTreeSymbol + "' (extern \"C\" tree_api* create_tree(const tree_options_t&))");
   }
   p.description = "PiBench wrapper " + p.path +
                   " (8-byte keys; PM counters, footprint and "

@@ -24,10 +24,13 @@
 // tree with num_threads 1 and a temporary pool path, and checks find of an
 // absent key (false), insert + find (the value back), update + find, remove
 // + find, and with scan=yes a scan of three keys (in order, with their
-// values), then deletes the tree. A wrapper that crashes, hangs (10 s),
-// returns nullptr or answers wrongly is refused with the cause, so a wrapper
-// built against another tree_api (a fork whose vtable differs) is a usage
-// error and not a crash of the harness. The library's dynamic symbols are
+// values), then deletes the tree. A wrapper that crashes, hangs (10 s: then
+// killed), returns nullptr or answers wrongly is refused with the cause, so
+// a wrapper built against another tree_api (a fork whose vtable differs) is,
+// as far as one thread and three keys can show, a usage error and not a
+// crash of the harness. What the probe cannot see (a wrapper that fails only
+// under load, or whose library constructors crash at dlopen, which runs them
+// in this process) it cannot stop. The library's dynamic symbols are
 // also read (ELF .dynsym): one that defines a method named bulk_load hints
 // at the optiql or tls-cleanup forks, whose vtable puts bulk_load before
 // find, and is named in the message when the probe fails.
@@ -53,8 +56,10 @@ inline bool is_plugin_spec(std::string_view text) { return text.starts_with(kPlu
 ///   scan=yes|no     the wrapper's scan works (yes: the index is ordered;
 ///                   no: scans are skipped and verify() is NotSupported)
 ///   pool_size=BYTES tree_options_t::pool_size (default 1G); pool_path is a
-///                   fresh file in /dev/shm (removed when the index is
-///                   destroyed or on SIGINT/SIGTERM)
+///                   path that names nothing yet in util::temp_pool_dir()
+///                   (/dev/shm, else $TMPDIR, else /tmp), removed with what
+///                   the wrapper made there when the index is destroyed or
+///                   on SIGINT/SIGTERM/SIGHUP
 ///   value_bits=N    the wrapper holds only N (32..64) bits of a value
 ///                   (BzTree's keeps 61: PMwCAS owns the top 3): values go
 ///                   in shifted right by 64 - N bits and come back shifted
@@ -66,8 +71,13 @@ inline bool is_plugin_spec(std::string_view text) { return text.starts_with(kPlu
 ///                   harness swaps them back; default host
 /// and sets *name to the registered name: the library's file name
 /// ("libfoo.so"), with the options after a ':' when any were given. The
-/// same text again returns the same name without loading anything.
-/// Errors (InvalidArgument, each naming the cause): no PATH, a bad option,
+/// options begin at the first ':' after the path's last '/'. The same text
+/// again returns the same name without loading anything; the same library
+/// with other options is another index over the same loaded library (one
+/// dlopen handle, so one copy of the wrapper's globals), which a wrapper
+/// with global set-up may not expect: PiBench never makes two trees.
+/// Errors (InvalidArgument, each naming the cause; IOError when fork or
+/// waitpid fails): no PATH, a bad option,
 /// a library dlopen refuses (dlerror's text), no create_tree symbol, a
 /// probe failure (nullptr from create_tree, a wrong answer, a crash or hang
 /// in the child), a name registered already by another path, more than

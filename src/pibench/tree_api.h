@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace nvindex::pibench {
@@ -31,6 +32,14 @@ struct tree_options_t {
   size_t pool_size = 0;        ///< pool bytes (0 = the wrapper's choice)
   size_t num_threads = 1;      ///< threads that will call the tree concurrently
 };
+
+// The layout the ABI fixes, with libstdc++'s C++11 std::string (32 bytes).
+static_assert(sizeof(std::string) == 32,
+              "tree_options_t's layout assumes libstdc++'s C++11 string");
+static_assert(sizeof(tree_options_t) == 64 && offsetof(tree_options_t, pool_path) == 16 &&
+                  offsetof(tree_options_t, pool_size) == 48 &&
+                  offsetof(tree_options_t, num_threads) == 56,
+              "tree_options_t must match PiBench's layout");
 
 /// A PiBench tree: what a wrapper implements and PiBench calls. Keys are
 /// `key_sz` bytes (PiBench: an 8-byte integer in host byte order, after an

@@ -553,10 +553,10 @@ void add_bench_command(CLI::App& app, int* exit_code) {
                  "those registered). Each entry is name[:k=v[;k=v]]: options for that index "
                  "only (over --index-opt; node_size=N overrides --node-size), the whole entry "
                  "its label, e.g. --index 'wbtree,wbtree:inner=dram' or "
-                 "'lbtree:node_size=256,lbtree:node_size=512'. pibench:PATH.so[:scan=no;"
-                 "pool_size=BYTES] runs a PiBench wrapper (8-byte keys; every result checked; "
-                 "PM counters, memory and structure n/a), named by its file name "
-                 "(docs/pibench.md)")
+                 "'lbtree:node_size=256,lbtree:node_size=512'. pibench:PATH.so[:k=v[;k=v]] runs a "
+                 "PiBench wrapper, named by its file name: 8-byte keys, every result checked, "
+                 "PM counters, memory and structure n/a; options scan=yes|no, pool_size=BYTES, "
+                 "value_bits=32..64, scan_keys=host|swapped (docs/pibench.md)")
       ->default_str("btree,fastfair,lbtree,fptree,wbtree,p-masstree,p-bwtree,absl-btree");
   add_switch(cmd, "--list-indexes", &a.list_indexes,
              "Print the registered indexes (name, kind, description) and exit");
