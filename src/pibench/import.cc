@@ -260,6 +260,18 @@ bool defines_bulk_load(const std::string& path) {
   return false;
 }
 
+/// The probe child's exit codes for each failed check (0: all passed),
+/// above the 1 a sanitizer's crash report exits with and the small codes a
+/// wrapper's own exit() may use.
+enum ProbeExit : int {
+  kProbeNullTree = 101,
+  kProbeFoundAbsent,
+  kProbeInsertFind,
+  kProbeUpdateFind,
+  kProbeRemoveFind,
+  kProbeScan,
+};
+
 /// The probe's checks, run in the child: 0 when all pass, else the number
 /// of the first that failed (probe_failure() says which).
 int probe_child(const Plugin& p, const std::string& pool_path) {
@@ -267,7 +279,7 @@ int probe_child(const Plugin& p, const std::string& pool_path) {
   o.pool_path = pool_path;
   o.pool_size = 64ull << 20;
   tree_api* t = p.create(o);
-  if (t == nullptr) return 1;
+  if (t == nullptr) return kProbeNullTree;
   const uint64_t k1 = 0x9e3779b97f4a7c15ull, k2 = k1 + 1, k3 = k1 + 2, absent = 42;
   char v[8];
   auto find = [&](uint64_t k) { return t->find(bytes_of(k).data(), 8, v); };
@@ -276,14 +288,14 @@ int probe_child(const Plugin& p, const std::string& pool_path) {
   };
   int rc = 0;
   if (find(absent)) {
-    rc = 2;
+    rc = kProbeFoundAbsent;
   } else if (!put(k1, 7) || !find(k1) || from_bytes(v) != 7) {
-    rc = 3;
+    rc = kProbeInsertFind;
   } else if (!t->update(bytes_of(k1).data(), 8, bytes_of(8).data(), 8) || !find(k1) ||
              from_bytes(v) != 8) {
-    rc = 4;
+    rc = kProbeUpdateFind;
   } else if (!t->remove(bytes_of(k1).data(), 8) || find(k1)) {
-    rc = 5;
+    rc = kProbeRemoveFind;
   } else if (p.ordered) {
     char* pairs = nullptr;
     auto key_at = [&](int i) {
@@ -294,7 +306,7 @@ int probe_child(const Plugin& p, const std::string& pool_path) {
         t->scan(bytes_of(k1).data(), 8, 3, pairs) != 3 || pairs == nullptr || key_at(0) != k1 ||
         from_bytes(pairs + 8) != 1 || key_at(1) != k2 || from_bytes(pairs + 24) != 2 ||
         key_at(2) != k3 || from_bytes(pairs + 40) != 3) {
-      rc = 6;
+      rc = kProbeScan;
     }
   }
   delete t;
@@ -303,21 +315,23 @@ int probe_child(const Plugin& p, const std::string& pool_path) {
 
 std::string probe_failure(int rc) {
   switch (rc) {
-    case 1:
+    case kProbeNullTree:
       return "create_tree returned nullptr (its own message, if any, is above)";
-    case 2:
+    case kProbeFoundAbsent:
       return "find of an absent key returned true";
-    case 3:
+    case kProbeInsertFind:
       return "insert then find did not give the value back";
-    case 4:
+    case kProbeUpdateFind:
       return "update then find did not give the new value";
-    case 5:
+    case kProbeRemoveFind:
       return "remove then find still found the key";
-    case 6:
+    case kProbeScan:
       return "a scan of three keys did not return them in order with their values "
              "(scan=no skips scans)";
     default:
-      return "the probe exited with status " + std::to_string(rc);
+      // Not one of ours: a sanitizer's report of a crash (AddressSanitizer
+      // exits 1), or the wrapper called exit() itself.
+      return "the probe crashed or the wrapper exited (exit status " + std::to_string(rc) + ")";
   }
 }
 
