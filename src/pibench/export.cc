@@ -22,7 +22,7 @@
 // cannot be made or recovered. A persistent index lives in a pool:
 // tree_options_t::pool_path when set (an existing pool file is recovered, a
 // missing one created with pool_size bytes), else a temporary pool in
-// /dev/shm (a path no file has) that the library removes when the tree is
+// /dev/shm (else $TMPDIR, else /tmp; a path no file has) that the library removes when the tree is
 // deleted or the process exits normally (a crash or a kill leaves it).
 // tree_options_t::num_threads is IndexOptions::threads. The PM mode is set
 // by the first create_tree of a process (the PM layer is configured once);
@@ -56,6 +56,7 @@
 #include "pibench/tree_api.h"
 #include "tools/index_opts.h"
 #include "util/byte_size.h"
+#include "util/temp_files.h"
 
 namespace nvindex::pibench {
 namespace {
@@ -80,15 +81,11 @@ TempPools& temp_pools() {
   return t;
 }
 
-/// /dev/shm/nvindex-pibench-<pid>-<n>.pool, the first n whose path names
-/// nothing (never a leftover of another process with the same pid).
-std::string temp_pool_path() {
-  static std::atomic<unsigned> serial{0};
-  for (;;) {
-    std::string p = "/dev/shm/nvindex-pibench-" + std::to_string(::getpid()) + "-" +
-                    std::to_string(serial.fetch_add(1)) + ".pool";
-    if (::access(p.c_str(), F_OK) != 0) return p;
-  }
+/// Forgets a temporary pool: removes the file and its entry in temp_pools().
+void forget_temp_pool(const std::string& path) {
+  ::unlink(path.c_str());
+  std::lock_guard<std::mutex> g(temp_pools().mu);
+  temp_pools().paths.erase(path);
 }
 
 void complain(const std::string& what) {
@@ -148,11 +145,7 @@ class IndexTree final : public tree_api {
   ~IndexTree() override {
     index_.reset();
     pool_.reset();  // a clean close: the next open recovers without a crash
-    if (!temp_path_.empty()) {
-      ::unlink(temp_path_.c_str());
-      std::lock_guard<std::mutex> g(temp_pools().mu);
-      temp_pools().paths.erase(temp_path_);
-    }
+    if (!temp_path_.empty()) forget_temp_pool(temp_path_);
   }
 
   bool find(const char* key, size_t sz, char* value_out) override {
@@ -256,7 +249,7 @@ tree_api* create(const tree_options_t& o, const tools::IndexSpec& spec, const In
     }
     std::string path = o.pool_path;
     if (path.empty()) {
-      path = temp_pool_path();
+      path = util::fresh_temp_path("nvindex-pibench");
       temp_path = path;
     }
     const std::string layout = pool_layout(spec.name, key_type_of<K>);
@@ -274,11 +267,7 @@ tree_api* create(const tree_options_t& o, const tools::IndexSpec& spec, const In
   if (Status st = make_index<K>(spec.name, io, &index); !st.ok()) {
     complain(spec.label + ": " + st.ToString());
     pool.reset();
-    if (!temp_path.empty()) {
-      ::unlink(temp_path.c_str());
-      std::lock_guard<std::mutex> g(temp_pools().mu);
-      temp_pools().paths.erase(temp_path);
-    }
+    if (!temp_path.empty()) forget_temp_pool(temp_path);
     return nullptr;
   }
   if (std::getenv("NVINDEX_PIBENCH_QUIET") == nullptr) {

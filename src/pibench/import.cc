@@ -27,6 +27,7 @@
 #include "nvindex/index.h"
 #include "pibench/tree_api.h"
 #include "util/byte_size.h"
+#include "util/kv_list.h"
 #include "util/quote.h"
 #include "util/temp_files.h"
 
@@ -74,17 +75,9 @@ uint64_t from_bytes(const char* p) {
   return x;
 }
 
-/// A temporary pool path for a wrapper that names nothing yet, in
-/// util::temp_pool_dir() (/dev/shm, else $TMPDIR, else /tmp):
-/// nvindex-plugin-<pid>-<n>.pool. Nothing is created.
-std::string temp_pool_path() {
-  static std::atomic<unsigned> serial{0};
-  for (;;) {
-    std::string p = util::temp_pool_dir() + "/nvindex-plugin-" + std::to_string(::getpid()) + "-" +
-                    std::to_string(serial.fetch_add(1)) + ".pool";
-    if (::access(p.c_str(), F_OK) != 0) return p;  // a leftover of an old process: skip it
-  }
-}
+/// A temporary pool path for a wrapper that names nothing yet
+/// (util::fresh_temp_path): nvindex-plugin-<pid>-<n>.pool.
+std::string temp_pool_path() { return util::fresh_temp_path("nvindex-plugin"); }
 
 /// An Index<uint64_t> over one wrapper's tree (import.h). Thread-safety:
 /// the wrapper's; it was told IndexOptions::threads as num_threads.
@@ -402,8 +395,8 @@ Status register_pibench_plugin(std::string_view text, std::string* name) {
   const std::string_view rest = text.substr(kPluginPrefix.size());
   // Options start at the first ':' after the last '/', so a directory may
   // hold a ':' (a file name may not).
-  const size_t slash0 = rest.rfind('/');
-  const size_t colon = rest.find(':', slash0 == std::string_view::npos ? 0 : slash0);
+  const size_t slash = rest.rfind('/');
+  const size_t colon = rest.find(':', slash == std::string_view::npos ? 0 : slash);
   Plugin p;
   p.text = std::string(text);
   p.path = std::string(rest.substr(0, colon));
@@ -414,13 +407,17 @@ Status register_pibench_plugin(std::string_view text, std::string* name) {
   }
   const std::string opts =
       colon == std::string_view::npos ? "" : std::string(rest.substr(colon + 1));
-  for (size_t b = 0; colon != std::string_view::npos && b <= opts.size();) {
-    size_t e = opts.find(';', b);
-    if (e == std::string::npos) e = opts.size();
-    const std::string kv = opts.substr(b, e - b);
-    const size_t eq = kv.find('=');
-    const std::string k = kv.substr(0, eq == std::string::npos ? kv.size() : eq);
-    const std::string v = eq == std::string::npos ? "" : kv.substr(eq + 1);
+  auto invalid = [&](const std::string& kv) {
+    return Status::InvalidArgument(quote_input(text) + ": option " + quote_input(kv) +
+                                   " invalid (options of a PiBench wrapper: scan=yes|no, "
+                                   "pool_size=BYTES, value_bits=32..64, scan_keys=host|swapped)");
+  };
+  std::vector<std::pair<std::string, std::string>> kvs;
+  std::string bad;
+  if (colon != std::string_view::npos && !util::split_kv_list(opts, &kvs, &bad)) {
+    return invalid(bad);
+  }
+  for (const auto& [k, v] : kvs) {
     if (k == "scan" && (v == "yes" || v == "no")) {
       p.ordered = v == "yes";
     } else if (k == "pool_size" && util::parse_byte_size(v, &p.pool_bytes).ok()) {
@@ -430,14 +427,10 @@ Status register_pibench_plugin(std::string_view text, std::string* name) {
     } else if (k == "scan_keys" && (v == "host" || v == "swapped")) {
       p.swap_scan_keys = v == "swapped";
     } else {
-      return Status::InvalidArgument(quote_input(text) + ": option " + quote_input(kv) +
-                                     " invalid (options of a PiBench wrapper: scan=yes|no, "
-                                     "pool_size=BYTES, value_bits=32..64, scan_keys=host|swapped)");
+      return invalid(k + "=" + v);
     }
-    b = e + 1;
   }
-  const size_t slash = p.path.rfind('/');
-  p.name = p.path.substr(slash == std::string::npos ? 0 : slash + 1);
+  p.name = p.path.substr(slash == std::string_view::npos ? 0 : slash + 1);
   if (!opts.empty()) p.name += ":" + opts;
   if (find_index_entry(p.name) != nullptr) {
     return Status::InvalidArgument(quote_input(text) + ": an index named " + quote_input(p.name) +

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "pibench/import.h"
+#include "util/kv_list.h"
 
 namespace nvindex::tools {
 
@@ -35,20 +36,13 @@ Status parse_index_spec(const std::string& text, IndexSpec* out) {
                                    "; registered indexes: " + registered_index_list());
   }
   if (colon == std::string::npos) return Status::Ok();
-  const std::string opts = text.substr(colon + 1);
-  size_t b = 0;
-  while (b <= opts.size()) {
-    size_t e = opts.find(';', b);
-    if (e == std::string::npos) e = opts.size();
-    const std::string kv = opts.substr(b, e - b);
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return Status::InvalidArgument(quote_input(text) + ": expected name:k=v[;k=v], got option " +
-                                     quote_input(kv));
-    }
-    out->extra[kv.substr(0, eq)] = kv.substr(eq + 1);
-    b = e + 1;
+  std::vector<std::pair<std::string, std::string>> kvs;
+  std::string bad;
+  if (!util::split_kv_list(std::string_view(text).substr(colon + 1), &kvs, &bad)) {
+    return Status::InvalidArgument(quote_input(text) + ": expected name:k=v[;k=v], got option " +
+                                   quote_input(bad));
   }
+  for (auto& [k, v] : kvs) out->extra[k] = std::move(v);  // a later one wins
   // node_size is IndexOptions::node_size, not an extra knob.
   if (auto it = out->extra.find("node_size"); it != out->extra.end()) {
     const std::string& v = it->second;

@@ -44,6 +44,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 
@@ -55,6 +56,21 @@ inline std::string temp_pool_dir() {
   if (access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
   if (const char* d = std::getenv("TMPDIR"); d != nullptr && *d != '\0') return d;
   return "/tmp";
+}
+
+/// A path in temp_pool_dir() that names nothing yet:
+/// <dir>/<stem>-<pid>-<n>.pool for the first n (one counter per process,
+/// from 0) whose path does not exist, so a leftover of an earlier process
+/// with the same pid is never reused. Nothing is created (two processes
+/// never share a pid at once, and n is taken atomically).
+inline std::string fresh_temp_path(std::string_view stem) {
+  static std::atomic<unsigned> serial{0};
+  const std::string base =
+      temp_pool_dir() + "/" + std::string(stem) + "-" + std::to_string(::getpid()) + "-";
+  for (;;) {
+    std::string p = base + std::to_string(serial.fetch_add(1)) + ".pool";
+    if (::access(p.c_str(), F_OK) != 0) return p;
+  }
 }
 
 namespace detail {
