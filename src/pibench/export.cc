@@ -22,8 +22,9 @@
 // cannot be made or recovered. A persistent index lives in a pool:
 // tree_options_t::pool_path when set (an existing pool file is recovered, a
 // missing one created with pool_size bytes), else a temporary pool in
-// /dev/shm (else $TMPDIR, else /tmp; a path no file has) that the library removes when the tree is
-// deleted or the process exits normally (a crash or a kill leaves it).
+// /dev/shm (else $TMPDIR, else /tmp; a path no file has) that the library
+// removes when the tree is deleted or the process exits normally (a crash
+// or a kill leaves it).
 // tree_options_t::num_threads is IndexOptions::threads. The PM mode is set
 // by the first create_tree of a process (the PM layer is configured once);
 // a later NVINDEX_PIBENCH_PM is ignored, and the line on stderr says the
