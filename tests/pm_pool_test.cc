@@ -9,6 +9,8 @@
 
 #include <cstddef>
 #include <cstring>
+#include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -17,6 +19,7 @@
 #include "nvindex/pm/allocator.h"
 #include "nvindex/pm/pool.h"
 #include "pm_test_util.h"
+#include "util/temp_files.h"
 
 namespace nvindex::pm {
 namespace {
@@ -460,6 +463,72 @@ TEST(Pool, Anonymous) {
   EXPECT_EQ(off % 4096, 0u);
   pool->set_root(off);
   EXPECT_EQ(pool->root(), off);
+}
+
+TEST(Pool, PageBackingCountsAPoolsResidentPages) {
+  TempPool tp;
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::create(tp.path(), kSize, "test", Mode::kEmulated, &pool).ok());
+  // posix_fallocate made every page of the tmpfs file resident; the mapping
+  // maps them as they are touched.
+  for (uint64_t off = 0; off < kSize; off += 4096) {
+    (void)*static_cast<volatile char*>(pool->base() + off);
+  }
+  const PageBacking b = pool->page_backing();
+  ASSERT_TRUE(b.known);
+  EXPECT_GE(b.mapped_bytes, kSize);
+  EXPECT_EQ(b.resident_bytes, kSize);
+  EXPECT_GE(b.page_bytes, 4096u);
+  EXPECT_LE(b.huge_bytes, b.resident_bytes);
+  // Nothing is mapped at address 4096.
+  EXPECT_FALSE(page_backing(reinterpret_cast<void*>(4096), 4096).known);
+}
+
+/// The first writable hugetlbfs mount in /proc/mounts with at least `bytes`
+/// free in huge pages ("" when there is none: the test is skipped, with the
+/// reason). .ci/run mounts one (scripts/huge-pages).
+std::string hugetlbfs_mount_with_free_pages(uint64_t bytes) {
+  std::ifstream mounts("/proc/mounts");
+  for (std::string dev, dir, type, rest;
+       mounts >> dev >> dir >> type && std::getline(mounts, rest);) {
+    if (type != "hugetlbfs" || ::access(dir.c_str(), W_OK) != 0) continue;
+    const std::optional<uint64_t> free = util::free_bytes_in(dir);
+    if (free && *free >= bytes) return dir;
+  }
+  return "";
+}
+
+TEST(Pool, OnHugetlbfsTheSizeIsWholePagesAndThePagesAreHuge) {
+  const std::string dir = hugetlbfs_mount_with_free_pages(16ull << 20);
+  if (dir.empty()) GTEST_SKIP() << "no writable hugetlbfs mount with 16 MiB of free huge pages";
+  const std::string path = dir + "/nvindex-pmtest-" + std::to_string(::getpid()) + ".pool";
+  std::remove(path.c_str());
+  {
+    std::unique_ptr<Pool> pool;
+    // 13 MiB + 100 B: rounded down to whole pages of the mount (2 MiB: 12 MiB).
+    const Status s = Pool::create(path, (13ull << 20) + 100, "test", Mode::kEmulated, &pool);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    const PageBacking b = pool->page_backing();
+    ASSERT_TRUE(b.known);
+    EXPECT_GT(b.page_bytes, 4096u);
+    EXPECT_EQ(pool->size() % b.page_bytes, 0u);
+    EXPECT_LE(pool->size(), (13ull << 20) + 100);
+    EXPECT_GT(pool->size(), (13ull << 20) + 100 - b.page_bytes);
+    EXPECT_EQ(b.huge_bytes, b.resident_bytes);
+    uint64_t off = 0;
+    ASSERT_TRUE(pool->allocator().allocate(64, &off).ok());
+    store(pool->ptr<uint64_t>(off), uint64_t{42});
+    persist(pool->ptr<uint64_t>(off), 8);
+    pool->set_root(off);
+  }
+  {
+    std::unique_ptr<Pool> pool;
+    const Status s = Pool::open(path, "test", Mode::kEmulated, &pool);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_TRUE(pool->was_clean_shutdown());
+    EXPECT_EQ(*pool->ptr<uint64_t>(pool->root()), 42u);
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace

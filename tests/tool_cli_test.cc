@@ -774,6 +774,49 @@ TEST_F(Cli, LookupBatchIsCheckedAndReported) {
   fs::remove(out);
 }
 
+// Issue 35: NVINDEX_FLUSH caps the flush instruction (valgrind decodes only
+// clflush), NVINDEX_POOL_DIR moves temporary pools (onto huge pages), and
+// every report says how the pool's mapping was backed by pages.
+TEST_F(Cli, FlushCapPoolDirAndPoolPagesAreInTheReport) {
+  const std::string out = tmp_path("pages.json");
+  const std::string dir = tmp_path("pooldir");
+  fs::create_directories(dir);
+  const std::string args = std::string("bench") + kSmall + "--index fastfair --json-output " + out;
+  Outcome r = nvindex(args);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string cpu_flush = nlohmann::json::parse(slurp(out))["machine"]["flush_instruction"];
+  ::setenv("NVINDEX_FLUSH", "clflush", 1);
+  ::setenv("NVINDEX_POOL_DIR", dir.c_str(), 1);
+  r = nvindex(args + " --keep-pool");
+  ::unsetenv("NVINDEX_POOL_DIR");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(slurp(out));
+  EXPECT_EQ(j["machine"]["flush_instruction"], "clflush");
+  EXPECT_NE(r.out.find("flush: clflush"), std::string::npos) << r.out;
+  const nlohmann::json& res = j["results"][0];
+  EXPECT_EQ(res["pool"].get<std::string>().rfind(dir + "/", 0), 0u) << res["pool"];
+  EXPECT_TRUE(fs::exists(res["pool"].get<std::string>())) << "--keep-pool keeps it";
+  const nlohmann::json& pages = res["pool_pages"];
+  EXPECT_GE(pages["page_bytes"].get<uint64_t>(), 4096u);
+  EXPECT_GT(pages["resident_bytes"].get<uint64_t>(), 0u);
+  EXPECT_LE(pages["resident_bytes"].get<uint64_t>(), pages["mapped_bytes"].get<uint64_t>());
+  EXPECT_LE(pages["huge_bytes"].get<uint64_t>(), pages["resident_bytes"].get<uint64_t>());
+  EXPECT_NE(r.out.find("Pool pages: "), std::string::npos) << r.out;
+  // An unknown cap caps nothing.
+  ::setenv("NVINDEX_FLUSH", "clwb2", 1);
+  r = nvindex(args);
+  ::unsetenv("NVINDEX_FLUSH");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(slurp(out))["machine"]["flush_instruction"], cpu_flush);
+  // A volatile index has no pool, so no page line.
+  r = nvindex(std::string("bench") + kSmall + "--index absl-btree --json-output " + out);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_FALSE(nlohmann::json::parse(slurp(out))["results"][0].contains("pool_pages"));
+  EXPECT_EQ(r.out.find("Pool pages: "), std::string::npos) << r.out;
+  fs::remove_all(dir);
+  fs::remove(out);
+}
+
 TEST_F(Cli, CpuCountersAreCountedOrExplainedAndCanBeTurnedOff) {
   const std::string out = tmp_path("cpu.json");
   Outcome r = nvindex(std::string("bench") + kSmall + "--index absl-btree --json-output " + out);

@@ -886,6 +886,14 @@ class BenchRun {
     out_->sync_seconds = seconds_between(t0, Clock::now());
   }
 
+  /// Records how the pool's mapping is backed by pages after the run
+  /// (IndexResult::pool_pages; pm::PageBacking): the page size a pool got
+  /// decides what TLB misses a PM-only index pays at scale. Nothing for an
+  /// index without a pool.
+  void record_pool_pages() {
+    if (pool_) out_->pool_pages = pool_->page_backing();
+  }
+
   /// For a persistent index on a pool file, or a block-device index on its
   /// device path: closes the index and the pool
   /// (a clean shutdown), reopens them with BenchOptions::recovery_threads,
@@ -1387,6 +1395,7 @@ Status run_phases(const BenchOptions& options, const Workload& workload,
   run.load();
   run.run();
   run.sync();
+  run.record_pool_pages();
   run.check();
   run.recover();
   return Status::Ok();

@@ -99,6 +99,7 @@
 #include "nvindex/index.h"
 #include "nvindex/pm/counters.h"
 #include "nvindex/pm/persist.h"
+#include "nvindex/pm/pool.h"
 #include "nvindex/status.h"
 #include "util/byte_size.h"
 
@@ -311,6 +312,10 @@ struct IndexResult {
   Status recovery;           ///< outcome of that reopen
   bool media_model = false;  ///< media model was on (media_writes meaningful)
   std::string pool_path;     ///< file used ("" for volatile or anonymous)
+  /// How the pool's mapping was backed by pages after the run (4 KiB, or
+  /// huge pages where the machine allowed them); known = false for an index
+  /// without a pool.
+  pm::PageBacking pool_pages;
   /// Block-device index: the path given as IndexOptions::device ("" else).
   std::string device_path;
   std::string disk;      ///< the disk under device_path ("vda"), "" when unknown

@@ -238,6 +238,22 @@ std::string bytes_str(uint64_t b) {
   return fmt::format("{} B", b);
 }
 
+/// "4 KiB pages; 0 B of 138.00 MiB resident on transparent huge pages
+/// (0%)" or "2 MiB pages; 138.00 MiB resident": how a pool's mapping was backed
+/// (pm::PageBacking).
+std::string pool_pages_text(const pm::PageBacking& b) {
+  const uint64_t p = b.page_bytes;
+  std::string s = p >= (1ull << 30) && p % (1ull << 30) == 0   ? fmt::format("{} GiB", p >> 30)
+                  : p >= (1ull << 20) && p % (1ull << 20) == 0 ? fmt::format("{} MiB", p >> 20)
+                  : p >= 1024 && p % 1024 == 0                 ? fmt::format("{} KiB", p >> 10)
+                                                               : fmt::format("{} B", p);
+  s += " pages";
+  if (b.page_bytes > 4096) return s + fmt::format("; {} resident", bytes_str(b.resident_bytes));
+  return s + fmt::format("; {} of {} resident on transparent huge pages ({:.0f}%)",
+                         bytes_str(b.huge_bytes), bytes_str(b.resident_bytes),
+                         b.resident_bytes ? 100.0 * b.huge_bytes / b.resident_bytes : 0.0);
+}
+
 void pm_text(std::string* s, std::string_view phase, const pm::CounterSnapshot& c, uint64_t ops,
              bool media) {
   *s += fmt::format(
@@ -437,6 +453,12 @@ json result_json(const IndexResult& r) {
       {"sync", r.sync.ok() ? "ok" : r.sync.ToString()},
   };
   if (!r.device_path.empty()) j["device"] = r.device_path;
+  if (r.pool_pages.known) {
+    j["pool_pages"] = {{"page_bytes", r.pool_pages.page_bytes},
+                       {"mapped_bytes", r.pool_pages.mapped_bytes},
+                       {"resident_bytes", r.pool_pages.resident_bytes},
+                       {"huge_bytes", r.pool_pages.huge_bytes}};
+  }
   if (r.info.caps.plugin) {
     // Its keys were counted by scans (verify()); its nodes are its own.
     json& st = j["verification"]["structure"];
@@ -683,6 +705,7 @@ std::string report_text(const BenchReport& r) {
     s += plugin ? fmt::format("Memory: {}\n", kPluginNa)
                 : fmt::format("Memory: DRAM {}, PM {}\n", bytes_str(x.info.dram_bytes),
                               bytes_str(x.info.pm_bytes));
+    if (x.pool_pages.known) s += "Pool pages: " + pool_pages_text(x.pool_pages) + "\n";
     if (!x.device_path.empty()) {
       s += fmt::format("Device: {}; sync after the run: {:.6f} s ({})\n", x.device_path,
                        x.sync_seconds, x.sync.ok() ? "ok" : x.sync.ToString());

@@ -8,6 +8,7 @@
 
 #include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 
 #include "pm/media.h"
@@ -31,11 +32,29 @@ FlushInstruction detect_flush_instruction() {
   return FlushInstruction::kClflush;
 }
 
+/// The CPU's flush instruction capped by NVINDEX_FLUSH=clflush|clflushopt|clwb
+/// (oldest to newest: clflush, clflushopt, clwb): the cap never selects an
+/// instruction the CPU lacks, and an unknown value caps nothing, as
+/// NVINDEX_SIMD does for SIMD. For tools that cannot decode the newer
+/// instructions (valgrind 3.19 decodes clflush only) and for measuring what
+/// each instruction costs.
+FlushInstruction choose_flush_instruction() {
+  const FlushInstruction cpu = detect_flush_instruction();
+  const char* cap = std::getenv("NVINDEX_FLUSH");
+  if (cap == nullptr) return cpu;
+  // FlushInstruction orders newest first (kClwb = 0): a larger value is older.
+  for (FlushInstruction f :
+       {FlushInstruction::kClwb, FlushInstruction::kClflushopt, FlushInstruction::kClflush}) {
+    if (flush_instruction_name(f) == cap) return f > cpu ? f : cpu;
+  }
+  return cpu;
+}
+
 /// Chooses the flush instruction once, during static initialisation. Until it
 /// has run (other translation units' static initialisers), g.flush holds
 /// kClflush, which every x86-64 CPU supports, so an early flush is still valid.
 [[maybe_unused]] const bool g_flush_chosen = [] {
-  g.flush = detect_flush_instruction();
+  g.flush = choose_flush_instruction();
   return true;
 }();
 

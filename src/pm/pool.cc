@@ -4,15 +4,20 @@
 
 #include <fcntl.h>
 #include <libpmem2.h>
+#include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <utility>
 
@@ -216,6 +221,31 @@ Status map_file(int fd, const std::string& path, Mode mode, struct pmem2_map** m
   return s;
 }
 
+/// Advises the kernel to back [base, base + size) with transparent huge
+/// pages (MADV_HUGEPAGE). A hint: where THP is off for the mapping (tmpfs
+/// mounted huge=never, THP disabled) it changes nothing, and a failure is
+/// ignored, as it changes nothing either. On hugetlbfs the pages are huge
+/// already.
+void advise_huge_pages(void* base, uint64_t size) { (void)::madvise(base, size, MADV_HUGEPAGE); }
+
+/// On hugetlbfs, rounds *size down to the mount's page size (f_bsize), as
+/// mmap of a hugetlbfs file needs a whole number of its pages; elsewhere
+/// nothing. InvalidArgument when that leaves less than kMinPoolSize.
+Status round_to_file_system_pages(int fd, const std::string& path, uint64_t* size) {
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0 || fs.f_type != HUGETLBFS_MAGIC || fs.f_bsize <= 0) {
+    return Status::Ok();
+  }
+  const uint64_t page = static_cast<uint64_t>(fs.f_bsize);
+  *size -= *size % page;
+  if (*size < kMinPoolSize) {
+    return Status::InvalidArgument("pool size on hugetlbfs (" + path + ") must hold at least one " +
+                                   std::to_string(page) + "-byte page and " +
+                                   std::to_string(kMinPoolSize) + " bytes");
+  }
+  return Status::Ok();
+}
+
 /// Takes the exclusive advisory lock that keeps a pool open once at a time.
 Status lock_file(int fd, const std::string& path) {
   if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -287,6 +317,8 @@ Status Pool::create(const std::string& path, uint64_t size, std::string_view lay
   };
   s = lock_file(fd, path);
   if (!s.ok()) return fail(s);
+  s = round_to_file_system_pages(fd, path, &size);
+  if (!s.ok()) return fail(s);
   const int rc = posix_fallocate(fd, 0, static_cast<off_t>(size));
   if (rc != 0) {
     return fail(Status::IOError("cannot allocate " + std::to_string(size) + " bytes for " + path +
@@ -296,6 +328,7 @@ Status Pool::create(const std::string& path, uint64_t size, std::string_view lay
   if (!s.ok()) return fail(s);
   pool->base_ = static_cast<char*>(pmem2_map_get_address(pool->map_));
   pool->size_ = size;
+  advise_huge_pages(pool->base_, size);
   s = format_region(pool.get(), pool->base_, size, layout);
   if (!s.ok()) return fail(s);
   s = Allocator::attach(pool.get(), /*fresh=*/true, &pool->allocator_, &pool->items_allocator_);
@@ -354,6 +387,7 @@ Status Pool::open(const std::string& path, std::string_view layout, Mode mode,
   }
   pool->base_ = base;
   pool->size_ = size;
+  advise_huge_pages(base, size);
   // Validate the allocator metadata before writing anything.
   s = Allocator::attach(pool.get(), /*fresh=*/false, &pool->allocator_, &pool->items_allocator_);
   if (!s.ok()) return fail(s);
@@ -384,6 +418,7 @@ Status Pool::create_anonymous(uint64_t size, std::string_view layout, std::uniqu
     return Status::IOError("cannot map " + std::to_string(size) +
                            " bytes of anonymous memory: " + errno_text(errno));
   }
+  advise_huge_pages(p, size);
   std::unique_ptr<Pool> pool(new Pool);
   pool->anonymous_ = true;
   pool->base_ = static_cast<char*>(p);
@@ -471,6 +506,43 @@ void Pool::consume_close_record(uint64_t reached_bytes) {
 std::string_view Pool::layout() const {
   const char* p = header()->layout;
   return std::string_view(p, strnlen(p, sizeof(PoolHeader::layout)));
+}
+
+PageBacking page_backing(const void* addr, size_t len) {
+  PageBacking b;
+  std::ifstream smaps("/proc/self/smaps");
+  const uintptr_t lo = reinterpret_cast<uintptr_t>(addr), hi = lo + len;
+  bool in_range = false;
+  for (std::string line; std::getline(smaps, line);) {
+    // A mapping's header line: "start-end perms offset dev inode [path]";
+    // its fields follow as "Name:   value kB".
+    const size_t dash = line.find('-'), colon = line.find(':');
+    if (dash != std::string::npos && (colon == std::string::npos || dash < colon) &&
+        line.find(' ') > dash) {
+      const uintptr_t start = std::strtoull(line.c_str(), nullptr, 16);
+      const uintptr_t end = std::strtoull(line.c_str() + dash + 1, nullptr, 16);
+      in_range = start < hi && lo < end;
+      if (in_range) {
+        b.known = true;
+        b.mapped_bytes += end - start;
+      }
+      continue;
+    }
+    if (!in_range || colon == std::string::npos) continue;
+    const std::string_view name(line.data(), colon);
+    const uint64_t bytes = std::strtoull(line.c_str() + colon + 1, nullptr, 10) * 1024;
+    if (name == "Rss") {
+      b.resident_bytes += bytes;
+    } else if (name == "Shared_Hugetlb" || name == "Private_Hugetlb") {
+      b.resident_bytes += bytes;  // hugetlb pages are not in Rss
+      b.huge_bytes += bytes;
+    } else if (name == "AnonHugePages" || name == "ShmemPmdMapped" || name == "FilePmdMapped") {
+      b.huge_bytes += bytes;
+    } else if (name == "KernelPageSize") {
+      b.page_bytes = std::max(b.page_bytes, bytes);
+    }
+  }
+  return b;
 }
 
 }  // namespace nvindex::pm

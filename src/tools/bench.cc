@@ -6,13 +6,13 @@
 // Exit codes: 0 success, 1 a verification failure or an index error, 2 bad
 // usage (unknown option or index, bad ratio, bad size, missing file).
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -333,9 +333,8 @@ Status check_pool_options(const BenchArgs& a, const std::vector<IndexSpec>& spec
   if (opts.pool_size > 0 && any_persistent && opts.pm.mode != pm::Mode::kDram) {
     // The pool file is allocated whole (posix_fallocate): it must fit where it goes.
     const std::string dir = a.pool.empty() ? util::temp_pool_dir() : parent_of(a.pool);
-    struct statvfs fs {};
-    if (::statvfs(dir.c_str(), &fs) == 0) {
-      const uint64_t free_bytes = static_cast<uint64_t>(fs.f_bavail) * fs.f_frsize;
+    if (const std::optional<uint64_t> free = util::free_bytes_in(dir)) {
+      const uint64_t free_bytes = *free;
       if (opts.pool_size > free_bytes) {
         return Status::InvalidArgument("--pool-size " + a.pool_size + ": at most " +
                                        with_commas(free_bytes) + " bytes, the space free in " +

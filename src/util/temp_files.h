@@ -39,10 +39,12 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -50,9 +52,13 @@
 
 namespace nvindex::util {
 
-/// The directory for temporary pools: /dev/shm when writable (memory, like
-/// an emulated PM device), else $TMPDIR when set, else /tmp.
+/// The directory for temporary pools: $NVINDEX_POOL_DIR when set (e.g. a
+/// hugetlbfs mount, or a tmpfs mounted with huge=within_size, so that pools
+/// get 2 MiB pages as PM on DAX does: docs/bench.md, "Page size"), else
+/// /dev/shm when writable (memory, like an emulated PM device), else $TMPDIR
+/// when set, else /tmp.
 inline std::string temp_pool_dir() {
+  if (const char* d = std::getenv("NVINDEX_POOL_DIR"); d != nullptr && *d != '\0') return d;
   if (access("/dev/shm", W_OK | X_OK) == 0) return "/dev/shm";
   if (const char* d = std::getenv("TMPDIR"); d != nullptr && *d != '\0') return d;
   return "/tmp";
@@ -206,6 +212,28 @@ inline void install_remove_on_signal() {
     sa.sa_flags = SA_RESETHAND;  // a second signal during the cleanup ends the process at once
     ::sigaction(sig, &sa, nullptr);
   }
+}
+
+/// Bytes a new file in directory `dir` can take: statvfs's f_bavail *
+/// f_frsize, except on a hugetlbfs mount without a size limit (f_blocks 0),
+/// where it is the free huge pages of the mount's page size
+/// (/sys/kernel/mm/hugepages/hugepages-<kB>kB/free_hugepages) times that
+/// size. nullopt when the directory cannot be statfs'd.
+inline std::optional<uint64_t> free_bytes_in(const std::string& dir) {
+  struct statfs fs {};
+  if (::statfs(dir.c_str(), &fs) != 0) return std::nullopt;
+  const uint64_t unit = fs.f_frsize ? fs.f_frsize : fs.f_bsize;
+  if (fs.f_type != HUGETLBFS_MAGIC || fs.f_blocks != 0) return uint64_t(fs.f_bavail) * unit;
+  std::FILE* f = std::fopen(("/sys/kernel/mm/hugepages/hugepages-" +
+                             std::to_string(fs.f_bsize / 1024) + "kB/free_hugepages")
+                                .c_str(),
+                            "r");
+  if (f == nullptr) return std::nullopt;
+  unsigned long long pages = 0;
+  const bool read = std::fscanf(f, "%llu", &pages) == 1;
+  std::fclose(f);
+  if (!read) return std::nullopt;
+  return pages * uint64_t(fs.f_bsize);
 }
 
 /// True when `path` is on tmpfs or devtmpfs (statfs f_type TMPFS_MAGIC): memory, not a

@@ -56,7 +56,12 @@ std::string_view mode_name(Mode mode);
 Status parse_mode(std::string_view name, Mode* out);
 
 /// The flush instruction in use, chosen once at start-up from CPUID:
-/// clwb if present, else clflushopt, else clflush.
+/// clwb if present, else clflushopt, else clflush (Intel SDM Vol. 2A, CPUID
+/// leaf 7 EBX bits 24 and 23). NVINDEX_FLUSH=clflush|clflushopt|clwb in the
+/// environment caps it at that instruction, never choosing one the CPU
+/// lacks; an unknown value caps nothing (as NVINDEX_SIMD caps the SIMD
+/// level). valgrind 3.19 decodes clflush but not clwb: run under it with
+/// NVINDEX_FLUSH=clflush. Reports name the instruction in use.
 enum class FlushInstruction : uint8_t { kClwb, kClflushopt, kClflush };
 std::string_view flush_instruction_name(FlushInstruction f);
 
