@@ -259,6 +259,7 @@ void smo_stress(uint32_t node_size, uint64_t key_space, double seconds, uint64_t
   IndexOptions o;
   o.pool = pool.get();
   o.node_size = node_size;
+  o.threads = kThreads;  // threads 1 would promise one calling thread (no locks)
   std::unique_ptr<Index<uint64_t>> idx;
   ASSERT_TRUE(make_index<uint64_t>("fastfair", o, &idx).ok());
   std::vector<std::map<uint64_t, Value>> models(kThreads);

@@ -39,10 +39,18 @@ TEST(FastFair, InfoClaims) {
   IndexInfo i = t.index->info();
   EXPECT_EQ(i.caps.placement, Placement::kPmOnly);
   EXPECT_NE(i.description.find("FAST'18"), std::string::npos);
-  // DRAM is the lock words' pages the tree touched: some once a writer
-  // locked a node.
+  // One calling thread (IndexOptions::threads 1): no lock is taken, so no
+  // lock word's page is touched and the tree claims no thread safety.
   ASSERT_TRUE(t.index->insert(1, 1).ok());
-  EXPECT_GT(t.index->info().dram_bytes, 0u);
+  EXPECT_EQ(t.index->info().dram_bytes, 0u);
+  EXPECT_FALSE(t.index->info().caps.thread_safe);
+  // Two: DRAM is the lock words' pages the tree touched, some once a writer
+  // locked a node.
+  testing::TestIndex t2;
+  ASSERT_TRUE(testing::open_test_index("fastfair", 512, &t2, 8ull << 20, /*threads=*/2).ok());
+  ASSERT_TRUE(t2.index->insert(1, 1).ok());
+  EXPECT_GT(t2.index->info().dram_bytes, 0u);
+  EXPECT_TRUE(t2.index->info().caps.thread_safe);
 }
 
 TEST(FastFair, MergesShrinkTheTreeAndCollapseTheRoot) {
@@ -74,7 +82,7 @@ TEST(FastFair, MergesShrinkTheTreeAndCollapseTheRoot) {
 TEST(FastFair, ConcurrentSmoStress) {
   for (unsigned threads : {2u, 4u, 8u}) {
     testing::TestIndex t;
-    ASSERT_TRUE(testing::open_test_index("fastfair", 128, &t, 64ull << 20).ok());
+    ASSERT_TRUE(testing::open_test_index("fastfair", 128, &t, 64ull << 20, threads).ok());
     testing::run_concurrent_test(*t.index, threads, 100 + threads, 8000, 512);
   }
 }
@@ -84,9 +92,10 @@ TEST(FastFair, ConcurrentSmoStress) {
 /// A string-key fastfair in a pool file of layout "fastfair:string".
 struct StringPool : testing::StringFileIndex {
   explicit StringPool(const std::string& tag = "s") : StringFileIndex("fastfair", tag) {}
-  Status create(uint32_t node_size) {
+  Status create(uint32_t node_size, unsigned threads = 1) {
     IndexOptions o;
     o.node_size = node_size;
+    o.threads = threads;
     return StringFileIndex::create(o, 64ull << 20);
   }
   /// Clean close (crash = false) or a crash as far as the pool can tell,
@@ -322,7 +331,7 @@ TEST(FastFairString, InsertCostAgainstIntegerKeys) {
 // freed while the tree lives), scans cross splitting and merging leaves.
 TEST(FastFairString, ConcurrentWritersAndReaders) {
   StringPool sp;
-  ASSERT_TRUE(sp.create(128).ok());
+  ASSERT_TRUE(sp.create(128, /*threads=*/4).ok());
   testing::run_string_readers_race_removes(*sp.index, 3, 800);
 }
 
@@ -480,6 +489,7 @@ TEST(FastFairDram, ConcurrentSplitStress) {
     testing::TestIndex t;
     IndexOptions o;
     o.node_size = 128;
+    o.threads = threads;
     o.extra = {{"inner", "dram"}};
     ASSERT_TRUE(testing::open_test_index<uint64_t>("fastfair", o, &t, 64ull << 20).ok());
     testing::run_concurrent_test(*t.index, threads, 300 + threads, 8000, 512);

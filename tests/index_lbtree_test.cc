@@ -427,7 +427,7 @@ TEST(LbTreeRecovery, DamagedRootIsCorruption) {
 TEST(LbTreeConcurrent, FourThreadsEverySize) {
   for (uint32_t size : {256u, 1024u}) {
     TestIndex t;
-    ASSERT_TRUE(open_test_index("lbtree", size, &t, 64ull << 20).ok());
+    ASSERT_TRUE(open_test_index("lbtree", size, &t, 64ull << 20, /*threads=*/4).ok());
     run_concurrent_test(*t.index, 4, size, 5000, 1024);
   }
 }
@@ -534,7 +534,7 @@ TEST(LbTreeString, RecordsFreedOnRemoveAndMarkedOnceByRecovery) {
 // stay allocated until no operation is in flight. Run under TSan and ASan.
 TEST(LbTreeString, ReadersRaceRemoves) {
   StringTree st;
-  ASSERT_TRUE(st.create(256).ok());
+  ASSERT_TRUE(st.create(256, /*threads=*/4).ok());
   testing::run_string_readers_race_removes(*st.index, 2, 1500);
   // Quiescent again: the next remove frees every retired record.
   ASSERT_TRUE(st.index->remove(prefixed_key(1 * 2)).ok());

@@ -1021,6 +1021,8 @@ void insert_random_prefixed_keys(Index<std::string_view>& idx, std::mt19937_64& 
 }
 
 void run_string_readers_race_removes(Index<std::string_view>& idx, int writers, uint64_t per) {
+  ASSERT_TRUE(idx.info().caps.thread_safe)
+      << idx.info().name << " does not claim thread_safe (made with IndexOptions::threads 1?)";
   std::atomic<bool> stop{false};
   std::vector<std::thread> th;
   for (int w = 0; w < writers; ++w) {

@@ -260,10 +260,13 @@ class StringTreeFile : public StringFileIndex {
  public:
   explicit StringTreeFile(std::string index, const std::string& tag = "s")
       : StringFileIndex(std::move(index), tag) {}
-  /// A new tree with nodes of node_size bytes (StringFileIndex::create).
-  Status create(uint32_t node_size) {
+  /// A new tree with nodes of node_size bytes (StringFileIndex::create),
+  /// for `threads` calling threads (IndexOptions::threads: a test that races
+  /// threads on it must pass their number).
+  Status create(uint32_t node_size, unsigned threads = 1) {
     IndexOptions o;
     o.node_size = node_size;
+    o.threads = threads;
     return StringFileIndex::create(o, 64ull << 20);
   }
   /// The open index as its concrete type.

@@ -339,6 +339,17 @@ struct TreeImpl {
   Route find_avx512(K key) const;  // integers only
   Route find_avx2(K key) const;
   Route find_scalar(K key) const;
+  /// InnerTree::find_single with the node search of one SIMD level inlined
+  /// and, for kCap > 0, the node capacity (and so the search's trip count
+  /// and the child's prefetch) fixed at compile time; kCap 0: cap.
+  template <class Search, uint32_t kCap>
+  Route descend_single(K key) const;
+  template <uint32_t kCap>
+  Route find_single_avx512(K key) const;  // integers only
+  template <uint32_t kCap>
+  Route find_single_avx2(K key) const;
+  template <uint32_t kCap>
+  Route find_single_scalar(K key) const;
 
   /// A zeroed node of node_size bytes, 64 B aligned, not yet registered.
   Node* make_node(uint16_t level) const {
@@ -648,6 +659,78 @@ __attribute__((target("avx2,popcnt"), flatten)) Route TreeImpl<K>::find_avx2(K k
 template <class K>
 Route TreeImpl<K>::find_scalar(K key) const {
   return descend<simd::CountLeScalar>(key);
+}
+
+// The single-threaded descent (InnerTree::find_single): the same search and
+// the same branch-free child choice, without the lock words: no version
+// read, no validation, no restart, and nothing spilled to keep versions
+// across a level. With the capacity a template argument (15 for 256 B
+// nodes, 31 for 512 B), the SIMD search is fully unrolled and the child's
+// prefetch is a fixed run of prefetcht0 with no loop.
+template <class K>
+template <class Search, uint32_t kCap>
+Route TreeImpl<K>::descend_single(K key) const {
+  const uint32_t c = kCap != 0 ? kCap : cap;
+  const Node* n = root.load(kRlx);
+  if (n == nullptr) return Route{};
+  while (true) {
+    const uint64_t meta = n->meta.load(kRlx);
+    const uint32_t cnt = std::min<uint32_t>(count_of(meta), c);
+    const auto e = entries(n, c);
+    const uint32_t s = Search::count(e.k, cnt, c, key);
+    const uint32_t nz = s != 0 ? 1 : 0;
+    const uint64_t pick = uint64_t{0} - nz;
+    const uint64_t child = (e.c[s - nz].load(kRlx) & pick) | (leftmost_of(meta) & ~pick);
+    if (level_of(meta) <= 1) return Route{child, n, n->lock.load(kRlx)};
+    n = as_node(child);
+    if constexpr (kCap != 0) {
+      prefetch_bytes_fixed<std::min<uint32_t>(sizeof(Node) + 16 * kCap, 512)>(n);
+    } else {
+      prefetch_bytes(n, prefetch);
+    }
+  }
+}
+
+template <class K>
+template <uint32_t kCap>
+__attribute__((target("avx512f,popcnt"), flatten)) Route TreeImpl<K>::find_single_avx512(
+    K key) const {
+  return descend_single<simd::CountLeAvx512, kCap>(key);
+}
+template <class K>
+template <uint32_t kCap>
+__attribute__((target("avx2,popcnt"), flatten)) Route TreeImpl<K>::find_single_avx2(K key) const {
+  return descend_single<simd::CountLeAvx2, kCap>(key);
+}
+template <class K>
+template <uint32_t kCap>
+Route TreeImpl<K>::find_single_scalar(K key) const {
+  return descend_single<simd::CountLeScalar, kCap>(key);
+}
+
+template <class K>
+Route InnerTreeT<K>::find_single(K key) const {
+  const TreeImpl<K>& m = *impl_;
+  if constexpr (std::is_same_v<K, std::string_view>) {
+    return m.template descend_single<CountLeString, 0>(key);
+  } else {
+    // 256 B and 512 B nodes (15 and 31 separators) get their own descents.
+    switch (simd::search_level()) {
+      case simd::Level::kAvx512:
+        return m.cap == 15   ? m.template find_single_avx512<15>(key)
+               : m.cap == 31 ? m.template find_single_avx512<31>(key)
+                             : m.template find_single_avx512<0>(key);
+      case simd::Level::kAvx2:
+        return m.cap == 15   ? m.template find_single_avx2<15>(key)
+               : m.cap == 31 ? m.template find_single_avx2<31>(key)
+                             : m.template find_single_avx2<0>(key);
+      case simd::Level::kScalar:
+        break;
+    }
+    return m.cap == 15   ? m.template find_single_scalar<15>(key)
+           : m.cap == 31 ? m.template find_single_scalar<31>(key)
+                         : m.template find_single_scalar<0>(key);
+  }
 }
 
 template <class K>

@@ -162,6 +162,16 @@ class InnerTreeT {
   /// returns Route{} (leaf 0).
   Route find(K key) const;
 
+  /// find() for a tree that one thread alone reads and changes (an index
+  /// made with IndexOptions::threads == 1, which promises one calling
+  /// thread): the same descent without the optimistic locking (no version
+  /// reads, no validation, no restart), and for 256 B and 512 B nodes with
+  /// the capacity fixed at compile time (the search unrolled, the child's
+  /// prefetch a fixed run of lines). Route is filled as find() fills it, so
+  /// validate(r) holds until the next change. Undefined under a concurrent
+  /// insert_separator or build*(): use find() then.
+  Route find_single(K key) const;
+
   /// True if the level-1 node recorded in `r` is unchanged since find() (see
   /// the protocol in the file comment).
   bool validate(const Route& r) const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 namespace nvindex {
 
@@ -37,6 +38,15 @@ inline void prefetch_bytes(const void* p, uint32_t bytes) {
     prefetch_line(c + off + 192);
   }
   for (; off < bytes; off += 64) prefetch_line(c + off);
+}
+
+/// prefetch_bytes with a compile-time size: kBytes / 64 prefetches (rounded
+/// up), no loop and no test, for a descent that knows its node size.
+template <uint32_t kBytes>
+inline void prefetch_bytes_fixed(const void* p) {
+  const char* c = static_cast<const char*>(p);
+  [&]<uint32_t... I>(std::integer_sequence<uint32_t, I...>) { (prefetch_line(c + 64 * I), ...); }
+  (std::make_integer_sequence<uint32_t, (kBytes + 63) / 64>{});
 }
 
 }  // namespace nvindex

@@ -216,6 +216,9 @@ struct CountLeAvx2 {
     const __m256i lanes = _mm256_setr_epi64x(0, 1, 2, 3);
     const auto* w = reinterpret_cast<const long long*>(k);
     uint32_t c = 0;
+    // Unrolled where span is a compile-time constant (a descent that knows
+    // its node capacity: InnerTree::find_single).
+#pragma GCC unroll 8
     for (uint32_t i = 0; i < span; i += 4) {
       const uint32_t left = detail::lanes_left(n, i, 4);
       const __m256i load = _mm256_cmpgt_epi64(_mm256_set1_epi64x(left), lanes);
@@ -259,6 +262,9 @@ struct CountLeAvx512 {
     static_assert(kSteps <= 4);  // the keys' mask fits 32 bits
     const uint64_t m = (uint64_t{1} << n) - 1;
     uint64_t le = 0;
+    // Unrolled by hand-off to the compiler: GCC 12 keeps this loop (and
+    // its shifts by a register) unless told, 10 instructions a step.
+#pragma GCC unroll 4
     for (uint32_t q = 0; q < kSteps; ++q) {
       const auto mq = static_cast<__mmask8>(m >> (8 * q));
       const __m512i v = _mm512_maskz_loadu_epi64(mq, w + 64 * q);

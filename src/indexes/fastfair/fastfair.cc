@@ -179,9 +179,15 @@ uint32_t FastFairT<K>::clamp_count(const Node* n) const {
   return static_cast<uint32_t>(std::min<uint64_t>(n->count.load(kAcq), cap_));
 }
 
+// Single-threaded (set_single_threaded): every lock primitive below is a
+// no-op that succeeds (read_lock/validate/lock/upgrade true, unlock nothing),
+// consistently, so no version is read, taken or released and no lock word
+// is fetched: with one calling thread nothing can change between a read and
+// its validation, and no node a descent reaches is obsolete (a merge unlinks
+// a node before it retires it, in the same call).
 template <class K>
 inline void FastFairT<K>::prefetch_node(uint64_t off) const {
-  locks_->prefetch(off);
+  if (!single_) locks_->prefetch(off);
   prefetch_bytes(node(off), prefetch_bytes_);
 }
 
@@ -195,6 +201,10 @@ bool FastFairT<K>::upper_bound_of(Node* n, uint64_t* ub) const {
 
 template <class K>
 bool FastFairT<K>::read_lock(uint64_t off, uint64_t* v) const {
+  if (single_) {
+    *v = 0;
+    return true;
+  }
   return vlock::read_lock(locks_->word(off), v);
 }
 
@@ -203,27 +213,27 @@ bool FastFairT<K>::validate(uint64_t off, uint64_t v) const {
   // Every node word is read with an acquire load, so no later access (this
   // re-read of the version) can be reordered before those reads: no fence
   // is needed (and GCC's ThreadSanitizer does not support one).
-  return vlock::validate(locks_->word(off), v);
+  return single_ || vlock::validate(locks_->word(off), v);
 }
 
 template <class K>
 bool FastFairT<K>::lock(uint64_t off) const {
-  return vlock::lock(locks_->word(off));
+  return single_ || vlock::lock(locks_->word(off));
 }
 
 template <class K>
 bool FastFairT<K>::upgrade(uint64_t off, uint64_t v) const {
-  return vlock::upgrade(locks_->word(off), v);
+  return single_ || vlock::upgrade(locks_->word(off), v);
 }
 
 template <class K>
 void FastFairT<K>::unlock(uint64_t off) const {
-  vlock::unlock(locks_->word(off));
+  if (!single_) vlock::unlock(locks_->word(off));
 }
 
 template <class K>
 void FastFairT<K>::unlock_obsolete(uint64_t off) const {
-  vlock::unlock_obsolete(locks_->word(off));
+  if (!single_) vlock::unlock_obsolete(locks_->word(off));
 }
 
 template <class K>
@@ -554,7 +564,7 @@ typename FastFairT<K>::Descend FastFairT<K>::route_leaf(ProbeArg key, uint64_t* 
     (void)key, (void)off, (void)ver;
     std::abort();
   } else {
-    const inner::Route r = tree_->find(key);
+    const inner::Route r = single_ ? tree_->find_single(key) : tree_->find(key);
     uint64_t v = 0;
     if (!read_lock(r.leaf, &v) || !tree_->validate(r)) return Descend::kRestart;
     *off = r.leaf;
@@ -573,7 +583,7 @@ uint64_t FastFairT<K>::lock_routed_leaf(ProbeArg key) {
     std::abort();  // unreachable, as route_leaf
   } else {
     while (true) {
-      const inner::Route r = tree_->find(key);
+      const inner::Route r = single_ ? tree_->find_single(key) : tree_->find(key);
       const bool locked = lock(r.leaf);
       NVINDEX_DCHECK(locked);
       if (tree_->validate(r)) return r.leaf;
@@ -1686,7 +1696,7 @@ IndexInfo FastFairT<K>::info() const {
                   : std::string(kFastFairDescription),
       {.ordered = true,
        .persistent = true,
-       .thread_safe = true,
+       .thread_safe = !single_,
        .string_keys = true,  // the entry's claim, whatever this instance's K
        .placement = inner_dram_ ? Placement::kSelective : Placement::kPmOnly},
       node_size_, (locks_ ? locks_->dram_bytes() : 0) + (tree_ ? tree_->dram_bytes() : 0));
@@ -1843,8 +1853,15 @@ Status open_fastfair(const IndexOptions& options, std::unique_ptr<Index<K>>* out
   const bool inner_dram = inner != options.extra.end() && inner->second == "dram";
   return open_persistent_index<Tree>(
       options, pool_layout(fastfair::kLayout, key_type_of<K>),
-      [&](Tree& t) { return t.create(options.node_size, inner_dram); },
-      [&](Tree& t) { return t.recover(options.threads); }, out);
+      [&](Tree& t) {
+        t.set_single_threaded(options.threads <= 1);
+        return t.create(options.node_size, inner_dram);
+      },
+      [&](Tree& t) {
+        t.set_single_threaded(options.threads <= 1);
+        return t.recover(options.threads);
+      },
+      out);
 }
 }  // namespace
 

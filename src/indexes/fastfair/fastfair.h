@@ -232,6 +232,14 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// count for the pool's close record (common/persistent.h).
   ~FastFairT() override;
 
+  /// The single-threaded contract (IndexOptions::threads == 1: one calling
+  /// thread, as absl-btree's NoLock instance): the DRAM version locks are
+  /// neither read, taken nor fetched (every lock primitive is a no-op that
+  /// succeeds), inner=dram descends with InnerTree::find_single, and
+  /// info().caps.thread_safe is false. The PM protocol is unchanged (the
+  /// locks are DRAM only). Set by the factory before create()/recover().
+  void set_single_threaded(bool single) { single_ = single; }
+
   /// Creates an empty tree in a pool with no root (node_size checked by the
   /// caller); inner_dram: inner nodes in DRAM (one empty leaf routed by a
   /// one-node InnerTree of node_size-byte nodes). Errors: OutOfSpace;
@@ -429,6 +437,7 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// inner=dram (root object word 24 == 1): inner nodes in tree_, leaves
   /// never merge; else inner nodes in PM and tree_ is null.
   bool inner_dram_ = false;
+  bool single_ = false;  ///< set_single_threaded: one calling thread
   std::unique_ptr<inner::InnerTree> tree_;
   double rebuild_seconds_ = 0;    ///< see rebuild_seconds()
   std::mutex root_mu_;            ///< serialises root creation and root collapse

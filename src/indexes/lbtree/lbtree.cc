@@ -104,8 +104,16 @@ bool LbTreeT<K>::leaf_offset_ok(uint64_t off) const {
 // Writer lock of a leaf: its DRAM version word, taken by CAS (vlock::lock;
 // why not the PM lock bit: version_lock.h). Nothing about the lock is
 // persisted, so a crash never leaves a leaf locked.
+// Single-threaded (set_single_threaded): no lock is taken, and so none is
+// released (unlock_leaf, and the new leaf's lock in split_and_insert, skip
+// too); only the leaf's lines are prefetched.
 template <class K>
 inner::Route LbTreeT<K>::lock_leaf_for(K key) {
+  if (single_) {
+    const inner::Route r = tree_->find_single(key);
+    prefetch_bytes(leaf(r.leaf).b, blocks_ * kBlockBytes);
+    return r;
+  }
   while (true) {
     const inner::Route r = tree_->find(key);
     // The leaf's lines and its version word are fetched before the lock's
@@ -126,6 +134,7 @@ inline void LbTreeT<K>::prefetch_leaf(uint64_t off) const {
 
 template <class K>
 void LbTreeT<K>::unlock_leaf(uint64_t off) {
+  if (single_) return;  // lock_leaf_for took none
   vlock::unlock(versions_->word(off));
 }
 
@@ -216,6 +225,17 @@ template <class K>
 std::optional<Value> LbTreeT<K>::lookup(K key) {
   const Guard guard(reclaimer_);
   const uint8_t f = fingerprint(key);
+  if (single_) {
+    // One calling thread: nothing changes under the lookup, so no version
+    // is read or validated, and the leaf's DRAM version word is not
+    // fetched (one line fewer per lookup).
+    const inner::Route r = tree_->find_single(key);
+    const Leaf l = leaf(r.leaf);
+    prefetch_bytes(l.b, blocks_ * kBlockBytes);
+    uint64_t val = 0;
+    if (find_in(l, key, f, nullptr, &val)) return val;
+    return std::nullopt;
+  }
   while (true) {
     const inner::Route r = tree_->find(key);
     // The version word and the leaf's lines are fetched in parallel.
@@ -483,7 +503,7 @@ Status LbTreeT<K>::split_and_insert(uint64_t off, K key, uint8_t f, uint64_t wor
 
   // (1) Build N. Its DRAM version is locked before it becomes reachable
   // (a scan may reach it through L's sibling pointer right after the NAW).
-  vlock::lock(versions_->word(noff));
+  if (!single_) vlock::lock(versions_->word(noff));  // unlock_leaf skips it when single
   uint64_t moved_bits[kMaxBlocks] = {};
   uint32_t next_item = half;
   const std::array<uint32_t, kSlots> order = fill_order(0);
@@ -1016,7 +1036,7 @@ IndexInfo LbTreeT<K>::info() const {
       kLayout, kLbTreeDescription,
       {.ordered = true,
        .persistent = true,
-       .thread_safe = true,
+       .thread_safe = !single_,
        .string_keys = true,  // the entry's claim, whatever this instance's K
        .bulk_load = true,
        .placement = Placement::kSelective},
@@ -1188,8 +1208,15 @@ Status open_lbtree(const IndexOptions& options, std::unique_ptr<Index<K>>* out) 
   using Tree = lbtree::LbTreeT<K>;
   return open_persistent_index<Tree>(
       options, pool_layout(lbtree::kLayout, key_type_of<K>),
-      [&](Tree& t) { return t.create(options.node_size); },
-      [&](Tree& t) { return t.recover(options.threads); }, out, options.fill_factor);
+      [&](Tree& t) {
+        t.set_single_threaded(options.threads <= 1);
+        return t.create(options.node_size);
+      },
+      [&](Tree& t) {
+        t.set_single_threaded(options.threads <= 1);
+        return t.recover(options.threads);
+      },
+      out, options.fill_factor);
 }
 }  // namespace
 

@@ -177,6 +177,15 @@ class LbTreeT final : public PersistentIndexOf<K> {
   /// Touches nothing else.
   ~LbTreeT() override;
 
+  /// The single-threaded contract (IndexOptions::threads == 1: the caller
+  /// promises one calling thread, as absl-btree's NoLock instance): lookups
+  /// and writers descend with InnerTree::find_single and take no leaf
+  /// version (no lock CAS, no version read or validation, no DRAM version
+  /// word fetched), and info().caps.thread_safe is false. The persistent
+  /// protocol is the same (the version words are DRAM only, never
+  /// persisted). Set by the factory before create()/recover().
+  void set_single_threaded(bool single) { single_ = single; }
+
   /// Creates an empty tree (root object + one empty head leaf) in a pool
   /// with no root; leaf_size checked by the caller. Errors: OutOfSpace.
   Status create(uint32_t leaf_size);
@@ -286,6 +295,7 @@ class LbTreeT final : public PersistentIndexOf<K> {
   RecordReclaimer reclaimer_;            ///< string keys: removed keys' records
   std::atomic<uint64_t> leaves_{0};      ///< leaves on the chain
   bool ready_ = false;                   ///< created or recovered successfully
+  bool single_ = false;                  ///< set_single_threaded: one calling thread
   double rebuild_seconds_ = 0;
   unsigned rebuild_threads_ = 0;
 };
