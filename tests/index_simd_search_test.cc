@@ -149,6 +149,48 @@ TEST(SimdSearch, ReadsNothingPastTheLastEntry) {
   ::munmap(m, page);
 }
 
+// The whole-node searches (single-threaded descents): every slot of the
+// node is loaded, so slots past n hold garbage here (random words, and the
+// extremes), which the final mask must hide.
+TEST(SimdSearch, WholeNodeSearchesIgnoreSlotsPastTheCount) {
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("popcnt");
+  if (!avx2) GTEST_SKIP() << "no AVX2: the whole-node searches are never used here";
+  std::mt19937_64 rng(35);
+  const uint64_t specials[] = {0, 1, ~uint64_t{0}, uint64_t{1} << 63};
+  for (int round = 0; round < 2000; ++round) {
+    // Inner node of 31 separators (count_le), 512 B: keys then children.
+    alignas(64) std::atomic<uint64_t> node[64];
+    alignas(64) KeyEntry entries[28];
+    for (auto& w : node) w.store(rng());
+    for (auto& e : entries) {
+      e.key.store(rng());
+      e.other.store(rng());
+    }
+    const uint32_t n = static_cast<uint32_t>(rng() % 32);  // 0..31
+    const uint32_t m = static_cast<uint32_t>(rng() % 29);  // 0..28
+    std::vector<uint64_t> keys(n), ekeys(m);
+    for (auto& k : keys) k = round % 4 == 0 ? specials[rng() % 4] : rng();
+    for (auto& k : ekeys) k = round % 4 == 1 ? specials[rng() % 4] : rng();
+    std::sort(keys.begin(), keys.end());
+    std::sort(ekeys.begin(), ekeys.end());
+    for (uint32_t i = 0; i < n; ++i) node[i].store(keys[i]);
+    for (uint32_t i = 0; i < m; ++i) entries[i].key.store(ekeys[i]);
+    for (int q = 0; q < 8; ++q) {
+      const uint64_t key = q < 4 ? specials[q] : (n > 0 && q == 4 ? keys[rng() % n] : rng());
+      const int want = reference(keys, n, key) + 1;  // count of keys <= key
+      EXPECT_EQ(static_cast<int>(simd::CountLeAvx2Whole<31>::count(node, n, 31, key)), want);
+      const int ewant = reference(ekeys, m, key);
+      EXPECT_EQ(simd::LastLeAvx2Whole<28>::last(entries, m, key), ewant);
+      if (avx512) {
+        EXPECT_EQ(static_cast<int>(simd::CountLeAvx512Whole<31>::count(node, n, 31, key)), want);
+        EXPECT_EQ(simd::LastLeAvx512Whole<28>::last(entries, m, key), ewant);
+      }
+    }
+  }
+}
+
 TEST(SimdSearch, LevelIsNamed) {
   const std::string_view n = simd::level_name(simd::level());
   EXPECT_TRUE(n == "scalar" || n == "avx2" || n == "avx512") << n;

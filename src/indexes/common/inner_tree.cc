@@ -691,16 +691,27 @@ Route TreeImpl<K>::descend_single(K key) const {
   }
 }
 
+// With a fixed capacity the whole node's slots are compared (the Whole
+// searches: no load masks; a node is zeroed when made, and the slots past
+// the count are node memory), which only a single thread may do.
 template <class K>
 template <uint32_t kCap>
 __attribute__((target("avx512f,popcnt"), flatten)) Route TreeImpl<K>::find_single_avx512(
     K key) const {
-  return descend_single<simd::CountLeAvx512, kCap>(key);
+  if constexpr (kCap != 0) {
+    return descend_single<simd::CountLeAvx512Whole<kCap>, kCap>(key);
+  } else {
+    return descend_single<simd::CountLeAvx512, kCap>(key);
+  }
 }
 template <class K>
 template <uint32_t kCap>
 __attribute__((target("avx2,popcnt"), flatten)) Route TreeImpl<K>::find_single_avx2(K key) const {
-  return descend_single<simd::CountLeAvx2, kCap>(key);
+  if constexpr (kCap != 0) {
+    return descend_single<simd::CountLeAvx2Whole<kCap>, kCap>(key);
+  } else {
+    return descend_single<simd::CountLeAvx2, kCap>(key);
+  }
 }
 template <class K>
 template <uint32_t kCap>

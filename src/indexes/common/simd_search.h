@@ -38,6 +38,9 @@ static_assert(sizeof(KeyEntry) == 16);
 namespace detail {
 /// Lanes of the step at key i that hold keys < n: min(n - i, lanes), 0 when
 /// i >= n (conditional moves, not branches).
+/// The low n bits set (all 64 for n >= 64): the mask that cuts a whole
+/// node's compare bits to its first n slots (the *Whole searches).
+inline uint64_t low_bits(uint32_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
 inline uint32_t lanes_left(uint32_t n, uint32_t i, uint32_t lanes) {
   const uint32_t left = n > i ? n - i : 0;
   return left < lanes ? left : lanes;
@@ -132,6 +135,53 @@ struct LastLeAvx512 {
     const uint32_t le = static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(m1 & kKeys, a, k)) |
                         static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(m2 & kKeys, b, k)) << 8;
     return static_cast<uint32_t>(std::popcount(le));
+  }
+};
+
+/// last_le over a whole node of kEntries entries (16 B each: key, value),
+/// for one thread whose node memory past entry n-1 is readable (fastfair's
+/// single-threaded lookups: a node is node_size bytes, its kEntries entries
+/// fill it to the end): every entry is loaded with plain vector loads, the
+/// keys compared, and the mask cut to the first n entries afterwards, so the
+/// search has a fixed trip count (no loop exit on n to mispredict) and no
+/// load masks. Not lock-free (see CountLeAvx512Whole). kEntries a multiple
+/// of 4 (AVX-512: four entries a load; AVX2: two), at most 32.
+template <uint32_t kEntries>
+struct LastLeAvx512Whole {
+  __attribute__((target("avx512f,popcnt"))) static int last(const KeyEntry* e, uint32_t n,
+                                                            uint64_t key) {
+    static_assert(kEntries % 4 == 0 && kEntries <= 32);
+    constexpr __mmask8 kKeys = 0x55;  // lanes 0, 2, 4, 6: the keys
+    const __m512i k = _mm512_set1_epi64(static_cast<long long>(key));
+    const auto* w = reinterpret_cast<const char*>(e);
+    uint64_t le = 0;  // bit 2i: entry i's key <= key
+#pragma GCC unroll 8
+    for (uint32_t q = 0; q < kEntries / 4; ++q) {
+      const __m512i v = _mm512_loadu_si512(w + 64 * q);
+      le |= static_cast<uint64_t>(_mm512_mask_cmple_epu64_mask(kKeys, v, k)) << (8 * q);
+    }
+    return static_cast<int>(std::popcount(le & detail::low_bits(2 * n))) - 1;
+  }
+};
+template <uint32_t kEntries>
+struct LastLeAvx2Whole {
+  __attribute__((target("avx2,popcnt"))) static int last(const KeyEntry* e, uint32_t n,
+                                                         uint64_t key) {
+    static_assert(kEntries % 2 == 0 && kEntries <= 32);
+    const __m256i flip = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
+    const __m256i k = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(key)), flip);
+    const auto* w = reinterpret_cast<const char*>(e);
+    uint64_t gt = 0;  // bit 2i: entry i's key > key (odd bits: values, ignored)
+#pragma GCC unroll 16
+    for (uint32_t q = 0; q < kEntries / 2; ++q) {
+      const __m256i v =
+          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32 * q)), flip);
+      gt |= static_cast<uint64_t>(static_cast<uint32_t>(
+                _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, k)))))
+            << (4 * q);
+    }
+    return static_cast<int>(std::popcount(~gt & detail::low_bits(2 * n) & 0x5555555555555555ull)) -
+           1;
   }
 };
 
@@ -271,6 +321,56 @@ struct CountLeAvx512 {
       le |= static_cast<uint64_t>(_mm512_mask_cmple_epu64_mask(mq, v, kk)) << (8 * q);
     }
     return static_cast<uint32_t>(std::popcount(le));
+  }
+};
+
+/// count_le over a whole node of kSpan key slots, for a caller whose slots
+/// past n are readable memory (a DRAM inner node is zeroed when made, and its
+/// kSpan slots always allocated): every slot is loaded with a plain vector
+/// load and compared, and the compare mask is cut to the first n bits
+/// afterwards, so no load mask is computed (AVX-512: 4 loads, 4 compares
+/// and a popcnt for 31 keys; AVX2: 8 of each for 31). Not lock-free like
+/// count_le: a slot past n may change under a racing writer, which only the
+/// final mask hides, so it is for InnerTree::find_single, one thread. kSpan
+/// a multiple of the lanes, or the last step reads up to 3 (AVX2) or 7
+/// (AVX-512) words past the slots: a 512 B node's 31 slots are followed by
+/// its children, still node memory. n <= kSpan <= 64.
+template <uint32_t kSpan>
+struct CountLeAvx512Whole {
+  __attribute__((target("avx512f,popcnt"))) static uint32_t count(const std::atomic<uint64_t>* k,
+                                                                  uint32_t n, uint32_t /*span*/,
+                                                                  uint64_t key) {
+    static_assert(kSpan <= 64);
+    const __m512i kk = _mm512_set1_epi64(static_cast<long long>(key));
+    const auto* w = reinterpret_cast<const char*>(k);
+    uint64_t le = 0;
+#pragma GCC unroll 8
+    for (uint32_t q = 0; q < (kSpan + 7) / 8; ++q) {
+      const __m512i v = _mm512_loadu_si512(w + 64 * q);
+      le |= static_cast<uint64_t>(_mm512_cmple_epu64_mask(v, kk)) << (8 * q);
+    }
+    return static_cast<uint32_t>(std::popcount(le & detail::low_bits(n)));
+  }
+};
+template <uint32_t kSpan>
+struct CountLeAvx2Whole {
+  __attribute__((target("avx2,popcnt"))) static uint32_t count(const std::atomic<uint64_t>* k,
+                                                               uint32_t n, uint32_t /*span*/,
+                                                               uint64_t key) {
+    static_assert(kSpan <= 64);
+    const __m256i flip = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
+    const __m256i kk = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(key)), flip);
+    const auto* w = reinterpret_cast<const char*>(k);
+    uint64_t gt = 0;
+#pragma GCC unroll 16
+    for (uint32_t q = 0; q < (kSpan + 3) / 4; ++q) {
+      const __m256i v =
+          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 32 * q)), flip);
+      gt |= static_cast<uint64_t>(static_cast<uint32_t>(
+                _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, kk)))))
+            << (4 * q);
+    }
+    return static_cast<uint32_t>(std::popcount(~gt & detail::low_bits(n)));
   }
 };
 

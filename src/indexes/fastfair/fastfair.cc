@@ -695,11 +695,80 @@ std::optional<Value> FastFairT<K>::lookup_routed_scalar(ProbeArg key) {
   return lookup_with<simd::LastLeScalar, true>(key);
 }
 
+// Single-threaded, 512 B nodes, inner=pm: every node a lookup visits is
+// searched whole (28 entries, a fixed trip count), as one thread may
+// (simd::LastLeAvx512Whole).
+template <class K>
+template <class Search, uint32_t kNodeBytes>
+std::optional<Value> FastFairT<K>::lookup_single(ProbeArg key) const {
+  if constexpr (kStringKeys) {
+    (void)key;
+    std::abort();  // unreachable: lookup() takes it for integer keys only
+  } else {
+    char* const base = pool_->base();
+    const auto at = [base](uint64_t off) { return reinterpret_cast<Node*>(base + off); };
+    uint64_t cur = root_offset();
+    uint64_t next_off = 0;  // the node right of `cur` as its parent names it (0 = unknown)
+    uint64_t next_low = 0;  // that node's low_key
+    while (true) {
+      Node* n = at(cur);
+      const uint64_t sib = n->sibling.load(kRlx);
+      if (sib != 0) {
+        const uint64_t ub = sib == next_off ? next_low : at(sib)->low_key.load(kRlx);
+        if (word_le(ub, key)) {  // a split moved the key's range right (FAST&FAIR §4.2)
+          cur = sib;
+          next_off = 0;
+          continue;
+        }
+      }
+      Entry* e = n->entries();
+      const uint32_t cnt = clamp_count(n);
+      const int i = Search::last(reinterpret_cast<const simd::KeyEntry*>(e), cnt, key);
+      if (n->level() == 0) {
+        const Entry& hit = e[i >= 0 ? i : 0];
+        if (i >= 0 && word_eq(hit.key.load(kRlx), key)) return hit.value.load(kRlx);
+        return std::nullopt;
+      }
+      const uint64_t found = uint64_t{0} - (i >= 0 ? 1u : 0u);  // all ones when i >= 0
+      const uint64_t child = e[i >= 0 ? i : 0].value.load(kRlx);
+      const uint64_t next = (child & found) | (n->leftmost.load(kRlx) & ~found);
+      const uint32_t j = static_cast<uint32_t>(i + 1);
+      const uint64_t named = uint64_t{0} - (j < cnt ? 1u : 0u);
+      const uint32_t nj = j < cnt ? j : 0;
+      next_off = e[nj].value.load(kRlx) & named;
+      next_low = e[nj].key.load(kRlx);
+      prefetch_bytes_fixed<kNodeBytes>(at(next));
+      cur = next;
+    }
+  }
+}
+
+template <class K>
+__attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value>
+FastFairT<K>::lookup_whole_avx512(ProbeArg key) {
+  return lookup_single<simd::LastLeAvx512Whole<kWholeEntries>, 512>(key);
+}
+template <class K>
+__attribute__((target("avx2,popcnt"), flatten)) std::optional<Value>
+FastFairT<K>::lookup_whole_avx2(ProbeArg key) {
+  return lookup_single<simd::LastLeAvx2Whole<kWholeEntries>, 512>(key);
+}
+
 template <class K>
 std::optional<Value> FastFairT<K>::lookup(K k) {
   const InFlight in_flight(records_);
   const Probe key = probe(k);
   if constexpr (kStringKeys) return lookup_scalar(key);  // never inner=dram
+  if (single_ && cap_ == kWholeEntries && !inner_dram_) {
+    switch (simd::search_level()) {
+      case simd::Level::kAvx512:
+        return lookup_whole_avx512(key);
+      case simd::Level::kAvx2:
+        return lookup_whole_avx2(key);
+      case simd::Level::kScalar:
+        break;
+    }
+  }
   switch (simd::search_level()) {
     case simd::Level::kAvx512:
       return inner_dram_ ? lookup_routed_avx512(key) : lookup_avx512(key);

@@ -108,6 +108,9 @@ inline constexpr uint32_t kNodeMagic = 0x444e4646u;
 inline constexpr uint32_t kHeaderBytes = 64;
 /// Bytes per entry {key, value}.
 inline constexpr uint32_t kEntryBytes = 16;
+/// Entries of a 512 B node (the default size): 28, which the single-threaded
+/// lookup searches whole (FastFairT::lookup_whole_avx512).
+inline constexpr uint32_t kWholeEntries = (512 - kHeaderBytes) / kEntryBytes;
 
 /// The root object: one 64 B allocator block; Pool::root() -> it.
 ///   offset size  field
@@ -383,6 +386,19 @@ class FastFairT final : public PersistentIndexOf<K> {
   __attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> lookup_routed_avx2(
       ProbeArg key);
   std::optional<Value> lookup_routed_scalar(ProbeArg key);
+  /// The single-threaded lookup (set_single_threaded, inner=pm, integer
+  /// keys): descend_with's moves (right while the key is >= the sibling's
+  /// low key, else down by Search) and lookup_with's leaf search, with no
+  /// lock word touched, the pool base read once, and a fixed kNodeBytes
+  /// prefetch of each child.
+  template <class Search, uint32_t kNodeBytes>
+  std::optional<Value> lookup_single(ProbeArg key) const;
+  /// Single-threaded lookups over 512 B nodes (28 entries, the default):
+  /// the whole-node searches (simd::LastLe*Whole<28>), one per SIMD level.
+  __attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value> lookup_whole_avx512(
+      ProbeArg key);
+  __attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> lookup_whole_avx2(
+      ProbeArg key);
   /// multi_lookup's groups (integer keys) with one SIMD level's search.
   template <class Search>
   void multi_lookup_with(std::span<const K> keys, std::span<std::optional<Value>> out);
