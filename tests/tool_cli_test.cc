@@ -1289,6 +1289,13 @@ TEST_F(Cli, PlotPyTpccSummaryAndPlot) {
     const Outcome r = nvindex("tpcc --index btree,fastfair -w 1 -n 400 --quiet --format json -c " +
                               std::to_string(clients) + " --output " + out);
     ASSERT_EQ(r.rc, 0) << r.err;
+    // The report names the page backing of fastfair's pools; btree has none.
+    const nlohmann::json j = nlohmann::json::parse(slurp(out));
+    EXPECT_FALSE(j["results"][0].contains("pool_pages")) << j["results"][0]["index"];
+    const nlohmann::json& pages = j["results"][1]["pool_pages"];
+    EXPECT_GE(pages["page_bytes"].get<uint64_t>(), 4096u);
+    EXPECT_GT(pages["resident_bytes"].get<uint64_t>(), 0u);
+    EXPECT_LE(pages["huge_bytes"].get<uint64_t>(), pages["resident_bytes"].get<uint64_t>());
   }
   const std::string dir = tmp_path("tpcc-plots"), summary = dir + "/summary.txt";
   fs::create_directories(dir);

@@ -238,22 +238,6 @@ std::string bytes_str(uint64_t b) {
   return fmt::format("{} B", b);
 }
 
-/// "4 KiB pages; 0 B of 138.00 MiB resident on transparent huge pages
-/// (0%)" or "2 MiB pages; 138.00 MiB resident": how a pool's mapping was backed
-/// (pm::PageBacking).
-std::string pool_pages_text(const pm::PageBacking& b) {
-  const uint64_t p = b.page_bytes;
-  std::string s = p >= (1ull << 30) && p % (1ull << 30) == 0   ? fmt::format("{} GiB", p >> 30)
-                  : p >= (1ull << 20) && p % (1ull << 20) == 0 ? fmt::format("{} MiB", p >> 20)
-                  : p >= 1024 && p % 1024 == 0                 ? fmt::format("{} KiB", p >> 10)
-                                                               : fmt::format("{} B", p);
-  s += " pages";
-  if (b.page_bytes > 4096) return s + fmt::format("; {} resident", bytes_str(b.resident_bytes));
-  return s + fmt::format("; {} of {} resident on transparent huge pages ({:.0f}%)",
-                         bytes_str(b.huge_bytes), bytes_str(b.resident_bytes),
-                         b.resident_bytes ? 100.0 * b.huge_bytes / b.resident_bytes : 0.0);
-}
-
 void pm_text(std::string* s, std::string_view phase, const pm::CounterSnapshot& c, uint64_t ops,
              bool media) {
   *s += fmt::format(
@@ -454,10 +438,7 @@ json result_json(const IndexResult& r) {
   };
   if (!r.device_path.empty()) j["device"] = r.device_path;
   if (r.pool_pages.known) {
-    j["pool_pages"] = {{"page_bytes", r.pool_pages.page_bytes},
-                       {"mapped_bytes", r.pool_pages.mapped_bytes},
-                       {"resident_bytes", r.pool_pages.resident_bytes},
-                       {"huge_bytes", r.pool_pages.huge_bytes}};
+    j["pool_pages"] = pool_pages_json(r.pool_pages);
   }
   if (r.info.caps.plugin) {
     // Its keys were counted by scans (verify()); its nodes are its own.
@@ -472,6 +453,29 @@ json result_json(const IndexResult& r) {
     j["pool"] = r.pool_path;
   }
   return j;
+}
+
+// "4 KiB pages; 0 B of 138.00 MiB resident on transparent huge pages
+// (0%)" or "2 MiB pages; 138.00 MiB resident": how a pool's mapping was backed
+// (pm::PageBacking).
+std::string pool_pages_text(const pm::PageBacking& b) {
+  const uint64_t p = b.page_bytes;
+  std::string s = p >= (1ull << 30) && p % (1ull << 30) == 0   ? fmt::format("{} GiB", p >> 30)
+                  : p >= (1ull << 20) && p % (1ull << 20) == 0 ? fmt::format("{} MiB", p >> 20)
+                  : p >= 1024 && p % 1024 == 0                 ? fmt::format("{} KiB", p >> 10)
+                                                               : fmt::format("{} B", p);
+  s += " pages";
+  if (b.page_bytes > 4096) return s + fmt::format("; {} resident", bytes_str(b.resident_bytes));
+  return s + fmt::format("; {} of {} resident on transparent huge pages ({:.0f}%)",
+                         bytes_str(b.huge_bytes), bytes_str(b.resident_bytes),
+                         b.resident_bytes ? 100.0 * b.huge_bytes / b.resident_bytes : 0.0);
+}
+
+json pool_pages_json(const pm::PageBacking& b) {
+  return {{"page_bytes", b.page_bytes},
+          {"mapped_bytes", b.mapped_bytes},
+          {"resident_bytes", b.resident_bytes},
+          {"huge_bytes", b.huge_bytes}};
 }
 
 json machine_json(const MachineInfo& m) {

@@ -111,6 +111,7 @@
 
 #include "bench/driver.h"
 #include "bench/workload.h"
+#include "nvindex/pm/pool.h"
 #include "nvindex/status.h"
 
 namespace nvindex::bench {
@@ -152,6 +153,14 @@ struct BenchReport {
 nlohmann::json options_json(const BenchReport& report);
 /// The "machine" object of a JSON report (nvindex.bench/1, nvindex.tpcc/1).
 nlohmann::json machine_json(const MachineInfo& m);
+
+/// How a pool's mapping was backed by pages, for a report (every tool that
+/// runs on pools names it; docs/bench.md, "Page size"): text "4 KiB pages;
+/// 0 B of 138.00 MiB resident on transparent huge pages (0%)" or "2 MiB
+/// pages; 138.00 MiB resident", JSON {page_bytes, mapped_bytes,
+/// resident_bytes, huge_bytes} (bytes).
+std::string pool_pages_text(const pm::PageBacking& b);
+nlohmann::json pool_pages_json(const pm::PageBacking& b);
 /// The whole report as JSON, schema kBenchSchema (see the file comment).
 nlohmann::json report_json(const BenchReport& report);
 /// One result as a JSON object (an element of "results").

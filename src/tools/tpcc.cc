@@ -79,8 +79,9 @@ struct TpccResult {
   tpcc::CheckReport check;
   Status check_status;
   size_t row_bytes = 0;
-  std::string rows_in = "dram";                ///< where rows live: dram | pm
-  uint64_t cap = 0;                            ///< the run's transaction limit (0: none)
+  pm::PageBacking pool_pages;    ///< the pools' page backing after the run (known: any pool)
+  std::string rows_in = "dram";  ///< where rows live: dram | pm
+  uint64_t cap = 0;              ///< the run's transaction limit (0: none)
   std::optional<bench::Joules> run_energy;     ///< with --energy, when the machine has RAPL
   std::optional<tpcc::RowsRecovery> recovery;  ///< --check-only: what reopening did
   uint32_t warehouses = 0;                     ///< --check-only: the database's
@@ -180,6 +181,7 @@ json result_json(const TpccResult& r) {
   }
   j["row_bytes"] = r.row_bytes;
   j["rows_in"] = r.rows_in;
+  if (r.pool_pages.known) j["pool_pages"] = bench::pool_pages_json(r.pool_pages);
   j["check"] = check_json(r);
   return j;
 }
@@ -244,6 +246,9 @@ void print_text(std::FILE* f, const TpccArgs& a, const std::vector<TpccResult>& 
                  with_commas(keys).c_str(), r.load.seconds,
                  with_commas(static_cast<uint64_t>(keys / std::max(r.load.seconds, 1e-9))).c_str(),
                  static_cast<double>(r.row_bytes) / (1 << 20), rows_place_text(r.rows_in));
+    if (r.pool_pages.known) {
+      std::fprintf(f, "  pool pages: %s\n", bench::pool_pages_text(r.pool_pages).c_str());
+    }
     const uint64_t tx = r.run.transactions();
     const double tps = r.run.seconds > 0 ? static_cast<double>(tx) / r.run.seconds : 0;
     std::fprintf(f, "  run: %s transactions in %.2f s: %s tx/s%s\n", with_commas(tx).c_str(),
@@ -536,6 +541,7 @@ int run_tpcc(const TpccArgs& a) {
       if (!a.quiet) std::fprintf(stderr, "tpcc %s: checking consistency\n", r.index.c_str());
       r.check_status = tpcc::check_consistency(*db, &r.check);
       r.row_bytes = db->row_bytes();
+      r.pool_pages = db->pool_pages();
       failed = failed || !r.check_status.ok();
     }
     failed = failed || !r.error.ok();

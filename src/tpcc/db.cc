@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -452,6 +453,23 @@ Status Database::reclaim_rows(RowsRecovery* rec) {
   pool.consume_close_record(reached);
   rec->free_blocks = alloc.end_recovery().reclaimed_blocks;
   return Status::Ok();
+}
+
+pm::PageBacking Database::pool_pages() const {
+  pm::PageBacking sum;
+  auto add = [&sum](const pm::Pool* p) {
+    if (p == nullptr) return;
+    const pm::PageBacking b = p->page_backing();
+    if (!b.known) return;
+    sum.known = true;
+    sum.page_bytes = std::max(sum.page_bytes, b.page_bytes);
+    sum.mapped_bytes += b.mapped_bytes;
+    sum.resident_bytes += b.resident_bytes;
+    sum.huge_bytes += b.huge_bytes;
+  };
+  for (const auto& p : pools_) add(p.get());
+  add(rows_pool_.get());
+  return sum;
 }
 
 size_t Database::row_bytes() const {

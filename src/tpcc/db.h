@@ -186,6 +186,10 @@ class Database {
 
   const DbOptions& options() const { return options_; }
   uint32_t warehouses() const { return options_.warehouses; }
+  /// How the pools' mappings are backed by pages (pm::PageBacking summed
+  /// over the table pools and rows.pool; page_bytes the largest): known
+  /// false for a volatile index, whose tables have no pool.
+  pm::PageBacking pool_pages() const;
   /// Bytes of rows: over every DRAM arena, or the rows pool's allocated
   /// blocks (rows rounded up to their allocator class, plus the root and
   /// the logs).
