@@ -201,8 +201,9 @@ struct IndexOptions {
   double fill_factor = 1.0;  ///< bulk-load fill of each node's slots, (0, 1]
   /// Worker threads the caller will call the index from. Indexes with a
   /// parallel recovery (lbtree) rebuild with this many threads; an index may
-  /// drop its synchronization when it is 1 (absl-btree takes no lock and then
-  /// reports caps.thread_safe false), so a caller that will call an index
+  /// drop its synchronization when it is 1 (absl-btree takes no lock, lbtree
+  /// and fastfair read and take no version; each then reports
+  /// caps.thread_safe false), so a caller that will call an index
   /// concurrently must pass its number of threads (> 1).
   unsigned threads = 1;
   /// Block-device indexes only (placement kBlockDevice, needs_device()):
@@ -412,7 +413,8 @@ struct IndexEntry {
   std::string_view description;  ///< one line: design and source paper
   /// What an instance made with the default options and
   /// IndexOptions::threads > 1 claims in info().caps (one made with
-  /// threads == 1 may claim less: absl-btree drops thread_safe).
+  /// threads == 1 may claim less: absl-btree, lbtree and fastfair drop
+  /// thread_safe).
   Capabilities caps;
   /// Smallest node size (bytes) the index accepts, 0 for an index without
   /// nodes; tests and the crash lab use it to make splits happen within a few
