@@ -725,22 +725,23 @@ Route InnerTreeT<K>::find_single(K key) const {
   if constexpr (std::is_same_v<K, std::string_view>) {
     return m.template descend_single<CountLeString, 0>(key);
   } else {
-    // 256 B and 512 B nodes (15 and 31 separators) get their own descents.
+    // 256 B and 512 B nodes (15 and 31 separators) get their own descents;
+    // `at` calls find(std::integral_constant<uint32_t, kCap>) with the
+    // tree's kCap, 0 for any other capacity.
+    const auto at = [&m](auto find) {
+      return m.cap == 15   ? find(std::integral_constant<uint32_t, 15>{})
+             : m.cap == 31 ? find(std::integral_constant<uint32_t, 31>{})
+                           : find(std::integral_constant<uint32_t, 0>{});
+    };
     switch (simd::search_level()) {
       case simd::Level::kAvx512:
-        return m.cap == 15   ? m.template find_single_avx512<15>(key)
-               : m.cap == 31 ? m.template find_single_avx512<31>(key)
-                             : m.template find_single_avx512<0>(key);
+        return at([&](auto c) { return m.template find_single_avx512<c()>(key); });
       case simd::Level::kAvx2:
-        return m.cap == 15   ? m.template find_single_avx2<15>(key)
-               : m.cap == 31 ? m.template find_single_avx2<31>(key)
-                             : m.template find_single_avx2<0>(key);
+        return at([&](auto c) { return m.template find_single_avx2<c()>(key); });
       case simd::Level::kScalar:
         break;
     }
-    return m.cap == 15   ? m.template find_single_scalar<15>(key)
-           : m.cap == 31 ? m.template find_single_scalar<31>(key)
-                         : m.template find_single_scalar<0>(key);
+    return at([&](auto c) { return m.template find_single_scalar<c()>(key); });
   }
 }
 

@@ -452,10 +452,25 @@ uint64_t FastFairT<K>::split(uint64_t xoff, uint64_t noff, uint64_t low_record) 
 // and the parent's next entry are chosen by masks, not branches: a
 // mispredicted branch that waits for a node's miss keeps the next lookup's
 // misses from overlapping this one's (inner_tree.cc, find).
+// kWholeBytes != 0: the single-threaded lookup over nodes of that size
+// (set_single_threaded; lookup_whole_*): the lock primitives, no-ops there,
+// are compiled out rather than tested, the pool base is read once, and each
+// child's prefetch is a fixed run of lines.
 template <class K>
-template <class Search>
+template <class Search, uint32_t kWholeBytes>
 typename FastFairT<K>::Descend FastFairT<K>::descend_with(ProbeArg key, uint32_t level,
                                                           uint64_t* off, uint64_t* ver) const {
+  constexpr bool kSingle = kWholeBytes != 0;
+  char* const base = pool_->base();
+  const auto node = [base](uint64_t o) { return reinterpret_cast<Node*>(base + o); };
+  const auto read_lock = [this](uint64_t o, uint64_t* v) {
+    if constexpr (kSingle) return (*v = 0, true);
+    return this->read_lock(o, v);
+  };
+  const auto validate = [this](uint64_t o, uint64_t v) {
+    if constexpr (kSingle) return true;
+    return this->validate(o, v);
+  };
   uint64_t cur = root_offset();
   uint64_t v = 0;
   if (!read_lock(cur, &v)) return Descend::kRestart;
@@ -503,7 +518,12 @@ typename FastFairT<K>::Descend FastFairT<K>::descend_with(ProbeArg key, uint32_t
       next_off = e[at].value.load(kAcq) & named;
       next_low = e[at].key.load(kAcq);
     }
-    prefetch_node(next);  // a hint: harmless even if validation fails
+    // A hint: harmless even if validation fails.
+    if constexpr (kSingle) {
+      prefetch_bytes_fixed<kWholeBytes>(node(next));
+    } else {
+      prefetch_node(next);
+    }
     if (!validate(cur, v)) return Descend::kRestart;
     uint64_t nv = 0;
     if (!read_lock(next, &nv)) return Descend::kRestart;
@@ -633,14 +653,14 @@ typename FastFairT<K>::Descend FastFairT<K>::lock_covering(ProbeArg key, uint32_
 // ---------------------------------------------------------------- reads
 
 template <class K>
-template <class Search, bool kRouted>
+template <class Search, bool kRouted, uint32_t kWholeBytes>
 std::optional<Value> FastFairT<K>::lookup_with(ProbeArg key) {
   while (true) {
     uint64_t off = 0, v = 0;
     if constexpr (kRouted) {
       if (route_leaf(key, &off, &v) != Descend::kOk) continue;
     } else {
-      if (descend_with<Search>(key, 0, &off, &v) != Descend::kOk) continue;
+      if (descend_with<Search, kWholeBytes>(key, 0, &off, &v) != Descend::kOk) continue;
     }
     Node* n = node(off);
     Entry* e = n->entries();
@@ -653,7 +673,7 @@ std::optional<Value> FastFairT<K>::lookup_with(ProbeArg key) {
     const Entry& at = e[i >= 0 ? i : 0];
     const bool found = i >= 0 && word_eq(at.key.load(kAcq), key);
     const Value val = at.value.load(kAcq);
-    if (!validate(off, v)) continue;
+    if (kWholeBytes == 0 && !validate(off, v)) continue;  // one thread: nothing to validate
     if (found) return val;
     return std::nullopt;
   }
@@ -699,59 +719,14 @@ std::optional<Value> FastFairT<K>::lookup_routed_scalar(ProbeArg key) {
 // searched whole (28 entries, a fixed trip count), as one thread may
 // (simd::LastLeAvx512Whole).
 template <class K>
-template <class Search, uint32_t kNodeBytes>
-std::optional<Value> FastFairT<K>::lookup_single(ProbeArg key) const {
-  if constexpr (kStringKeys) {
-    (void)key;
-    std::abort();  // unreachable: lookup() takes it for integer keys only
-  } else {
-    char* const base = pool_->base();
-    const auto at = [base](uint64_t off) { return reinterpret_cast<Node*>(base + off); };
-    uint64_t cur = root_offset();
-    uint64_t next_off = 0;  // the node right of `cur` as its parent names it (0 = unknown)
-    uint64_t next_low = 0;  // that node's low_key
-    while (true) {
-      Node* n = at(cur);
-      const uint64_t sib = n->sibling.load(kRlx);
-      if (sib != 0) {
-        const uint64_t ub = sib == next_off ? next_low : at(sib)->low_key.load(kRlx);
-        if (word_le(ub, key)) {  // a split moved the key's range right (FAST&FAIR §4.2)
-          cur = sib;
-          next_off = 0;
-          continue;
-        }
-      }
-      Entry* e = n->entries();
-      const uint32_t cnt = clamp_count(n);
-      const int i = Search::last(reinterpret_cast<const simd::KeyEntry*>(e), cnt, key);
-      if (n->level() == 0) {
-        const Entry& hit = e[i >= 0 ? i : 0];
-        if (i >= 0 && word_eq(hit.key.load(kRlx), key)) return hit.value.load(kRlx);
-        return std::nullopt;
-      }
-      const uint64_t found = uint64_t{0} - (i >= 0 ? 1u : 0u);  // all ones when i >= 0
-      const uint64_t child = e[i >= 0 ? i : 0].value.load(kRlx);
-      const uint64_t next = (child & found) | (n->leftmost.load(kRlx) & ~found);
-      const uint32_t j = static_cast<uint32_t>(i + 1);
-      const uint64_t named = uint64_t{0} - (j < cnt ? 1u : 0u);
-      const uint32_t nj = j < cnt ? j : 0;
-      next_off = e[nj].value.load(kRlx) & named;
-      next_low = e[nj].key.load(kRlx);
-      prefetch_bytes_fixed<kNodeBytes>(at(next));
-      cur = next;
-    }
-  }
-}
-
-template <class K>
 __attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value>
 FastFairT<K>::lookup_whole_avx512(ProbeArg key) {
-  return lookup_single<simd::LastLeAvx512Whole<kWholeEntries>, 512>(key);
+  return lookup_with<simd::LastLeAvx512Whole<kWholeEntries>, false, 512>(key);
 }
 template <class K>
 __attribute__((target("avx2,popcnt"), flatten)) std::optional<Value>
 FastFairT<K>::lookup_whole_avx2(ProbeArg key) {
-  return lookup_single<simd::LastLeAvx2Whole<kWholeEntries>, 512>(key);
+  return lookup_with<simd::LastLeAvx2Whole<kWholeEntries>, false, 512>(key);
 }
 
 template <class K>

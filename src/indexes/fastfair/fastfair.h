@@ -359,10 +359,14 @@ class FastFairT final : public PersistentIndexOf<K> {
   /// descend() and lookup() with the node search of one SIMD level inlined
   /// (simd_search.h policies; fastfair.cc, "descent"). String keys use the
   /// scalar policy type only as a tag: their search is last_le().
-  template <class Search>
+  /// kWholeBytes != 0: one calling thread (set_single_threaded) and nodes of
+  /// that many bytes: no lock primitive compiled in, the pool base read
+  /// once, a fixed prefetch of each child (the whole-node searches' lookups).
+  template <class Search, uint32_t kWholeBytes = 0>
   Descend descend_with(ProbeArg key, uint32_t level, uint64_t* off, uint64_t* ver) const;
-  /// kRouted: the leaf through route_leaf (inner=dram), else descend_with.
-  template <class Search, bool kRouted = false>
+  /// kRouted: the leaf through route_leaf (inner=dram), else descend_with
+  /// (kWholeBytes passed on; no leaf validation when it is not 0).
+  template <class Search, bool kRouted = false, uint32_t kWholeBytes = 0>
   std::optional<Value> lookup_with(ProbeArg key);
   // The SIMD level's attributes are on these declarations: GCC ignores
   // attributes on the out-of-class definition of a class template's member,
@@ -386,15 +390,9 @@ class FastFairT final : public PersistentIndexOf<K> {
   __attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> lookup_routed_avx2(
       ProbeArg key);
   std::optional<Value> lookup_routed_scalar(ProbeArg key);
-  /// The single-threaded lookup (set_single_threaded, inner=pm, integer
-  /// keys): descend_with's moves (right while the key is >= the sibling's
-  /// low key, else down by Search) and lookup_with's leaf search, with no
-  /// lock word touched, the pool base read once, and a fixed kNodeBytes
-  /// prefetch of each child.
-  template <class Search, uint32_t kNodeBytes>
-  std::optional<Value> lookup_single(ProbeArg key) const;
   /// Single-threaded lookups over 512 B nodes (28 entries, the default):
-  /// the whole-node searches (simd::LastLe*Whole<28>), one per SIMD level.
+  /// lookup_with with the whole-node searches (simd::LastLe*Whole<28>) and
+  /// kWholeBytes 512, one per SIMD level.
   __attribute__((target("avx512f,popcnt"), flatten)) std::optional<Value> lookup_whole_avx512(
       ProbeArg key);
   __attribute__((target("avx2,popcnt"), flatten)) std::optional<Value> lookup_whole_avx2(

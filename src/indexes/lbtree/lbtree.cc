@@ -106,12 +106,12 @@ bool LbTreeT<K>::leaf_offset_ok(uint64_t off) const {
 // persisted, so a crash never leaves a leaf locked.
 // Single-threaded (set_single_threaded): no lock is taken, and so none is
 // released (unlock_leaf, and the new leaf's lock in split_and_insert, skip
-// too); only the leaf's lines are prefetched.
+// too); only the leaf's lines are prefetched (prefetch_leaf).
 template <class K>
 inner::Route LbTreeT<K>::lock_leaf_for(K key) {
   if (single_) {
     const inner::Route r = tree_->find_single(key);
-    prefetch_bytes(leaf(r.leaf).b, blocks_ * kBlockBytes);
+    prefetch_leaf(r.leaf);
     return r;
   }
   while (true) {
@@ -128,7 +128,7 @@ inner::Route LbTreeT<K>::lock_leaf_for(K key) {
 
 template <class K>
 inline void LbTreeT<K>::prefetch_leaf(uint64_t off) const {
-  versions_->prefetch(off);
+  if (!single_) versions_->prefetch(off);  // one thread reads no version
   prefetch_bytes(leaf(off).b, blocks_ * kBlockBytes);
 }
 
@@ -230,10 +230,9 @@ std::optional<Value> LbTreeT<K>::lookup(K key) {
     // is read or validated, and the leaf's DRAM version word is not
     // fetched (one line fewer per lookup).
     const inner::Route r = tree_->find_single(key);
-    const Leaf l = leaf(r.leaf);
-    prefetch_bytes(l.b, blocks_ * kBlockBytes);
+    prefetch_leaf(r.leaf);
     uint64_t val = 0;
-    if (find_in(l, key, f, nullptr, &val)) return val;
+    if (find_in(leaf(r.leaf), key, f, nullptr, &val)) return val;
     return std::nullopt;
   }
   while (true) {

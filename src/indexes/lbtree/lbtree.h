@@ -251,7 +251,8 @@ class LbTreeT final : public PersistentIndexOf<K> {
   void unlock_leaf(uint64_t off);
   /// Hints the CPU to fetch the leaf's lines and its DRAM version word in
   /// parallel (before a lookup reads them, or a writer's lock CAS, a full
-  /// barrier, would take their misses one at a time).
+  /// barrier, would take their misses one at a time); single-threaded, the
+  /// leaf's lines only.
   void prefetch_leaf(uint64_t off) const;
   Status split_and_insert(uint64_t off, K key, uint8_t f, uint64_t word, Value value);
   void write_anchors(const std::vector<uint64_t>& anchors);
