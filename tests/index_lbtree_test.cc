@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "indexes/common/fingerprint.h"
 #include "indexes/lbtree/lbtree.h"
 #include "nvindex/index.h"
 #include "nvindex/pm/allocator.h"
@@ -46,6 +47,25 @@ LbTree& lb(TestIndex& t) { return static_cast<LbTree&>(*t.index); }
 /// Live bitmap of block j of a leaf.
 uint64_t bitmap(const Leaf& l, uint32_t j) {
   return lbtree::load_header(l.live_hdr(j, l.alt())).bitmap();
+}
+
+// The integer fingerprint is stored in PM leaves, so it is a format: the
+// low byte of XXH3_64bits over the key's 8 bytes. fingerprint() computes it
+// by XXH3's 4..8-byte path; these values were printed by libxxhash's own
+// XXH3_64bits (0.8.1, not inlined), and the rest is checked against
+// XXH3_64bits as xxhash.h inlines it.
+TEST(LbTree, FingerprintIsTheLowByteOfXxh3) {
+  EXPECT_EQ(fingerprint(uint64_t{0}), 0xd9);
+  EXPECT_EQ(fingerprint(uint64_t{1}), 0x2e);
+  EXPECT_EQ(fingerprint(uint64_t{42}), 0xc8);
+  EXPECT_EQ(fingerprint(uint64_t{0xdeadbeefcafef00d}), 0xa8);
+  EXPECT_EQ(fingerprint(UINT64_MAX), 0x13);
+  EXPECT_EQ(fingerprint(uint64_t{1} << 63), 0x5f);
+  std::mt19937_64 rng(35);
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t k = rng();
+    ASSERT_EQ(fingerprint(k), static_cast<uint8_t>(XXH3_64bits(&k, sizeof(k)))) << k;
+  }
 }
 
 TEST(LbTree, InfoClaims) {
