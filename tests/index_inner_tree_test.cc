@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -184,6 +185,31 @@ TEST(InnerTreeDeath, WrongLeftAborts) {
   EXPECT_DEATH(InnerTree bad(100), "node_size 100 invalid");
 }
 
+// insert_separator's hint is followed exactly when its node is unchanged
+// and has room: a valid hint for another leaf's node then names the wrong
+// node, which the `left` check catches (so the hint was used, not the
+// descent); once that node changed, the same hint is ignored.
+TEST(InnerTreeDeath, AHintIsFollowedOnlyWhileItsNodeIsUnchanged) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  InnerTree t(256);  // fill 0.5: level-1 nodes with room
+  const std::vector<LeafRef> leaves = make_leaves(1000);
+  ASSERT_TRUE(t.build(leaves, 0.5).ok());
+  const Route r = t.find(leaves[3].first);
+  ASSERT_EQ(r.leaf, off_of(3));
+  ASSERT_NE(t.find(leaves[500].first).parent, r.parent);
+  EXPECT_DEATH(t.insert_separator(off_of(500), leaves[500].first + 2, off_of(5000), &r),
+               "not the leaf covering");
+  // Change r's node (split leaf 4, its neighbour): the hint is stale and
+  // ignored, and the split of leaf 500 goes in by the descent.
+  t.insert_separator(off_of(4), leaves[4].first + 2, off_of(5001), &r);
+  ASSERT_FALSE(t.validate(r));
+  t.insert_separator(off_of(500), leaves[500].first + 2, off_of(5002), &r);
+  EXPECT_EQ(t.find(leaves[500].first + 2).leaf, off_of(5002));
+  EXPECT_EQ(t.find(leaves[4].first + 2).leaf, off_of(5001));
+  EXPECT_EQ(t.find(leaves[3].first).leaf, off_of(3));
+  EXPECT_TRUE(t.verify().ok()) << t.verify().ToString();
+}
+
 TEST(InnerTree, ValidateFailsExactlyWhenTheRoutingNodeChanged) {
   InnerTree t(256);  // fill 1.0: leaves 0..14 under the first level-1 node
   const std::vector<LeafRef> leaves = make_leaves(1000);
@@ -242,6 +268,8 @@ struct ModelCase {
 
 class InnerTreeModel : public ::testing::TestWithParam<ModelCase> {};
 
+// Also covers insert_separator's hint: a fresh Route skips the descent when
+// its node has room, a stale one (its node changed since) is ignored.
 TEST_P(InnerTreeModel, InsertSeparatorsMatchesStdMap) {
   const ModelCase c = GetParam();
   InnerTree t(c.node_size);
@@ -270,8 +298,23 @@ TEST_P(InnerTreeModel, InsertSeparatorsMatchesStdMap) {
         sep = base + 3 * (n - i);
         break;
     }
+    // The hint (a Route for a key of `left`): none, a fresh one, or (random
+    // order) one taken before another separator went in, which may have
+    // changed its node (then it must be ignored, not followed).
+    std::optional<Route> hint;
+    if (i % 3 == 1) hint = t.find_single(sep - 1);
+    if (i % 3 == 2 && c.order == Order::kRandom) {
+      hint = t.find(sep - 1);
+      uint64_t other = 0;
+      do {
+        other = base + rng() % (n * 8);
+      } while (other == sep || m.count(other) != 0);
+      t.insert_separator(model_leaf(m, other), other, next_off);
+      m.emplace(other, next_off);
+      next_off += 64;
+    }
     const uint64_t left = model_leaf(m, sep);
-    t.insert_separator(left, sep, next_off);
+    t.insert_separator(left, sep, next_off, hint ? &*hint : nullptr);
     m.emplace(sep, next_off);
     next_off += 64;
     check_key(t, m, sep);

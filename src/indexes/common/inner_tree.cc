@@ -763,7 +763,7 @@ Route InnerTreeT<K>::find(K key) const {
 }
 
 template <class K>
-void InnerTreeT<K>::insert_separator(uint64_t left, K sep, uint64_t right) {
+void InnerTreeT<K>::insert_separator(uint64_t left, K sep, uint64_t right, const Route* hint) {
   using Ops = KeyOps<K>;
   TreeImpl<K>& m = *impl_;
   const uint32_t cap = m.cap;
@@ -787,7 +787,17 @@ void InnerTreeT<K>::insert_separator(uint64_t left, K sep, uint64_t right) {
   // Inline storage: a split allocates nothing on the heap but the new nodes
   // (arena) unless the tree is over 32 levels deep.
   absl::InlinedVector<Step, 32> path;
-  Node* n = root;
+  // The level-1 node the caller's descent took, when it is unchanged (its
+  // version is the one read then, and no other inner writer runs: the
+  // mutex), so that it still routes to `left`, and has a free slot: then
+  // nothing above it changes, and it is the whole path. Otherwise (a full
+  // node, whose ancestors may split) the descent records every level.
+  Node* hinted = nullptr;
+  if (hint != nullptr && validate(*hint)) {
+    auto* x = static_cast<Node*>(const_cast<void*>(hint->parent));
+    if (node_count(x, kRlx) < cap) hinted = x;
+  }
+  Node* n = hinted != nullptr ? hinted : root;
   while (true) {
     const uint32_t cnt = node_count(n, kRlx);
     const int slot = route_below<K>(n, cap, cnt, sep);

@@ -199,7 +199,15 @@ class InnerTreeT {
   /// A caller bug (tree not built, `left` not covering the keys just below
   /// sep, `sep` not strictly inside left's range, sep the smallest key,
   /// right == 0) aborts with a message.
-  void insert_separator(uint64_t left, K sep, uint64_t right);
+  ///
+  /// `hint`: the Route find()/find_single() gave for a key of `left` (or
+  /// nullptr). When its level-1 node is unchanged since (validate(*hint),
+  /// checked under the mutex, which every inner writer holds) and has a
+  /// free slot, that node is the whole change: the descent from the root
+  /// is skipped (about 1,000 instructions per leaf split at 2M keys,
+  /// callgrind), and the checks on `left` and `sep` still run. Otherwise
+  /// the descent runs as without it.
+  void insert_separator(uint64_t left, K sep, uint64_t right, const Route* hint = nullptr);
 
   /// All leaves in key order with their low keys (the first is 0 or ""), as
   /// the tree routes them. Not safe against concurrent writers.
