@@ -247,6 +247,11 @@ class LbTreeT final : public PersistentIndexOf<K> {
   __attribute__((always_inline)) inline bool find_in(const Leaf& l, K key, uint8_t f,
                                                      SlotRef* where, uint64_t* value) const;
 
+  /// Algorithm 2 into leaf l (leaf_insert_fp), with the block count fixed
+  /// at compile time for 256 B leaves. Always inlined, as find_in.
+  __attribute__((always_inline)) inline bool insert_in(const Leaf& l, uint8_t f, uint64_t word,
+                                                       Value value);
+
   inner::Route lock_leaf_for(K key);
   void unlock_leaf(uint64_t off);
   /// Hints the CPU to fetch the leaf's lines and its DRAM version word in
@@ -254,7 +259,10 @@ class LbTreeT final : public PersistentIndexOf<K> {
   /// barrier, would take their misses one at a time); single-threaded, the
   /// leaf's lines only.
   void prefetch_leaf(uint64_t off) const;
-  Status split_and_insert(uint64_t off, K key, uint8_t f, uint64_t word, Value value);
+  /// Algorithm 3: splits the full leaf `at` routes to (locked by the
+  /// caller, unlocked here) and inserts (key, value) into the half that
+  /// covers it (lbtree.cc).
+  Status split_and_insert(const inner::Route& at, K key, uint8_t f, uint64_t word, Value value);
   void write_anchors(const std::vector<uint64_t>& anchors);
   std::vector<uint64_t> spread_anchors() const;
   uint32_t block_class() const;

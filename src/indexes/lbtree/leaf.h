@@ -177,11 +177,14 @@ struct SlotRef {
 /// match of fingerprint `f`, then the bitmap and, for each candidate, eq(key
 /// word) (integers: word == key; strings: the key record's bytes == key).
 /// Lock-free: the caller validates the leaf's version afterwards (or holds
-/// the lock). True and *where / *value when found.
-template <class Eq>
+/// the lock). True and *where / *value when found. kBlocks: the leaf's
+/// block count when known at compile time (1 for 256 B leaves: no block
+/// loop), 0 for l.blocks.
+template <uint32_t kBlocks = 0, class Eq>
 inline bool leaf_find_fp(const Leaf& l, uint8_t f, Eq&& eq, SlotRef* where, uint64_t* value) {
-  const bool alt = l.alt();
-  for (uint32_t j = 0; j < l.blocks; ++j) {
+  const uint32_t blocks = kBlocks != 0 ? kBlocks : l.blocks;
+  const bool alt = blocks > 1 && l.alt();  // block 0's header is the same under either alt
+  for (uint32_t j = 0; j < blocks; ++j) {
     const Header h = load_header(l.live_hdr(j, alt));
     for (uint32_t m = h.match(f); m != 0; m &= m - 1) {
       const uint32_t i = static_cast<uint32_t>(__builtin_ctz(m));
@@ -195,9 +198,11 @@ inline bool leaf_find_fp(const Leaf& l, uint8_t f, Eq&& eq, SlotRef* where, uint
   return false;
 }
 
-/// leaf_find_fp for an integer key (its fingerprint, word == key).
+/// leaf_find_fp for an integer key (its fingerprint, word == key); kBlocks
+/// as there.
+template <uint32_t kBlocks = 0>
 inline bool leaf_find(const Leaf& l, uint64_t key, SlotRef* where, uint64_t* value) {
-  return leaf_find_fp(
+  return leaf_find_fp<kBlocks>(
       l, fingerprint(key), [key](uint64_t w) { return w == key; }, where, value);
 }
 
@@ -218,12 +223,23 @@ inline bool for_each_live_slot(const Leaf& l, F&& f) {
   return true;
 }
 
+/// Set bits of a slot bitmap (bits 0..15 at most), inline: the portable
+/// build has no popcnt instruction, where __builtin_popcountll is a call
+/// into libgcc (21 instructions per insert, callgrind).
+inline int slot_count(uint64_t m) {
+  uint32_t x = static_cast<uint32_t>(m & 0xffff);
+  x = x - ((x >> 1) & 0x5555);
+  x = (x & 0x3333) + ((x >> 2) & 0x3333);
+  x = (x + (x >> 4)) & 0x0f0f;
+  return static_cast<int>((x + (x >> 8)) & 0x1f);
+}
+
 /// Live entries of the leaf.
 inline uint32_t leaf_count(const Leaf& l) {
   const bool alt = l.alt();
   uint32_t n = 0;
   for (uint32_t j = 0; j < l.blocks; ++j) {
-    n += static_cast<uint32_t>(__builtin_popcountll(load_header(l.live_hdr(j, alt)).bitmap()));
+    n += static_cast<uint32_t>(slot_count(load_header(l.live_hdr(j, alt)).bitmap()));
   }
   return n;
 }
@@ -253,27 +269,35 @@ inline uint32_t leaf_count(const Leaf& l) {
 /// as before; after it, as after; moved entries are never absent or twice
 /// visible. Two PM line writes, and the header line gains free slots for the
 /// next inserts.
+///
+/// kBlocks: the leaf's block count when known at compile time (1 for 256 B
+/// leaves: no block loop, no alt bit read), 0 for l.blocks. The stores and
+/// their order are the same either way.
+template <uint32_t kBlocks = 0>
 inline bool leaf_insert_fp(const Leaf& l, uint8_t f, uint64_t key, uint64_t value) {
-  const bool alt = l.alt();
+  const uint32_t blocks = kBlocks != 0 ? kBlocks : l.blocks;
+  const bool alt = blocks > 1 && l.alt();  // block 0's header is the same under either alt
   int best = -1;
   int best_free = 0;
-  for (uint32_t j = 0; j < l.blocks; ++j) {
-    const Header h = load_header(l.live_hdr(j, alt));
-    const uint64_t free = ~h.bitmap() & kBitmapMask;
+  Header h;  // the chosen block's live header
+  for (uint32_t j = 0; j < blocks; ++j) {
+    const Header hj = load_header(l.live_hdr(j, alt));
+    const uint64_t free = ~hj.bitmap() & kBitmapMask;
     if ((free & line_mask(l.header_line(j, alt))) != 0) {
       best = static_cast<int>(j);
+      h = hj;
       break;
     }
-    const int n = __builtin_popcountll(free);
+    const int n = slot_count(free);
     if (n > best_free) {
       best_free = n;
       best = static_cast<int>(j);
+      h = hj;
     }
   }
   if (best < 0) return false;
   const uint32_t j = static_cast<uint32_t>(best);
   std::atomic<uint64_t>* hp = l.live_hdr(j, alt);
-  Header h = load_header(hp);
   const uint64_t free = ~h.bitmap() & kBitmapMask;
   const uint32_t hl = l.header_line(j, alt);
   const uint64_t hmask = line_mask(hl);
@@ -295,7 +319,7 @@ inline bool leaf_insert_fp(const Leaf& l, uint8_t f, uint64_t key, uint64_t valu
   int kfree = 0;
   for (uint32_t ln = 0; ln < 4; ++ln) {
     if (ln == hl) continue;
-    const int n = __builtin_popcountll(free & line_mask(ln));
+    const int n = slot_count(free & line_mask(ln));
     if (n > kfree) {
       kfree = n;
       k = ln;
