@@ -393,12 +393,27 @@ TEST(KvLoad, ServeOpensTheLoadedPoolWithEveryItem) {
     EXPECT_NE(said.find(std::to_string(kN) + " items"), std::string::npos) << said;
     EXPECT_NE(said.find(index == "lbtree" ? "bulk load at fill" : "by sets"), std::string::npos)
         << said;
+    EXPECT_NE(said.find("\n  pool pages: "), std::string::npos) << said;
+    EXPECT_NE(said.find(" resident"), std::string::npos) << said;
     Serve s;
     s.start("--index " + index + " --pool " + file.path, "kvload");
     ASSERT_GT(s.port, 0) << slurp(s.err);
     EXPECT_NE(ask(s.port, "stats\r\n").find("STAT curr_items " + std::to_string(kN) + "\r\n"),
               std::string::npos);
     EXPECT_NE(ask(s.port, "stats\r\n").find("STAT last_shutdown_clean yes"), std::string::npos);
+    // The pool's pages: a page size (4 KiB, or a hugetlbfs's) and the
+    // loaded pool resident (its items were just read back by the store's
+    // recovery walk).
+    {
+      const std::string st = ask(s.port, "stats\r\n");
+      const size_t at = st.find("STAT pool_page_bytes ");
+      ASSERT_NE(at, std::string::npos) << st;
+      EXPECT_GE(std::stoull(st.substr(at + 21)), 4096u) << st;
+      const size_t res = st.find("STAT pool_resident_bytes ");
+      ASSERT_NE(res, std::string::npos) << st;
+      EXPECT_GT(std::stoull(st.substr(res + 25)), 0u) << st;
+      EXPECT_NE(st.find("STAT pool_huge_bytes "), std::string::npos) << st;
+    }
     const int fd = connect_to(s.port);
     ASSERT_GE(fd, 0);
     for (uint64_t i = 0; i < kN; i += 97) {

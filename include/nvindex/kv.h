@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "nvindex/index.h"
+#include "nvindex/pm/pool.h"
 #include "nvindex/status.h"
 
 namespace nvindex::pm {
@@ -301,6 +302,12 @@ class Store {
 
   virtual Stats stats() const = 0;
   virtual StoreInfo info() const = 0;
+  /// How the store's pool is backed by pages now (pm::Pool::page_backing:
+  /// page size, mapped, resident and huge-page bytes, read from
+  /// /proc/self/smaps, about 1 ms per GiB mapped with 4 KiB pages; known =
+  /// false where smaps cannot be read). For reports: `nvindex kv-load`'s
+  /// summary and `nvindex serve`'s stats (docs/bench.md, "Page size").
+  virtual pm::PageBacking pool_pages() const = 0;
   /// The index's registry name.
   virtual std::string index_name() const = 0;
   /// The index's info() (node size, caps, its PM and DRAM bytes).

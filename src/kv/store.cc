@@ -437,6 +437,7 @@ class StoreImpl final : public Store {
   }
 
   StoreInfo info() const override { return info_; }
+  pm::PageBacking pool_pages() const override { return pool_->page_backing(); }
   std::string index_name() const override { return options_.index; }
   IndexInfo index_info() const override { return index_->info(); }
 

@@ -142,6 +142,13 @@ void general_stats(ServerState& st, int64_t now, std::string* out) {
   stat(out, "item_arena_bytes", s.item_arena_bytes);
   stat(out, "index_arena_bytes", s.index_arena_bytes);
   stat(out, "unassigned_bytes", s.unassigned_bytes);
+  // The pool's page backing (kv::Store::pool_pages, read from smaps now):
+  // the page size and how many resident bytes are on pages over 4 KiB.
+  if (const pm::PageBacking pages = st.store->pool_pages(); pages.known) {
+    stat(out, "pool_page_bytes", pages.page_bytes);
+    stat(out, "pool_resident_bytes", pages.resident_bytes);
+    stat(out, "pool_huge_bytes", pages.huge_bytes);
+  }
   // The PM layer's counters since the process started (include/nvindex/pm/
   // counters.h, summed over threads): flush instructions, distinct 64 B
   // lines flushed (PM line writes), fences and 8-byte NVM atomic writes, so a

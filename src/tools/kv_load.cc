@@ -28,6 +28,7 @@
 
 #include "bench/driver.h"
 #include "bench/kv_keys.h"
+#include "bench/report.h"
 #include "nvindex/kv.h"
 #include "nvindex/pm/pool.h"
 #include "tools/cli.h"
@@ -184,7 +185,8 @@ int run_kv_load(const KvLoadArgs& a) {
   }
   const kv::StoreInfo info = store->info();
   const uint64_t items = store->stats().curr_items;
-  store.reset();  // a clean close
+  const pm::PageBacking pages = store->pool_pages();  // after the load: what it got
+  store.reset();                                      // a clean close
   const double total_s = since(t0);
   if (a.format == "json") {
     nlohmann::json j{{"index", a.index},
@@ -199,17 +201,20 @@ int run_kv_load(const KvLoadArgs& a) {
                      {"fill", bulk ? nlohmann::json(a.fill) : nlohmann::json(nullptr)},
                      {"generate_seconds", gen_s},
                      {"load_seconds", load_s},
-                     {"total_seconds", total_s}};
+                     {"total_seconds", total_s},
+                     {"pool_pages", pages.known ? bench::pool_pages_json(pages) : nullptr}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf(
         "nvindex kv-load: %s store in %s (%.1f MiB): %llu items (%u B keys, %u B values, seed "
-        "%llu) by %s in %.2f s (%.0f items/s); %.2f s in all\n",
+        "%llu) by %s in %.2f s (%.0f items/s); %.2f s in all\n"
+        "  pool pages: %s\n",
         a.index.c_str(), a.pool.c_str(), info.pool_bytes / 1048576.0,
         static_cast<unsigned long long>(items), a.key_size, a.value_size,
         static_cast<unsigned long long>(a.seed),
         bulk ? ("bulk load at fill " + std::to_string(a.fill).substr(0, 4)).c_str() : "sets",
-        load_s, load_s > 0 ? n / load_s : 0.0, total_s);
+        load_s, load_s > 0 ? n / load_s : 0.0, total_s,
+        pages.known ? bench::pool_pages_text(pages).c_str() : "unknown (no /proc/self/smaps)");
   }
   return 0;
 }
