@@ -249,7 +249,8 @@ inline void persist(const void* addr, size_t len, Site site = Site()) {
 /// it is a plain store and counts nothing.
 /// `site` names its flush and fence.
 ///
-/// The common case (kEmulated, no latency or media model) is written out:
+/// The common case (kEmulated or kDax, no latency or media model) is
+/// written out:
 /// an aligned word is one line, so one flush instruction, the fence, and
 /// the four counters bumped through one thread_counters() (persist() would
 /// loop over the lines and look the counters up three times: about 37
