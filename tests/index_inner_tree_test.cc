@@ -185,27 +185,35 @@ TEST(InnerTreeDeath, WrongLeftAborts) {
   EXPECT_DEATH(InnerTree bad(100), "node_size 100 invalid");
 }
 
-// insert_separator's hint is followed exactly when its node is unchanged
-// and has room: a valid hint for another leaf's node then names the wrong
-// node, which the `left` check catches (so the hint was used, not the
-// descent); once that node changed, the same hint is ignored.
-TEST(InnerTreeDeath, AHintIsFollowedOnlyWhileItsNodeIsUnchanged) {
+// insert_separator's hint: taken when its node is unchanged, has room and
+// holds the split leaf between two separators; ignored when stale or when
+// the split leaf is not in its node; a wrong `left` aborts with a hint as
+// without one (the hinted path keeps the caller-bug checks).
+TEST(InnerTreeDeath, HintsRouteAsTheDescentDoes) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   InnerTree t(256);  // fill 0.5: level-1 nodes with room
   const std::vector<LeafRef> leaves = make_leaves(1000);
   ASSERT_TRUE(t.build(leaves, 0.5).ok());
   const Route r = t.find(leaves[3].first);
   ASSERT_EQ(r.leaf, off_of(3));
+  ASSERT_EQ(t.find(leaves[4].first).parent, r.parent);
   ASSERT_NE(t.find(leaves[500].first).parent, r.parent);
-  EXPECT_DEATH(t.insert_separator(off_of(500), leaves[500].first + 2, off_of(5000), &r),
+  // A valid hint and a wrong `left` (leaf 2's range, not 500's).
+  EXPECT_DEATH(t.insert_separator(off_of(500), leaves[2].first + 2, off_of(5000), &r),
                "not the leaf covering");
-  // Change r's node (split leaf 4, its neighbour): the hint is stale and
-  // ignored, and the split of leaf 500 goes in by the descent.
+  // Valid, the split leaf (4) interior to the hinted node: taken.
   t.insert_separator(off_of(4), leaves[4].first + 2, off_of(5001), &r);
   ASSERT_FALSE(t.validate(r));
-  t.insert_separator(off_of(500), leaves[500].first + 2, off_of(5002), &r);
-  EXPECT_EQ(t.find(leaves[500].first + 2).leaf, off_of(5002));
+  // Stale now: ignored, the descent routes.
+  t.insert_separator(off_of(5), leaves[5].first + 2, off_of(5002), &r);
+  // Valid, but the split leaf (500) is in another node: the descent routes.
+  const Route r2 = t.find(leaves[3].first);
+  t.insert_separator(off_of(500), leaves[500].first + 2, off_of(5003), &r2);
+  EXPECT_EQ(t.find(leaves[4].first + 1).leaf, off_of(4));
   EXPECT_EQ(t.find(leaves[4].first + 2).leaf, off_of(5001));
+  EXPECT_EQ(t.find(leaves[5].first + 2).leaf, off_of(5002));
+  EXPECT_EQ(t.find(leaves[500].first + 2).leaf, off_of(5003));
+  EXPECT_EQ(t.find(leaves[500].first).leaf, off_of(500));
   EXPECT_EQ(t.find(leaves[3].first).leaf, off_of(3));
   EXPECT_TRUE(t.verify().ok()) << t.verify().ToString();
 }

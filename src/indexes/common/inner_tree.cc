@@ -792,15 +792,24 @@ void InnerTreeT<K>::insert_separator(uint64_t left, K sep, uint64_t right, const
   // mutex), so that it still routes to `left`, and has a free slot: then
   // nothing above it changes, and it is the whole path. Otherwise (a full
   // node, whose ancestors may split) the descent records every level.
-  Node* hinted = nullptr;
+  // Only a slot with a separator on both sides is taken from the hint: then
+  // the node itself bounds left's range, and the checks below on `left` and
+  // `sep` are as complete as after a descent (at the node's first or last
+  // child the bound is in an ancestor, which the descent would check).
+  Node* n = root;
+  int hinted_slot = -1;  // >= 0: n is the hinted node, routing sep there
   if (hint != nullptr && validate(*hint)) {
     auto* x = static_cast<Node*>(const_cast<void*>(hint->parent));
-    if (node_count(x, kRlx) < cap) hinted = x;
+    const uint32_t cnt = node_count(x, kRlx);
+    const int slot = cnt < cap ? route_below<K>(x, cap, cnt, sep) : -1;
+    if (slot >= 0 && static_cast<uint32_t>(slot + 1) < cnt) {
+      n = x;
+      hinted_slot = slot;
+    }
   }
-  Node* n = hinted != nullptr ? hinted : root;
   while (true) {
     const uint32_t cnt = node_count(n, kRlx);
-    const int slot = route_below<K>(n, cap, cnt, sep);
+    const int slot = hinted_slot >= 0 ? hinted_slot : route_below<K>(n, cap, cnt, sep);
     path.push_back({n, slot});
     if (node_level(n, kRlx) <= 1) break;
     n = as_node(child_at(n, cap, slot));

@@ -58,6 +58,7 @@
 #include "indexes/common/entry.h"
 #include "indexes/common/fingerprint.h"
 #include "nvindex/pm/persist.h"
+#include "util/dcheck.h"
 
 namespace nvindex::lbtree {
 
@@ -182,6 +183,7 @@ struct SlotRef {
 /// loop), 0 for l.blocks.
 template <uint32_t kBlocks = 0, class Eq>
 inline bool leaf_find_fp(const Leaf& l, uint8_t f, Eq&& eq, SlotRef* where, uint64_t* value) {
+  NVINDEX_DCHECK(kBlocks == 0 || kBlocks == l.blocks);
   const uint32_t blocks = kBlocks != 0 ? kBlocks : l.blocks;
   const bool alt = blocks > 1 && l.alt();  // block 0's header is the same under either alt
   for (uint32_t j = 0; j < blocks; ++j) {
@@ -223,7 +225,8 @@ inline bool for_each_live_slot(const Leaf& l, F&& f) {
   return true;
 }
 
-/// Set bits of a slot bitmap (bits 0..15 at most), inline: the portable
+/// Set bits of a slot bitmap (its low 16 bits are counted; bitmaps have
+/// 14), inline: the portable
 /// build has no popcnt instruction, where __builtin_popcountll is a call
 /// into libgcc (21 instructions per insert, callgrind).
 inline int slot_count(uint64_t m) {
@@ -275,6 +278,7 @@ inline uint32_t leaf_count(const Leaf& l) {
 /// their order are the same either way.
 template <uint32_t kBlocks = 0>
 inline bool leaf_insert_fp(const Leaf& l, uint8_t f, uint64_t key, uint64_t value) {
+  NVINDEX_DCHECK(kBlocks == 0 || kBlocks == l.blocks);
   const uint32_t blocks = kBlocks != 0 ? kBlocks : l.blocks;
   const bool alt = blocks > 1 && l.alt();  // block 0's header is the same under either alt
   int best = -1;
