@@ -147,6 +147,32 @@ TEST_F(Persist, FlushCountsLines) {
   EXPECT_EQ(d.naws, 0u);
 }
 
+// naw's written-out path (one line, one counter lookup) counts exactly what
+// persist() of its word counts, plus one NAW: every counter compared, so a
+// counter added to flush() or fence() and not to naw() fails here.
+TEST_F(Persist, NawCountsAsPersistOfItsWordPlusOneNaw) {
+  alignas(64) std::atomic<uint64_t> word{0};
+  CounterSnapshot before = snapshot();
+  word.store(7, std::memory_order_release);
+  persist(&word, sizeof(word));
+  const CounterSnapshot p = snapshot() - before;
+  before = snapshot();
+  naw(&word, 8);
+  const CounterSnapshot n = snapshot() - before;
+  EXPECT_EQ(word.load(), 8u);
+  EXPECT_EQ(p.naws, 0u);
+  EXPECT_EQ(n.naws, 1u);
+  EXPECT_EQ(n.flushes, p.flushes);
+  EXPECT_EQ(n.lines_flushed, p.lines_flushed);
+  EXPECT_EQ(n.fences, p.fences);
+  EXPECT_EQ(n.nt_bytes, p.nt_bytes);
+  EXPECT_EQ(n.log_bytes, p.log_bytes);
+  EXPECT_EQ(n.media_writes, p.media_writes);
+  EXPECT_EQ(n.lines_written_back, p.lines_written_back);
+  EXPECT_EQ(n.flushes, 1u);
+  EXPECT_EQ(n.fences, 1u);
+}
+
 TEST_F(Persist, NawFenceAndLogCounts) {
   alignas(64) std::atomic<uint64_t> word{0};
   const CounterSnapshot before = snapshot();

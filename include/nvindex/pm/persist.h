@@ -250,11 +250,11 @@ inline void persist(const void* addr, size_t len, Site site = Site()) {
 /// `site` names its flush and fence.
 ///
 /// The common case (kEmulated or kDax, no latency or media model) is
-/// written out:
-/// an aligned word is one line, so one flush instruction, the fence, and
-/// the four counters bumped through one thread_counters() (persist() would
-/// loop over the lines and look the counters up three times: about 37
-/// instructions a NAW, callgrind). Counts as persist() plus one NAW.
+/// written out: an aligned word is one line, so one flush instruction, the
+/// fence, and the four counters bumped through one thread_counters()
+/// (persist() would loop over the lines and look the counters up three
+/// times: about 37 instructions a NAW, callgrind). Counts as persist() of
+/// the word plus one NAW (tests/pm_persist_test.cc compares every counter).
 inline void naw(std::atomic<uint64_t>* word, uint64_t value, Site site = Site()) {
   word->store(value, std::memory_order_release);
   if (__builtin_expect(detail::g.store_hook, 0)) {
