@@ -23,8 +23,8 @@ namespace nvindex {
 /// with the default secret and seed 0 (xxhash.h, XXH3_len_0to16_64b): about
 /// 20 instructions, inlined (xxhash.h forces XXH3_len_4to8_64b inline when
 /// optimizing). XXH3_64bits itself is too large for GCC to inline at an
-/// insert's call sites, where it was a 29-instruction call (callgrind). tests/index_lbtree_test.cc
-/// pins the result to libxxhash's XXH3_64bits.
+/// insert's call sites, where it was a 29-instruction call (callgrind).
+/// tests/index_lbtree_test.cc pins the result to libxxhash's XXH3_64bits.
 inline uint8_t fingerprint(uint64_t key) {
   return static_cast<uint8_t>(
       XXH3_len_4to8_64b(reinterpret_cast<const xxh_u8*>(&key), sizeof(key), XXH3_kSecret, 0));

@@ -226,9 +226,9 @@ inline bool for_each_live_slot(const Leaf& l, F&& f) {
 }
 
 /// Set bits of a slot bitmap (its low 16 bits are counted; bitmaps have
-/// 14), inline: the portable
-/// build has no popcnt instruction, where __builtin_popcountll is a call
-/// into libgcc (21 instructions per insert, callgrind).
+/// 14), inline: the portable build has no popcnt instruction, where
+/// __builtin_popcountll is a call into libgcc (21 instructions per insert,
+/// callgrind).
 inline int slot_count(uint64_t m) {
   uint32_t x = static_cast<uint32_t>(m & 0xffff);
   x = x - ((x >> 1) & 0x5555);
