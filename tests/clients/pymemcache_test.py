@@ -526,6 +526,10 @@ class Commands:
         self.assertGreaterEqual(before[b"uptime"], 0)
         self.assertLessEqual(abs(before[b"time"] - time.time()), 2)
         self.assertGreaterEqual(before[b"curr_connections"], 2)
+        # The pool's page backing, as pymemcache parses it (numbers).
+        self.assertIn(before[b"pool_page_bytes"], (4096, 2 << 20, 1 << 30))
+        self.assertIsInstance(before[b"pool_resident_bytes"], int)
+        self.assertLessEqual(before[b"pool_huge_bytes"], before[b"pool_resident_bytes"])
         c.set_many({self.key(f"s{i}"): b"x" for i in range(3)})
         got = c.get_many([self.key("s0"), self.key("s1"), self.key("missing")])
         self.assertEqual(len(got), 2)
