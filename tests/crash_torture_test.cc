@@ -34,11 +34,11 @@ std::string pool_path(const std::string& tag) {
 void print(const std::string& name, const TortureReport& r) {
   std::printf(
       "%s: %u kills (%u before ready), %llu acked ops, %llu in-flight applied, %u recoveries "
-      "(median %.3f ms, max %.3f ms), %llu keys at end, height %u, %.2f s\n",
+      "(median %.3f ms, max %.3f ms), %llu syncs, %llu keys at end, height %u, %.2f s\n",
       name.c_str(), r.kills, r.killed_before_ready, static_cast<unsigned long long>(r.acked_ops),
       static_cast<unsigned long long>(r.inflight_applied), r.recoveries, r.recovery_median() * 1e3,
-      r.recovery_max() * 1e3, static_cast<unsigned long long>(r.final_keys), r.last_verify.height,
-      r.seconds);
+      r.recovery_max() * 1e3, static_cast<unsigned long long>(r.syncs),
+      static_cast<unsigned long long>(r.final_keys), r.last_verify.height, r.seconds);
   for (const TortureFailure& f : r.failures)
     std::printf("  round %u: %s\n", f.round, f.what.c_str());
 }
@@ -129,6 +129,7 @@ TEST_P(EveryDeviceIndex, SurvivesKills) {
   ASSERT_NE(e, nullptr);
   util::TempDir dir(util::temp_device_dir(), "nvindex-torture-");
   ASSERT_TRUE(dir.ok()) << dir.error();
+  uint64_t syncs = 0;  // completed sync() calls over both thread counts
   for (unsigned threads : {1u, 2u}) {
     TortureOptions o;
     o.index = c.index;
@@ -159,10 +160,16 @@ TEST_P(EveryDeviceIndex, SurvivesKills) {
     EXPECT_GE(r.kills, 3u) << c.label();
     EXPECT_EQ(r.recoveries, r.kills) << c.label();
     EXPECT_GT(r.acked_inserts, 0u) << c.label();
-    if (c.sync_every != 0) {
-      EXPECT_GT(r.syncs, 0u) << c.label();
-    }
+    syncs += r.syncs;
     EXPECT_FALSE(std::filesystem::exists(o.pool_path)) << "a clean run removes its store";
+  }
+  // Weak persistence: the durable frontier must have been exercised. Counted
+  // over both runs, not per run: only thread 0 syncs, and at 2 threads on a
+  // loaded disk its first fdatasync can outlast every 100 ms round while
+  // thread 1 keeps acknowledging (seen: 60,078 acked operations, 0 syncs,
+  // under ctest -j2 beside a build); the 1-thread run syncs every 16 inserts.
+  if (c.sync_every != 0) {
+    EXPECT_GT(syncs, 0u) << c.label() << ": no sync() completed in any round";
   }
 }
 
