@@ -116,7 +116,16 @@ class InnerTreeT {
   /// node_size: bytes per inner node, 128..4096, a multiple of 64 (else the
   /// constructor aborts with a message: a program bug; callers validate).
   /// The tree starts with no leaf: call build() before find().
-  explicit InnerTreeT(uint32_t node_size = 512);
+  /// single_writer: one thread alone calls every method (an index made with
+  /// IndexOptions::threads == 1). insert_separator then takes neither the
+  /// writers' mutex nor a locked read-modify-write on a node's version: it
+  /// sets and clears the locked bit with plain stores, so versions change
+  /// exactly as with locking and validate() keeps its meaning. A locked
+  /// instruction waits for every clwb the thread issued before it to
+  /// complete, and a persistent caller has just issued one (lbtree's split
+  /// calls insert_separator right after its NAWs); plain stores let that
+  /// write-back overlap the change. Undefined if two threads call in.
+  explicit InnerTreeT(uint32_t node_size = 512, bool single_writer = false);
   ~InnerTreeT();
   InnerTreeT(const InnerTreeT&) = delete;
   InnerTreeT& operator=(const InnerTreeT&) = delete;
