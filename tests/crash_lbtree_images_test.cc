@@ -147,7 +147,9 @@ TEST(LbTreeLoglessSplit, EveryFenceLeavesOldOrNewPair) {
     t.sim->operation_boundary("insert");
     t.sim->set_crash_points(false);
     EXPECT_TRUE(problems.empty()) << size << ": " << problems.front();
-    EXPECT_EQ(t.sim->stats().fences - fences0, 3u) << "new leaf + spare, commit, insert";
+    // The key goes to N, so it is written with N, before the commit: no
+    // insert follows the split (a key going to L adds the insert's fence).
+    EXPECT_EQ(t.sim->stats().fences - fences0, 2u) << "new leaf with the key + spare, commit";
     EXPECT_GT(old_state, 0u) << size;
     EXPECT_GT(new_state, 0u) << size;
     EXPECT_GT(with_key, 0u) << size;
@@ -157,8 +159,9 @@ TEST(LbTreeLoglessSplit, EveryFenceLeavesOldOrNewPair) {
 }
 
 // The flush of the split's commit NAW ("lbtree.split.commit") is needed when
-// the key that triggered the split goes to the new leaf N: leaf_insert(N)
-// persists only N's header line, and the lock release of L is a plain store,
+// the key that triggered the split goes to the new leaf N: the key is written
+// with N before the commit, nothing after it persists anything, and the lock
+// release of L is a plain store,
 // so without that flush L's line 0 (alt flip + moved bits) is still dirty
 // when the insert returns, and an ADR crash image that keeps no store of
 // that line (DESIGN.md §6: a prefix, here the empty one) holds L with alt
@@ -169,16 +172,22 @@ TEST(LbTreeLoglessSplit, EveryFenceLeavesOldOrNewPair) {
 // contains, hence the ablation note in LbTree::ablation_notes(). Checks the
 // images at the insert's return (the crash point where the insert is
 // acknowledged), with and without the flush dropped, for both sides.
+// The commit's fence likewise: with the key in N it is the insert's last
+// fence, and with it dropped the flush of L's line 0 is still pending at the
+// return; with the key going to L the insert's own header NAW fences it.
 TEST(LbTreeLoglessSplit, CommitFlushIsNeededWhenTheKeyGoesToTheNewLeaf) {
   struct Case {
-    bool ablate;     // drop the flush of "lbtree.split.commit" (its fence stays)
-    bool key_right;  // the triggering key goes to N (else to L)
+    bool ablate;      // drop the flush of "lbtree.split.commit" (its fence stays)
+    bool key_right;   // the triggering key goes to N (else to L)
+    bool drop_fence;  // drop the fence of "lbtree.split.commit" instead (its flush stays)
   };
   for (uint32_t size : {256u, 1024u}) {
-    for (const Case c : {Case{false, true}, Case{true, true}, Case{true, false}}) {
-      const std::string what = std::to_string(size) + " B leaves, flush " +
-                               (c.ablate ? "dropped" : "kept") + ", key to " +
-                               (c.key_right ? "N" : "L");
+    for (const Case c :
+         {Case{false, true, false}, Case{true, true, false}, Case{true, false, false},
+          Case{false, true, true}, Case{false, false, true}}) {
+      const std::string what =
+          std::to_string(size) + " B leaves, " + (c.drop_fence ? "fence" : "flush") + " " +
+          (c.ablate || c.drop_fence ? "dropped" : "kept") + ", key to " + (c.key_right ? "N" : "L");
       SimTree t("commit" + std::to_string(size));
       ASSERT_NO_FATAL_FAILURE(t.open(size));
       LbTree& tree = t.tree();
@@ -186,7 +195,9 @@ TEST(LbTreeLoglessSplit, CommitFlushIsNeededWhenTheKeyGoesToTheNewLeaf) {
       const uint32_t cap = 14 * blocks;
       for (uint64_t k = 1; k <= cap; ++k) ASSERT_TRUE(tree.insert(k * 10, k).ok());
       t.sim->make_all_durable();
-      if (c.ablate) t.sim->ablate("lbtree.split.commit", /*drop_flush=*/true, /*drop_fence=*/false);
+      if (c.ablate || c.drop_fence) {
+        t.sim->ablate("lbtree.split.commit", /*drop_flush=*/c.ablate, /*drop_fence=*/c.drop_fence);
+      }
       const uint64_t key = c.key_right ? cap * 10 + 5 : 5;
       const uint64_t head = tree.head();
       size_t at_return = 0, with_key = 0, old_alt = 0;
@@ -213,9 +224,10 @@ TEST(LbTreeLoglessSplit, CommitFlushIsNeededWhenTheKeyGoesToTheNewLeaf) {
       t.sim->set_crash_points(false);
       ASSERT_EQ(tree.chain_leaves(), 2u) << what << ": the insert split the leaf";
       ASSERT_GT(at_return, 0u) << what;
-      if (c.ablate && c.key_right) {
-        // L's line 0 is dirty at the return: some image keeps the old alt
-        // (N unreachable) and loses the acknowledged key.
+      if ((c.ablate || c.drop_fence) && c.key_right) {
+        // L's line 0 is dirty (or its flush unfenced) at the return: some
+        // image keeps the old alt (N unreachable) and loses the acknowledged
+        // key.
         EXPECT_GT(old_alt, 0u) << what;
         EXPECT_LT(with_key, at_return) << what << ": no image lost the key";
       } else {

@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "nvindex/index.h"
+#include "nvindex/pm/allocator.h"
 #include "nvindex/pm/pool.h"
 #include "pm_test_util.h"
 #include "support/model_check.h"
@@ -200,13 +201,19 @@ void DamagedPoolTest::run(bool crashed) {
   if (!crashed) image = pm::testing::read_file(pristine.path());
   ASSERT_EQ(image.size(), pm::kMinPoolSize);
 
-  // Words past the header that look like block offsets (in the pool, 64 B
-  // aligned), the distinct values among them, and the written lines.
+  // Words past the header that hold block offsets (the start of a block the
+  // pool's allocator handed out: a child, sibling or next offset), the
+  // distinct values among them, and the written lines. A 64 B aligned value
+  // in range that starts no block is not a pointer (an lbtree header word
+  // whose low six slots are empty reads 0x3fc0), and changing it cuts no
+  // chain. The pristine pool is reopened to ask its allocator.
+  ASSERT_TRUE(pristine.reopen(IndexOptions{.extra = c.extra}).ok());
+  const pm::Allocator& alloc = pristine.pool->allocator();
   std::vector<uint64_t> pointer_words, targets, lines, small_words;
   for (uint64_t off = pm::kPoolHeaderBytes; off < image.size(); off += 8) {
     uint64_t v;
     std::memcpy(&v, image.data() + off, 8);
-    if (v >= pm::kPoolHeaderBytes && v < image.size() && v % 64 == 0) {
+    if (v >= pm::kPoolHeaderBytes && v < image.size() && v % 64 == 0 && alloc.block_size(v) != 0) {
       pointer_words.push_back(off);
       targets.push_back(v);
     }
@@ -220,6 +227,7 @@ void DamagedPoolTest::run(bool crashed) {
       }
     }
   }
+  pristine.close();
   std::sort(targets.begin(), targets.end());
   targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
   ASSERT_GT(pointer_words.size(), 10u);

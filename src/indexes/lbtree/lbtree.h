@@ -261,7 +261,8 @@ class LbTreeT final : public PersistentIndexOf<K> {
   void prefetch_leaf(uint64_t off) const;
   /// Algorithm 3: splits the full leaf `at` routes to (locked by the
   /// caller, unlocked here) and inserts (key, value) into the half that
-  /// covers it (lbtree.cc).
+  /// covers it: into the new leaf as part of the split, before its commit
+  /// NAW, or into the old one after it (lbtree.cc).
   Status split_and_insert(const inner::Route& at, K key, uint8_t f, uint64_t word, Value value);
   void write_anchors(const std::vector<uint64_t>& anchors);
   std::vector<uint64_t> spread_anchors() const;
