@@ -419,8 +419,8 @@ Status LbTreeT<K>::insert(K key, Value value) {
 
 // Logless split (Algorithm 3, §3.4 for multi-256 B leaves) of the full leaf L
 // at `off`, whose lock the caller holds, with the insert of (key, value): a
-// key >= the split key goes into N as part of the split (as the paper's
-// split does), a smaller one into L after it. Releases L's lock.
+// key >= the split key goes into N as part of the split (as the authors'
+// code does), a smaller one into L after it. Releases L's lock.
 //
 // Crash argument. (1) The new leaf N is allocated before anything changes
 // (OutOfSpace: nothing changed). N receives the upper half of L's entries,
@@ -517,7 +517,7 @@ Status LbTreeT<K>::split_and_insert(const inner::Route& at, K key, uint8_t f, ui
   const uint32_t half = cnt / 2;
   const OwnedKey<K> sep(key_of_item(*by_key[half]));  // strings: a DRAM copy
   // The new entry, when its key goes to N (key >= sep), is one more of N's
-  // entries, in key order among them (the paper's split does the same): it
+  // entries, in key order among them (the authors' code does the same): it
   // is written and flushed with N's lines and published by the commit NAW,
   // so no insert (and no NAW) follows the split. block kNewEntry: from no
   // slot of L.
