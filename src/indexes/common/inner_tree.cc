@@ -844,15 +844,8 @@ void InnerTreeT<K>::insert_separator(uint64_t left, K sep, uint64_t right, const
   const bool grow = node_count(path[top].node, kRlx) >= cap;  // the root splits too
   for (size_t i = path.size(); i-- > top;) {
     std::atomic<uint64_t>& w = path[i].node->lock;
-    if (m.single_writer) {
-      // Nobody else writes the word: the locked bit by a plain store (a
-      // reader of find() sees it as a lock), no compare-and-swap.
-      const uint64_t v = w.load(kRlx);
-      if (v & (vlock::kObsolete | vlock::kLocked))
-        die("insert_separator: node on the path locked or obsolete");
-      w.store(v | vlock::kLocked, kRlx);
-    } else if (!vlock::lock(w)) {
-      die("insert_separator: obsolete node on the path");
+    if (!(m.single_writer ? vlock::lock_single_writer(w) : vlock::lock(w))) {
+      die("insert_separator: obsolete (or, with one writer, locked) node on the path");
     }
   }
 

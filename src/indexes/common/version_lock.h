@@ -62,6 +62,19 @@ inline bool validate(const std::atomic<uint64_t>& w, uint64_t v) {
 /// becomes obsolete.
 bool lock(std::atomic<uint64_t>& w);
 
+/// lock() for a word that no other thread writes (a structure with one
+/// writer thread): sets the locked bit with a plain store, no
+/// compare-and-swap, since a locked read-modify-write would wait for the
+/// writer's earlier flushes to complete (as unlock() says). unlock() then
+/// advances the version as after lock(). False (not locked) if the node is
+/// obsolete or already locked (with one writer, a bug of the caller's).
+inline bool lock_single_writer(std::atomic<uint64_t>& w) {
+  const uint64_t x = w.load(std::memory_order_relaxed);
+  if (x & (kObsolete | kLocked)) return false;
+  w.store(x | kLocked, std::memory_order_relaxed);
+  return true;
+}
+
 /// Sets the locked bit only if `w` still equals v (read by read_lock). False
 /// otherwise (the caller restarts).
 inline bool upgrade(std::atomic<uint64_t>& w, uint64_t v) {

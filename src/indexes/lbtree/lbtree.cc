@@ -591,11 +591,11 @@ Status LbTreeT<K>::split_and_insert(const inner::Route& at, K key, uint8_t f, ui
   // acknowledged (see the ablation note "lbtree.split.commit/flush").
   const uint64_t w0 = l.word0().load(kRlx);
   pm::naw(&l.word0(), (w0 ^ kAltBit) & ~moved_bits[0], {"lbtree.split.commit"});
-  // The DRAM leaf count. One thread: a plain add, since a locked one would
-  // wait right here for the commit's clwb to complete (InnerTreeT's
-  // single_writer says why that matters).
+  // The DRAM leaf count. One thread: a plain add (pm::bump), since a locked
+  // one would wait right here for the commit's clwb to complete
+  // (InnerTreeT's single_writer says why that matters).
   if (single_) {
-    leaves_.store(leaves_.load(kRlx) + 1, kRlx);
+    pm::bump(leaves_);
   } else {
     leaves_.fetch_add(1, kRlx);
   }
