@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
@@ -231,6 +232,56 @@ TEST_F(PibenchPlugin, APoolPathIsRecoveredByTheNextCreateTree) {
       ASSERT_EQ(word(out), i * 3);
     }
   }
+  ::unlink(path.c_str());
+}
+
+/// Rss of this process's mappings of the file at `path`, bytes, summed
+/// from /proc/self/smaps (0 when none).
+uint64_t mapped_resident_bytes(const std::string& path) {
+  std::ifstream smaps("/proc/self/smaps");
+  uint64_t rss = 0;
+  bool in = false;
+  for (std::string line; std::getline(smaps, line);) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) &&
+        line.find(' ') < line.find(':')) {
+      in = line.size() >= path.size() &&
+           line.compare(line.size() - path.size(), path.size(), path) == 0;
+    } else if (in && line.rfind("Rss:", 0) == 0) {
+      rss += std::stoull(line.substr(4)) * 1024;
+    }
+  }
+  return rss;
+}
+
+TEST_F(PibenchPlugin, APoolIsPrefaultedUnlessTurnedOff) {
+  const std::string dir = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm/" : ::testing::TempDir();
+  const std::string path = dir + "nvindex-pibench-pf-" + std::to_string(::getpid()) + ".pool";
+  tree_options_t o;
+  o.pool_path = path;
+  o.pool_size = 64ull << 20;
+  for (const char* prefault : {"1", "0"}) {
+    ::unlink(path.c_str());
+    ::setenv("NVINDEX_PIBENCH_PREFAULT", prefault, 1);
+    auto t = make_tree("lbtree", o);
+    ASSERT_NE(t, nullptr) << prefault;
+    const uint64_t rss = mapped_resident_bytes(path);
+    if (std::string(prefault) == "1") {
+      EXPECT_EQ(rss, o.pool_size) << "every page mapped";
+    } else {
+      EXPECT_GT(rss, 0u);
+      EXPECT_LT(rss, o.pool_size / 2) << "only the pages create and the index touched";
+    }
+  }
+  ::setenv("NVINDEX_PIBENCH_PREFAULT", "yes", 1);
+  ::unlink(path.c_str());
+  ::testing::internal::CaptureStderr();
+  auto t = make_tree("lbtree", o);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("NVINDEX_PIBENCH_PREFAULT");
+  EXPECT_EQ(t, nullptr);
+  EXPECT_NE(err.find("NVINDEX_PIBENCH_PREFAULT must be 0 or 1, got 'yes'"), std::string::npos)
+      << err;
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "the refused pool's file is not left behind";
   ::unlink(path.c_str());
 }
 

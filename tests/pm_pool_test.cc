@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <random>
 #include <string>
@@ -482,6 +483,37 @@ TEST(Pool, PageBackingCountsAPoolsResidentPages) {
   EXPECT_LE(b.huge_bytes, b.resident_bytes);
   // Nothing is mapped at address 4096.
   EXPECT_FALSE(page_backing(reinterpret_cast<void*>(4096), 4096).known);
+}
+
+TEST(Pool, PrefaultMapsEveryPageAndChangesNoByte) {
+  TempPool tp;
+  std::unique_ptr<Pool> pool;
+  ASSERT_TRUE(Pool::create(tp.path(), kSize, "test", Mode::kEmulated, &pool).ok());
+  uint64_t off = 0;
+  ASSERT_TRUE(pool->allocator().allocate(64, &off).ok());
+  store(pool->ptr<uint64_t>(off), uint64_t{0x5eed});
+  persist(pool->ptr<uint64_t>(off), 8);
+  pool->set_root(off);
+  // Only the pages create() and the store above touched are mapped so far.
+  const PageBacking before = pool->page_backing();
+  ASSERT_TRUE(before.known);
+  ASSERT_LT(before.resident_bytes, kSize);
+  // The bytes as the file holds them, read without touching the mapping.
+  std::ifstream file(tp.path(), std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
+                                std::istreambuf_iterator<char>());
+  ASSERT_EQ(bytes.size(), kSize);
+  ASSERT_EQ(pool->page_backing().resident_bytes, before.resident_bytes);
+  double seconds = -1;
+  const Status s = pool->prefault(&seconds);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_GE(seconds, 0.0);
+  EXPECT_EQ(pool->page_backing().resident_bytes, kSize);
+  EXPECT_EQ(std::memcmp(bytes.data(), pool->base(), bytes.size()), 0);
+  pool.reset();  // a clean close: the pool reopens as it was
+  ASSERT_TRUE(Pool::open(tp.path(), "test", Mode::kEmulated, &pool).ok());
+  EXPECT_TRUE(pool->was_clean_shutdown());
+  EXPECT_EQ(*pool->ptr<uint64_t>(pool->root()), 0x5eedu);
 }
 
 /// The first writable hugetlbfs mount in /proc/mounts with at least `bytes`

@@ -802,6 +802,19 @@ TEST_F(Cli, FlushCapPoolDirAndPoolPagesAreInTheReport) {
   EXPECT_LE(pages["resident_bytes"].get<uint64_t>(), pages["mapped_bytes"].get<uint64_t>());
   EXPECT_LE(pages["huge_bytes"].get<uint64_t>(), pages["resident_bytes"].get<uint64_t>());
   EXPECT_NE(r.out.find("Pool pages: "), std::string::npos) << r.out;
+  // Prefaulted by default: every page of the pool mapped before the load.
+  EXPECT_TRUE(j["options"]["prefault"].get<bool>());
+  EXPECT_GE(res["prefault_seconds"].get<double>(), 0.0);
+  EXPECT_EQ(pages["resident_bytes"].get<uint64_t>(), pages["mapped_bytes"].get<uint64_t>());
+  EXPECT_NE(r.out.find("; prefaulted before the load in "), std::string::npos) << r.out;
+  r = nvindex(args + " --no-prefault");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  j = nlohmann::json::parse(slurp(out));
+  EXPECT_FALSE(j["options"]["prefault"].get<bool>());
+  EXPECT_FALSE(j["results"][0].contains("prefault_seconds"));
+  EXPECT_LT(j["results"][0]["pool_pages"]["resident_bytes"].get<uint64_t>(),
+            j["results"][0]["pool_pages"]["mapped_bytes"].get<uint64_t>());
+  EXPECT_NE(r.out.find("; not prefaulted"), std::string::npos) << r.out;
   // An unknown cap caps nothing.
   ::setenv("NVINDEX_FLUSH", "clwb2", 1);
   r = nvindex(args);

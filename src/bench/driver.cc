@@ -967,8 +967,9 @@ class BenchRun {
   /// Pool setup for a persistent index: an anonymous pool in kDram mode,
   /// else a new pool file (BenchOptions::pool_path, or a temporary file
   /// named after the label), of BenchOptions::pool_size bytes or the
-  /// automatic size. A volatile index gets none. Errors of Pool::create /
-  /// create_anonymous (an existing file is refused there, and kept).
+  /// automatic size, prefaulted with BenchOptions::prefault. A volatile
+  /// index gets none. Errors of Pool::create / create_anonymous (an
+  /// existing file is refused there, and kept) and Pool::prefault.
   Status create_pool() {
     const uint64_t pool_size = options_.pool_size ? options_.pool_size : auto_pool_size(workload_);
     if (entry_.caps.persistent) {
@@ -987,6 +988,10 @@ class BenchRun {
         // Registered once created (never a file that existed before): an
         // interrupted run removes it too (util/temp_files.h).
         if (remove_pool_file_) on_signal_ = std::make_unique<util::RemoveOnSignal>(pool_path_);
+        if (options_.prefault) {
+          st = pool_->prefault(&out_->prefault_seconds);
+          if (!st.ok()) return st;
+        }
       }
     }
     out_->pool_path = pool_path_;

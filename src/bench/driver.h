@@ -179,6 +179,14 @@ struct BenchOptions {
   uint32_t in_flight = 1;
   /// Pin worker threads to CPUs (ignored when the OS refuses).
   bool pin_threads = true;
+  /// Fault in every page of a new pool file before the load phase
+  /// (pm::Pool::prefault, untimed; its time goes to
+  /// IndexResult::prefault_seconds), as the authors' drivers and
+  /// libpmemobj's prefault.at_create do: without it the load phase pays
+  /// the first touch of each 4 KiB page of an emulated pool, a cost of
+  /// tmpfs that PM on DAX (2 MiB pages) mostly does not have. The pool
+  /// reopened for the recovery measurement is not prefaulted.
+  bool prefault = true;
   /// Load with one Index::bulk_load() of the sorted load keys instead of
   /// inserts (see the file comment).
   bool bulk_load = false;
@@ -316,6 +324,10 @@ struct IndexResult {
   /// huge pages where the machine allowed them); known = false for an index
   /// without a pool.
   pm::PageBacking pool_pages;
+  /// BenchOptions::prefault on a new pool file: the time pm::Pool::prefault
+  /// took, s, before the load phase (not part of it); negative when the
+  /// pool was not prefaulted (off, no pool file, or an anonymous pool).
+  double prefault_seconds = -1;
   /// Block-device index: the path given as IndexOptions::device ("" else).
   std::string device_path;
   std::string disk;      ///< the disk under device_path ("vda"), "" when unknown

@@ -329,6 +329,7 @@ json options_json(const BenchReport& r) {
          {"media_cache_kib", o.pm.media_model ? o.pm.cache_kib : 0},
          {"node_size", o.node_size},
          {"pin_threads", o.pin_threads},
+         {"prefault", o.prefault},
          {"index_options", o.index_extra},
          {"bulk_load", o.bulk_load},
          {"fill_factor", o.fill_factor},
@@ -440,6 +441,7 @@ json result_json(const IndexResult& r) {
   if (r.pool_pages.known) {
     j["pool_pages"] = pool_pages_json(r.pool_pages);
   }
+  if (r.prefault_seconds >= 0) j["prefault_seconds"] = r.prefault_seconds;
   if (r.info.caps.plugin) {
     // Its keys were counted by scans (verify()); its nodes are its own.
     json& st = j["verification"]["structure"];
@@ -709,7 +711,12 @@ std::string report_text(const BenchReport& r) {
     s += plugin ? fmt::format("Memory: {}\n", kPluginNa)
                 : fmt::format("Memory: DRAM {}, PM {}\n", bytes_str(x.info.dram_bytes),
                               bytes_str(x.info.pm_bytes));
-    if (x.pool_pages.known) s += "Pool pages: " + pool_pages_text(x.pool_pages) + "\n";
+    if (x.pool_pages.known) {
+      s += "Pool pages: " + pool_pages_text(x.pool_pages);
+      s += x.prefault_seconds >= 0
+               ? fmt::format("; prefaulted before the load in {:.3f} s\n", x.prefault_seconds)
+               : "; not prefaulted\n";
+    }
     if (!x.device_path.empty()) {
       s += fmt::format("Device: {}; sync after the run: {:.6f} s ({})\n", x.device_path,
                        x.sync_seconds, x.sync.ok() ? "ok" : x.sync.ToString());

@@ -248,6 +248,11 @@ tree_api* create(const tree_options_t& o, const tools::IndexSpec& spec, const In
         }
       }
     }
+    const std::string prefault = env_or("NVINDEX_PIBENCH_PREFAULT", "1");
+    if (prefault != "0" && prefault != "1") {
+      complain("NVINDEX_PIBENCH_PREFAULT must be 0 or 1, got '" + prefault + "'");
+      return nullptr;
+    }
     std::string path = o.pool_path;
     if (path.empty()) {
       path = util::fresh_temp_path("nvindex-pibench");
@@ -261,6 +266,15 @@ tree_api* create(const tree_options_t& o, const tools::IndexSpec& spec, const In
     if (!temp_path.empty()) {
       std::lock_guard<std::mutex> g(temp_pools().mu);
       temp_pools().paths.insert(temp_path);
+    }
+    // Prefaulted as the authors' wrappers do to their pools in their
+    // create_tree (pm::Pool::prefault): PiBench times what follows.
+    if (Status st = prefault == "1" && mode != pm::Mode::kDram ? pool->prefault() : Status::Ok();
+        !st.ok()) {
+      complain("pool " + path + ": " + st.ToString());
+      pool.reset();
+      if (!temp_path.empty()) forget_temp_pool(temp_path);
+      return nullptr;
     }
     io.pool = pool.get();
   }
@@ -290,8 +304,9 @@ tree_api* create(const tree_options_t& o, const tools::IndexSpec& spec, const In
 /// reason on stderr: an unknown index or bad option, a string-key size
 /// (key_size other than 8) the index does not take or over 255 bytes, a
 /// key_size or value_size of 0, a value_size over 8 bytes, a bad
-/// NVINDEX_PIBENCH_PM or NVINDEX_PIBENCH_POOL_SIZE, a pool that cannot be
-/// created or recovered (pm::Pool's errors).
+/// NVINDEX_PIBENCH_PM, NVINDEX_PIBENCH_POOL_SIZE or NVINDEX_PIBENCH_PREFAULT,
+/// a pool that cannot be created, recovered or prefaulted (pm::Pool's
+/// errors).
 extern "C" __attribute__((visibility("default"))) nvindex::pibench::tree_api* create_tree(
     const nvindex::pibench::tree_options_t& o) {
   using namespace nvindex;

@@ -82,6 +82,7 @@ struct BenchArgs {
   bool keep_pool = false;
   bool quiet = false;
   bool no_pin = false;
+  bool no_prefault = false;
   bool no_perf_counters = false;
   bool energy = false;
   std::string powercap_root = "/sys/class/powercap";
@@ -389,6 +390,7 @@ Status make_driver_options(const BenchArgs& a, CLI::App* cmd, std::vector<IndexS
   opts->device_dir = a.device;
   opts->node_size = a.node_size != 0 ? a.node_size : IndexOptions{}.node_size;
   opts->pin_threads = !a.no_pin;
+  opts->prefault = !a.no_prefault;
   opts->perf_counters = !a.no_perf_counters;
   opts->energy = a.energy;
   opts->powercap_root = a.powercap_root;
@@ -682,6 +684,10 @@ void add_bench_command(CLI::App& app, int* exit_code) {
              "Keep the pool file after the run (for nvindex verify/info), and a "
              "block-device index's directory");
   add_switch(cmd, "--no-pin", &a.no_pin, "Do not pin worker threads to CPUs");
+  add_switch(cmd, "--no-prefault", &a.no_prefault,
+             "Do not fault in a new pool file's pages before the load phase (by default "
+             "they are, untimed, as libpmemobj's prefault.at_create and the authors' "
+             "drivers do; without it the load pays each 4 KiB page's first touch)");
   add_switch(cmd, "--no-perf-counters", &a.no_perf_counters,
              "Do not count instructions, cycles and task-clock per phase with "
              "perf_event_open");
