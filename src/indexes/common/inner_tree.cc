@@ -36,6 +36,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -153,7 +154,8 @@ using Child = std::pair<uint64_t, uint64_t>;
 /// slabs of contiguous blocks handed out in order, never freed one by one (the tree frees nodes
 /// only all at once, in build*() and the destructor). Nodes made together sit together, without
 /// allocator headers between them, and slabs after the first are 2 MiB
-/// aligned with transparent huge pages requested (madvise), so the inner
+/// mappings of their own, aligned, with transparent huge pages requested
+/// (madvise) before first touch (map_huge_slab), so the inner
 /// levels of a large tree take a few TLB entries instead of one 4 KiB page
 /// per node (as LB+-tree's code, which carves its non-leaf nodes from one
 /// pre-allocated pool). Thread-safe (build_segments builds level 1 on
@@ -175,10 +177,9 @@ class NodeArena {
     if (left_ < size) {
       // The first slab is small (a small tree stays small); then 2 MiB.
       const size_t bytes = slabs_.empty() ? kFirstSlab : kSlab;
-      void* m = std::aligned_alloc(slabs_.empty() ? 64 : kSlab, bytes);
+      void* m = bytes == kSlab ? map_huge_slab() : std::aligned_alloc(64, bytes);
       if (m == nullptr) die("out of memory for inner nodes");
       held_ += bytes;
-      if (bytes == kSlab) (void)::madvise(m, bytes, MADV_HUGEPAGE);  // a hint
       slabs_.push_back(m);
       next_ = static_cast<char*>(m);
       left_ = bytes;
@@ -196,7 +197,13 @@ class NodeArena {
   /// Frees every slab (every node ever allocated). Not thread-safe against
   /// allocate().
   void release() {
-    for (void* m : slabs_) std::free(m);
+    for (size_t i = 0; i < slabs_.size(); ++i) {
+      if (i == 0) {
+        std::free(slabs_[i]);  // the small first slab (aligned_alloc)
+      } else {
+        ::munmap(slabs_[i], kSlab);
+      }
+    }
     slabs_.clear();
     next_ = nullptr;
     left_ = 0;
@@ -204,6 +211,30 @@ class NodeArena {
   }
 
  private:
+  /// A fresh anonymous mapping of kSlab bytes at a kSlab-aligned address,
+  /// advised MADV_HUGEPAGE before any byte of it is touched, so that its
+  /// first fault can map one 2 MiB page where transparent huge pages are
+  /// allowed (/sys/kernel/mm/transparent_hugepage/enabled madvise or
+  /// always); nullptr when mmap fails. Not from malloc: a heap range that
+  /// earlier allocations already faulted in as 4 KiB pages stays on them
+  /// (MADV_HUGEPAGE changes later faults only), as under `nvindex bench`,
+  /// which builds and frees its key sets before the index (AnonHugePages 0
+  /// there with aligned_alloc, 8 MiB at 2M keys with this).
+  static void* map_huge_slab() {
+    void* m =
+        ::mmap(nullptr, 2 * kSlab, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    // Keep the kSlab-aligned kSlab bytes inside the mapping; unmap the rest.
+    const uintptr_t a = reinterpret_cast<uintptr_t>(m);
+    const uintptr_t start = (a + kSlab - 1) & ~(uintptr_t{kSlab} - 1);
+    if (start > a) ::munmap(m, start - a);
+    const uintptr_t end = start + kSlab;
+    if (a + 2 * kSlab > end) ::munmap(reinterpret_cast<void*>(end), a + 2 * kSlab - end);
+    void* slab = reinterpret_cast<void*>(start);
+    (void)::madvise(slab, kSlab, MADV_HUGEPAGE);  // a hint: failure changes nothing
+    return slab;
+  }
+
   static constexpr size_t kFirstSlab = 64 * 1024;
   static constexpr size_t kSlab = 2 * 1024 * 1024;
   mutable std::mutex mu_;
