@@ -3,7 +3,8 @@
 // CPU has (scalar, AVX2, AVX-512) gives the reference answer on every node
 // size the indexes use, with equal neighbours (fastfair's transient holes),
 // keys with the top bit set (unsigned order) and the extreme keys 0 and
-// 2^64 - 1; and a vector search reads nothing past the last entry.
+// 2^64 - 1; and a vector search reads nothing past the last entry. Also
+// rank_distinct, the comparison counting that orders a split's keys.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -189,6 +190,67 @@ TEST(SimdSearch, WholeNodeSearchesIgnoreSlotsPastTheCount) {
       }
     }
   }
+}
+
+using RankFn = void (*)(const uint64_t*, uint32_t, uint8_t*);
+
+// rank_distinct (comparison counting): at every level and every n up to 64,
+// over distinct keys with the top bit set in some (unsigned order) and the
+// extremes, each key's rank is its index in the sorted keys; it reads
+// nothing past key n-1; keys that repeat share a rank (what split's
+// permutation check relies on to fall back to a sort).
+TEST(SimdSearch, RankDistinctGivesEachKeyItsSortedPosition) {
+  const auto levels =
+      on_this_cpu<RankFn>(simd::detail::rank_distinct_scalar, simd::detail::rank_distinct_avx2,
+                          simd::detail::rank_distinct_avx512);
+  std::mt19937_64 rng(17);
+  for (uint32_t n = 0; n <= simd::kMaxRankKeys; ++n) {
+    for (int round = 0; round < 20; ++round) {
+      std::vector<uint64_t> keys;
+      std::vector<uint64_t> seen;
+      while (keys.size() < n) {
+        uint64_t k = rng();
+        if (round % 4 == 1) k %= 3 * n + 1;  // dense small keys
+        if (round % 4 == 2 && keys.size() < 2) k = keys.empty() ? 0 : ~uint64_t{0};
+        if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+      }
+      std::vector<uint64_t> sorted = keys;
+      std::sort(sorted.begin(), sorted.end());
+      for (const auto& [name, fn] : levels) {
+        std::vector<uint8_t> rank(n + 1, 0xee);
+        fn(keys.data(), n, rank.data());
+        for (uint32_t i = 0; i < n; ++i) {
+          ASSERT_EQ(sorted[rank[i]], keys[i]) << name << " n=" << n << " i=" << i;
+        }
+        EXPECT_EQ(rank[n], 0xee) << name << ": wrote past rank[n-1]";
+      }
+    }
+  }
+  // Repeated keys share a rank: {5, 9, 5} -> {0, 2, 0}.
+  const uint64_t dup[] = {5, 9, 5};
+  for (const auto& [name, fn] : levels) {
+    uint8_t rank[3];
+    fn(dup, 3, rank);
+    EXPECT_EQ(rank[0], 0) << name;
+    EXPECT_EQ(rank[1], 2) << name;
+    EXPECT_EQ(rank[2], 0) << name;
+  }
+  // Nothing past the last key is read: keys end at an unmapped page.
+  const long page = ::sysconf(_SC_PAGESIZE);
+  void* m = ::mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  char* second = static_cast<char*>(m) + page;
+  ASSERT_EQ(::munmap(second, page), 0);
+  for (uint32_t n : {1u, 3u, 7u, 9u, 14u, 57u}) {
+    auto* k = reinterpret_cast<uint64_t*>(second - 8 * n);
+    for (uint32_t i = 0; i < n; ++i) k[i] = 1000 - 10 * i;  // descending
+    for (const auto& [name, fn] : levels) {
+      uint8_t rank[simd::kMaxRankKeys];
+      fn(k, n, rank);
+      for (uint32_t i = 0; i < n; ++i) EXPECT_EQ(rank[i], n - 1 - i) << name << " n=" << n;
+    }
+  }
+  ::munmap(m, page);
 }
 
 TEST(SimdSearch, LevelIsNamed) {

@@ -58,6 +58,62 @@ __attribute__((target("avx512f,popcnt"))) int count_le_avx512(const std::atomic<
   return static_cast<int>(CountLeAvx512::count(k, n, span, key));
 }
 
+void rank_distinct_scalar(const uint64_t* keys, uint32_t n, uint8_t* rank) {
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t r = 0;
+    for (uint32_t j = 0; j < n; ++j) r += keys[j] < keys[i] ? 1 : 0;
+    rank[i] = static_cast<uint8_t>(r);
+  }
+}
+
+__attribute__((target("avx2,popcnt"))) void rank_distinct_avx2(const uint64_t* keys, uint32_t n,
+                                                               uint8_t* rank) {
+  // Unsigned order through the signed compare: both sides' sign bits flipped.
+  const __m256i flip = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
+  constexpr uint32_t kChunks = kMaxRankKeys / 4;
+  __m256i v[kChunks];
+  uint32_t valid[kChunks];  // movemask bits of the lanes below n
+  const uint32_t chunks = (n + 3) / 4;
+  for (uint32_t c = 0; c < chunks; ++c) {
+    const uint32_t lanes = detail::lanes_left(n, 4 * c, 4);
+    valid[c] = (1u << lanes) - 1;
+    const __m256i load = _mm256_cmpgt_epi64(_mm256_set1_epi64x(lanes),
+                                            _mm256_setr_epi64x(0, 1, 2, 3));  // lane < lanes
+    v[c] = _mm256_xor_si256(
+        _mm256_maskload_epi64(reinterpret_cast<const long long*>(keys + 4 * c), load), flip);
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    const __m256i k = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(keys[i])), flip);
+    uint32_t r = 0;
+    for (uint32_t c = 0; c < chunks; ++c) {
+      const auto lt = static_cast<uint32_t>(
+          _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(k, v[c]))));
+      r += static_cast<uint32_t>(std::popcount(lt & valid[c]));
+    }
+    rank[i] = static_cast<uint8_t>(r);
+  }
+}
+
+__attribute__((target("avx512f,popcnt"))) void rank_distinct_avx512(const uint64_t* keys,
+                                                                    uint32_t n, uint8_t* rank) {
+  constexpr uint32_t kChunks = kMaxRankKeys / 8;
+  __m512i v[kChunks];
+  __mmask8 m[kChunks];
+  const uint32_t chunks = (n + 7) / 8;
+  for (uint32_t c = 0; c < chunks; ++c) {
+    m[c] = static_cast<__mmask8>((1u << detail::lanes_left(n, 8 * c, 8)) - 1);
+    v[c] = _mm512_maskz_loadu_epi64(m[c], keys + 8 * c);  // lanes past n: not read
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    const __m512i k = _mm512_set1_epi64(static_cast<long long>(keys[i]));
+    uint32_t r = 0;
+    for (uint32_t c = 0; c < chunks; ++c) {
+      r += static_cast<uint32_t>(std::popcount(_mm512_mask_cmplt_epu64_mask(m[c], v[c], k)));
+    }
+    rank[i] = static_cast<uint8_t>(r);
+  }
+}
+
 }  // namespace detail
 
 std::string_view level_name(Level l) {
