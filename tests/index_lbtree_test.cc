@@ -5,7 +5,7 @@
 // separators, stale anchors, parallel rebuild equal to the serial one,
 // rebuild times, damaged pools), concurrency at every leaf size; string keys
 // (insert cost against integer keys, key records freed on remove and marked
-// once by recovery, readers racing removes). The logless
+// once by recovery, readers racing removes); a damaged leaf's split. The logless
 // split and the bulk load under the crash simulator are in
 // crash_lbtree_images_test.cc.
 #include <gtest/gtest.h>
@@ -117,14 +117,22 @@ TEST(LbTreeEntryMoving, FullLineZeroIsEmptiedByTheNextInsert) {
 
 // After a split the new leaf holds the upper half in its last slots, so its
 // header line is free in every 256 B block (distributed headers included).
+/// A tree of `size` B leaves (16 MiB pool) holding one full leaf: keys 10,
+/// 20, ..., 10 * capacity, key 10k with value k.
+void fill_one_leaf(uint32_t size, TestIndex* t) {
+  ASSERT_TRUE(open_test_index("lbtree", size, t, 16ull << 20).ok());
+  LbTree& tree = lb(*t);
+  const uint32_t cap = tree.leaf(tree.head()).capacity();
+  for (uint64_t k = 1; k <= cap; ++k) ASSERT_TRUE(tree.insert(k * 10, k).ok());
+  ASSERT_EQ(tree.chain_leaves(), 1u);
+}
+
 TEST(LbTreeEntryMoving, NewLeafAfterSplitHasAFreeHeaderLine) {
   for (uint32_t size : {256u, 512u, 768u, 1024u}) {
     TestIndex t;
-    ASSERT_TRUE(open_test_index("lbtree", size, &t, 16ull << 20).ok());
+    ASSERT_NO_FATAL_FAILURE(fill_one_leaf(size, &t));
     LbTree& tree = lb(t);
     const uint32_t cap = tree.leaf(tree.head()).capacity();
-    for (uint64_t k = 1; k <= cap; ++k) ASSERT_TRUE(tree.insert(k * 10, k).ok());
-    EXPECT_EQ(tree.chain_leaves(), 1u);
     const uint64_t smo = pm::snapshot().smos;
     ASSERT_TRUE(tree.insert(5, 0).ok());  // below the separator: goes left
     EXPECT_EQ(pm::snapshot().smos, smo + 1) << "one SMO per split";
@@ -147,6 +155,64 @@ TEST(LbTreeEntryMoving, NewLeafAfterSplitHasAFreeHeaderLine) {
     VerifyReport r;
     ASSERT_TRUE(tree.verify(&r).ok()) << size;
     EXPECT_EQ(r.keys, cap + 1);
+  }
+}
+
+// A leaf that holds a key twice (damage: no operation makes one) still
+// splits whole: the split's comparison counting gives ranks that are not a
+// permutation (the duplicated largest key leaves the top rank unset, in
+// the half that moves), so it falls back to std::sort, and the two leaves
+// then hold every entry the full leaf held, the new key added. verify()
+// names the duplicate. At 1, 2 and 4 blocks a leaf.
+TEST(LbTreeSplit, ALeafHoldingAKeyTwiceStillSplitsWhole) {
+  for (uint32_t size : {256u, 512u, 1024u}) {
+    TestIndex t;
+    ASSERT_NO_FATAL_FAILURE(fill_one_leaf(size, &t));
+    LbTree& tree = lb(t);
+    const uint32_t cap = tree.leaf(tree.head()).capacity();
+    // Damage: the slot of the second largest key now holds the largest,
+    // with its value and fingerprint (so that only the duplicate is wrong).
+    const uint64_t top = uint64_t{cap} * 10;
+    const Leaf l = tree.leaf(tree.head());
+    bool damaged = false;
+    for (uint32_t j = 0; j < l.blocks && !damaged; ++j) {
+      for (uint64_t m = bitmap(l, j); m != 0 && !damaged; m &= m - 1) {
+        const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
+        if (l.ent(j, i).key.load() == top - 10) {
+          l.ent(j, i).key.store(top);
+          l.ent(j, i).value.store(cap);
+          std::atomic<uint64_t>* hdr = l.live_hdr(j, l.alt());
+          lbtree::Header h = lbtree::load_header(hdr);
+          h.set_fp(i, fingerprint(top));
+          hdr[0].store(h.w0);
+          hdr[1].store(h.w1);
+          damaged = true;
+        }
+      }
+    }
+    ASSERT_TRUE(damaged) << size;
+    ASSERT_TRUE(tree.insert(5, 0).ok()) << size << ": the full leaf splits";
+    ASSERT_EQ(tree.chain_leaves(), 2u) << size;
+    // Every entry of the two leaves, as (key, value) pairs.
+    std::multiset<std::pair<uint64_t, uint64_t>> got, want;
+    for (uint64_t k = 1; k + 1 < cap; ++k) want.insert({k * 10, k});
+    want.insert({top, cap});
+    want.insert({top, cap});
+    want.insert({5, 0});
+    const Leaf left = tree.leaf(tree.head());
+    for (const Leaf& x : {left, tree.leaf(left.sibling(left.alt()).load())}) {
+      for (uint32_t j = 0; j < x.blocks; ++j) {
+        for (uint64_t m = bitmap(x, j); m != 0; m &= m - 1) {
+          const uint32_t i = static_cast<uint32_t>(__builtin_ctzll(m));
+          got.insert({x.ent(j, i).key.load(), x.ent(j, i).value.load()});
+        }
+      }
+    }
+    EXPECT_EQ(got, want) << size << " B leaves";
+    VerifyReport r;
+    const Status v = tree.verify(&r);
+    EXPECT_EQ(v.code(), Code::kCorruption) << size << ": " << v.ToString();
+    EXPECT_NE(v.ToString().find("duplicate key"), std::string::npos) << v.ToString();
   }
 }
 

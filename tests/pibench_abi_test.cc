@@ -282,6 +282,15 @@ TEST_F(PibenchPlugin, APoolIsPrefaultedUnlessTurnedOff) {
   EXPECT_NE(err.find("NVINDEX_PIBENCH_PREFAULT must be 0 or 1, got 'yes'"), std::string::npos)
       << err;
   EXPECT_NE(::access(path.c_str(), F_OK), 0) << "the refused pool's file is not left behind";
+  // Refused for a volatile index too, which has no pool to prefault.
+  ::setenv("NVINDEX_PIBENCH_PREFAULT", "2", 1);
+  ::testing::internal::CaptureStderr();
+  auto v = make_tree("btree", o);
+  const std::string verr = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("NVINDEX_PIBENCH_PREFAULT");
+  EXPECT_EQ(v, nullptr);
+  EXPECT_NE(verr.find("NVINDEX_PIBENCH_PREFAULT must be 0 or 1, got '2'"), std::string::npos)
+      << verr;
   ::unlink(path.c_str());
 }
 

@@ -6,7 +6,8 @@
 //  1. configures the PM layer (pm::configure: mode, injected latency, media
 //     model) and, for a persistent index, creates a fresh pool (a temporary
 //     file in /dev/shm, else $TMPDIR, else /tmp, unless BenchOptions::pool_path
-//     names one; an anonymous DRAM pool in pm::Mode::kDram);
+//     names one; an anonymous DRAM pool in pm::Mode::kDram), a pool file
+//     prefaulted untimed (BenchOptions::prefault);
 //  2. LOAD: inserts Workload::load_keys, split evenly across the threads (each
 //     thread a contiguous share), value make_value(key, 0), every result
 //     checked. With BenchOptions::bulk_load instead: the load keys are

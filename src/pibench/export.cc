@@ -11,6 +11,9 @@
 //                              dram (flush and fence do nothing)
 //   NVINDEX_PIBENCH_POOL_SIZE  pool bytes when tree_options_t::pool_size is
 //                              0 (e.g. 4G; default 1G)
+//   NVINDEX_PIBENCH_PREFAULT   1 (default): a pool file's pages are all
+//                              mapped before create_tree returns
+//                              (pm::Pool::prefault); 0: not
 //   NVINDEX_PIBENCH_QUIET      set: no line on stderr naming what was made
 //
 // Keys of tree_options_t::key_size 8 are the index's integer keys (the 8
@@ -19,7 +22,7 @@
 // bytes. Values of value_size 1..8 bytes are held in the 8-byte Value
 // (zero-padded); a longer value_size is refused at create_tree (nullptr, a
 // message on stderr), as is an unknown index, a bad option, or a pool that
-// cannot be made or recovered. A persistent index lives in a pool:
+// cannot be made, recovered or prefaulted. A persistent index lives in a pool:
 // tree_options_t::pool_path when set (an existing pool file is recovered, a
 // missing one created with pool_size bytes), else a temporary pool in
 // /dev/shm (else $TMPDIR, else /tmp; a path no file has) that the library
@@ -63,8 +66,8 @@ namespace nvindex::pibench {
 namespace {
 
 /// Pool bytes when neither tree_options_t::pool_size nor
-/// NVINDEX_PIBENCH_POOL_SIZE says: 1 GiB (a tmpfs file takes memory only as
-/// it is written).
+/// NVINDEX_PIBENCH_POOL_SIZE says: 1 GiB (Pool::create allocates the whole
+/// file, posix_fallocate: on tmpfs that much memory).
 constexpr uint64_t kDefaultPoolBytes = 1ull << 30;
 
 /// Temporary pool files still in use, removed at a normal exit (a static
@@ -224,9 +227,12 @@ Status open_pool(const std::string& path, uint64_t bytes, const std::string& lay
   return pm::Pool::create(path, bytes, layout, mode, out);
 }
 
+/// The tree of create_tree over keys K: the index `spec` names on its pool
+/// (open_pool; prefaulted when `prefault` and the pool is a file), or
+/// nullptr with the reason on stderr (the pool's errors, make_index's).
 template <class K>
 tree_api* create(const tree_options_t& o, const tools::IndexSpec& spec, const IndexEntry& entry,
-                 pm::Mode mode) {
+                 pm::Mode mode, bool prefault) {
   IndexOptions io;
   io.node_size = spec.node_size != 0 ? spec.node_size : run_node_size(entry, 512);
   io.extra = spec.extra;
@@ -248,11 +254,6 @@ tree_api* create(const tree_options_t& o, const tools::IndexSpec& spec, const In
         }
       }
     }
-    const std::string prefault = env_or("NVINDEX_PIBENCH_PREFAULT", "1");
-    if (prefault != "0" && prefault != "1") {
-      complain("NVINDEX_PIBENCH_PREFAULT must be 0 or 1, got '" + prefault + "'");
-      return nullptr;
-    }
     std::string path = o.pool_path;
     if (path.empty()) {
       path = util::fresh_temp_path("nvindex-pibench");
@@ -269,7 +270,7 @@ tree_api* create(const tree_options_t& o, const tools::IndexSpec& spec, const In
     }
     // Prefaulted as the authors' wrappers do to their pools in their
     // create_tree (pm::Pool::prefault): PiBench times what follows.
-    if (Status st = prefault == "1" && mode != pm::Mode::kDram ? pool->prefault() : Status::Ok();
+    if (Status st = prefault && mode != pm::Mode::kDram ? pool->prefault() : Status::Ok();
         !st.ok()) {
       complain("pool " + path + ": " + st.ToString());
       pool.reset();
@@ -351,11 +352,18 @@ extern "C" __attribute__((visibility("default"))) nvindex::pibench::tree_api* cr
     return mode;
   }();
   mode = configured;
-  if (o.key_size == sizeof(uint64_t)) return create<uint64_t>(o, spec, entry, mode);
+  const std::string prefault = env_or("NVINDEX_PIBENCH_PREFAULT", "1");
+  if (prefault != "0" && prefault != "1") {
+    complain("NVINDEX_PIBENCH_PREFAULT must be 0 or 1, got '" + prefault + "'");
+    return nullptr;
+  }
+  if (o.key_size == sizeof(uint64_t)) {
+    return create<uint64_t>(o, spec, entry, mode, prefault == "1");
+  }
   if (entry.make_string == nullptr) {
     complain(spec.name + " takes 8-byte integer keys only, not key_size " +
              std::to_string(o.key_size));
     return nullptr;
   }
-  return create<std::string_view>(o, spec, entry, mode);
+  return create<std::string_view>(o, spec, entry, mode, prefault == "1");
 }

@@ -221,18 +221,19 @@ class Pool {
   /// Faults in every page of the mapping now, writable, so that no later
   /// access to the pool pays a page fault: madvise(MADV_POPULATE_WRITE)
   /// (Linux 5.14), which maps each page as a write would without changing a
-  /// byte; on a kernel without it (EINVAL), one read per 4 KiB page (the
-  /// pages are then mapped readable, and a page's first write still takes a
-  /// minor fault). It is what libpmemobj's `prefault.at_create` and
-  /// `prefault.at_open` controls do (PMDK, pmemobj_ctl_get(3)), and what
+  /// byte; on a kernel without it (EINVAL), one read per 4 KiB page (which
+  /// maps each page; on a file system that tracks writes, a DAX ext4 or
+  /// xfs, a page's first write still takes a minor fault). It is what libpmemobj's
+  /// `prefault.at_create` and `prefault.at_open` controls do (PMDK, pmemobj_ctl_get(3)), and what
   /// the LB+-tree and FAST&FAIR authors' drivers do to their pools before
   /// timing. On an emulated pool in a tmpfs file each 4 KiB page costs a
   /// minor fault once (0.5 s for 1 GiB on a 2-core Zen 4 VM); on DAX or hugetlbfs 2 MiB
   /// pages there are few. Nothing is written, so a crash during it changes
   /// nothing. On an anonymous pool it commits the whole size in memory.
-  /// Errors: IOError naming the madvise failure (ENOMEM: not enough memory
-  /// or huge pages to map the pool whole). Returns the time taken in
-  /// *seconds when non-null.
+  /// Errors: IOError naming the madvise failure (EFAULT: a page could not
+  /// be supplied, e.g. the file was truncated or its huge pages are gone;
+  /// ENOMEM: no memory for the page tables; EINTR: a signal). Returns the
+  /// time taken in *seconds when non-null (also on error).
   Status prefault(double* seconds = nullptr);
 
   /// Pointer to the object at offset `off` (nullptr for 0). No bounds check

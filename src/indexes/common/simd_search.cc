@@ -1,4 +1,5 @@
-// Run-time SIMD dispatch of the sorted-key search (simd_search.h).
+// Run-time SIMD dispatch of the sorted-key searches and of rank_distinct
+// (simd_search.h).
 #include "indexes/common/simd_search.h"
 
 #include <immintrin.h>

@@ -1,9 +1,11 @@
 // Search of a node's sorted keys with the widest SIMD the CPU has, chosen at
 // run time (one portable binary): AVX-512, else AVX2, else a branch-free
-// scalar binary search. Two shapes: last_le over sorted 16-byte {key,
+// scalar binary search. Two search shapes: last_le over sorted 16-byte {key,
 // value-or-child} entries (fastfair's persistent nodes), count_le over
 // contiguous sorted keys (the DRAM inner nodes of lbtree, fptree and
-// wbtree:inner=dram, inner_tree.h).
+// wbtree:inner=dram, inner_tree.h). And one ordering: rank_distinct, the
+// comparison counting that orders a splitting leaf's unsorted keys
+// (lbtree).
 //
 // Why: a binary search over 15..252 keys is a chain of dependent loads and
 // compares; counting the keys <= the search key with vector compares makes
@@ -19,6 +21,8 @@
 #include <bit>
 #include <cstdint>
 #include <string_view>
+
+#include "util/dcheck.h"
 
 namespace nvindex::simd {
 
@@ -408,11 +412,13 @@ inline constexpr uint32_t kMaxRankKeys = 64;
 /// rank is a permutation of 0..n-1. Every compare is a lane of a vector
 /// compare, counted by popcount: n * ceil(n / 8) 8-lane compares with
 /// AVX-512, n * ceil(n / 4) 4-lane ones with AVX2, n * n branch-free scalar
-/// ones else, and no branch that depends on the keys. A split sorts its
-/// leaf's 7 to 56 keys this way: std::sort's insertion sort of random keys
-/// mispredicts about once per key. Keys that are not distinct get equal
-/// ranks (not a permutation): the caller's keys must be a set.
+/// ones else, and no branch that depends on the keys. lbtree's split orders
+/// its full leaf's 14, 28, 42 or 56 keys (1 to 4 blocks) this way: std::sort's insertion sort of
+/// random keys mispredicts about once per key. Keys that are not distinct get equal ranks (not a
+/// permutation): the caller's keys must be a set. Reads keys[0, n) only (masked loads), writes
+/// rank[0, n) (n bytes).
 inline void rank_distinct(const uint64_t* keys, uint32_t n, uint8_t* rank) {
+  NVINDEX_DCHECK(n <= kMaxRankKeys);
   switch (search_level()) {
     case Level::kAvx512:
       return detail::rank_distinct_avx512(keys, n, rank);
