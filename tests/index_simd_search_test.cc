@@ -194,15 +194,20 @@ TEST(SimdSearch, WholeNodeSearchesIgnoreSlotsPastTheCount) {
 
 using RankFn = void (*)(const uint64_t*, uint32_t, uint8_t*);
 
-// rank_distinct (comparison counting): at every level and every n up to 64,
+// rank_distinct (comparison counting): at every vector level and every n up to 64,
 // over distinct keys with the top bit set in some (unsigned order) and the
 // extremes, each key's rank is its index in the sorted keys; it reads
 // nothing past key n-1; keys that repeat share a rank (what split's
 // permutation check relies on to fall back to a sort).
 TEST(SimdSearch, RankDistinctGivesEachKeyItsSortedPosition) {
-  const auto levels =
-      on_this_cpu<RankFn>(simd::detail::rank_distinct_scalar, simd::detail::rank_distinct_avx2,
-                          simd::detail::rank_distinct_avx512);
+  // The vector levels this CPU has (rank_distinct has no scalar one).
+  std::vector<std::pair<const char*, RankFn>> levels;
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) levels.emplace_back("avx2", simd::detail::rank_distinct_avx2);
+  if (__builtin_cpu_supports("avx512f")) {
+    levels.emplace_back("avx512", simd::detail::rank_distinct_avx512);
+  }
+  if (levels.empty()) GTEST_SKIP() << "no AVX2: rank_distinct returns false (the caller sorts)";
   std::mt19937_64 rng(17);
   for (uint32_t n = 0; n <= simd::kMaxRankKeys; ++n) {
     for (int round = 0; round < 20; ++round) {
@@ -251,6 +256,18 @@ TEST(SimdSearch, RankDistinctGivesEachKeyItsSortedPosition) {
     }
   }
   ::munmap(m, page);
+  // The dispatcher ranks at a vector level and declines at the scalar one.
+  const uint64_t three[] = {30, 10, 20};
+  uint8_t rank[3] = {9, 9, 9};
+  const bool ranked = simd::rank_distinct(three, 3, rank);
+  EXPECT_EQ(ranked, simd::search_level() != simd::Level::kScalar);
+  if (ranked) {
+    EXPECT_EQ(rank[0], 2);
+    EXPECT_EQ(rank[1], 0);
+    EXPECT_EQ(rank[2], 1);
+  } else {
+    EXPECT_EQ(rank[0], 9) << "nothing written when it declines";
+  }
 }
 
 TEST(SimdSearch, LevelIsNamed) {

@@ -272,26 +272,22 @@ TEST_F(PibenchPlugin, APoolIsPrefaultedUnlessTurnedOff) {
       EXPECT_LT(rss, o.pool_size / 2) << "only the pages create and the index touched";
     }
   }
-  ::setenv("NVINDEX_PIBENCH_PREFAULT", "yes", 1);
+  // A bad value is refused with a message, for a persistent index (no pool
+  // file left behind) and for a volatile one, which has no pool to prefault.
   ::unlink(path.c_str());
-  ::testing::internal::CaptureStderr();
-  auto t = make_tree("lbtree", o);
-  const std::string err = ::testing::internal::GetCapturedStderr();
-  ::unsetenv("NVINDEX_PIBENCH_PREFAULT");
-  EXPECT_EQ(t, nullptr);
-  EXPECT_NE(err.find("NVINDEX_PIBENCH_PREFAULT must be 0 or 1, got 'yes'"), std::string::npos)
-      << err;
-  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "the refused pool's file is not left behind";
-  // Refused for a volatile index too, which has no pool to prefault.
-  ::setenv("NVINDEX_PIBENCH_PREFAULT", "2", 1);
-  ::testing::internal::CaptureStderr();
-  auto v = make_tree("btree", o);
-  const std::string verr = ::testing::internal::GetCapturedStderr();
-  ::unsetenv("NVINDEX_PIBENCH_PREFAULT");
-  EXPECT_EQ(v, nullptr);
-  EXPECT_NE(verr.find("NVINDEX_PIBENCH_PREFAULT must be 0 or 1, got '2'"), std::string::npos)
-      << verr;
-  ::unlink(path.c_str());
+  for (const auto& [index, value] :
+       {std::pair<const char*, const char*>{"lbtree", "yes"}, {"btree", "2"}}) {
+    ::setenv("NVINDEX_PIBENCH_PREFAULT", value, 1);
+    ::testing::internal::CaptureStderr();
+    auto t = make_tree(index, o);
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    ::unsetenv("NVINDEX_PIBENCH_PREFAULT");
+    EXPECT_EQ(t, nullptr) << index;
+    EXPECT_NE(err.find(std::string("NVINDEX_PIBENCH_PREFAULT must be 0 or 1, got '") + value + "'"),
+              std::string::npos)
+        << err;
+    EXPECT_NE(::access(path.c_str(), F_OK), 0) << index << ": no pool file left behind";
+  }
 }
 
 TEST_F(PibenchPlugin, RefusesWhatItCannotHoldWithAMessage) {

@@ -90,8 +90,8 @@
 //   after the run phase; "device" (block-device indexes: the path given as
 //   IndexOptions::device; "pool" stays for pools); "prefault_seconds": the
 //   time pm::Pool::prefault took on a new pool file before the load phase,
-//   s (absent when it was not prefaulted); options: "prefault";
-//   options: "device_dir", "device_bytes", "in_flight"
+//   s (absent when it was not prefaulted);
+//   options: "prefault", "device_dir", "device_bytes", "in_flight"
 //   (BenchOptions::in_flight: operations each thread keeps in flight through
 //   Index::execute; 1 = one call per operation);
 //   "load" and "run": "index_counters": {name: count} of IndexInfo::counters

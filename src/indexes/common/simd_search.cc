@@ -59,14 +59,6 @@ __attribute__((target("avx512f,popcnt"))) int count_le_avx512(const std::atomic<
   return static_cast<int>(CountLeAvx512::count(k, n, span, key));
 }
 
-void rank_distinct_scalar(const uint64_t* keys, uint32_t n, uint8_t* rank) {
-  for (uint32_t i = 0; i < n; ++i) {
-    uint32_t r = 0;
-    for (uint32_t j = 0; j < n; ++j) r += keys[j] < keys[i] ? 1 : 0;
-    rank[i] = static_cast<uint8_t>(r);
-  }
-}
-
 __attribute__((target("avx2,popcnt"))) void rank_distinct_avx2(const uint64_t* keys, uint32_t n,
                                                                uint8_t* rank) {
   // Unsigned order through the signed compare: both sides' sign bits flipped.

@@ -196,7 +196,6 @@ int last_le_avx512(const KeyEntry* e, uint32_t n, uint64_t key);
 int count_le_scalar(const std::atomic<uint64_t>* k, uint32_t n, uint32_t span, uint64_t key);
 int count_le_avx2(const std::atomic<uint64_t>* k, uint32_t n, uint32_t span, uint64_t key);
 int count_le_avx512(const std::atomic<uint64_t>* k, uint32_t n, uint32_t span, uint64_t key);
-void rank_distinct_scalar(const uint64_t* keys, uint32_t n, uint8_t* rank);
 void rank_distinct_avx2(const uint64_t* keys, uint32_t n, uint8_t* rank);
 void rank_distinct_avx512(const uint64_t* keys, uint32_t n, uint8_t* rank);
 extern const Level g_level;
@@ -411,23 +410,28 @@ inline constexpr uint32_t kMaxRankKeys = 64;
 /// number of keys[j] < keys[i], so keys[i] is the rank[i]-th smallest and
 /// rank is a permutation of 0..n-1. Every compare is a lane of a vector
 /// compare, counted by popcount: n * ceil(n / 8) 8-lane compares with
-/// AVX-512, n * ceil(n / 4) 4-lane ones with AVX2, n * n branch-free scalar
-/// ones else, and no branch that depends on the keys. lbtree's split orders
-/// its full leaf's 14, 28, 42 or 56 keys (1 to 4 blocks) this way: std::sort's insertion sort of
-/// random keys mispredicts about once per key. Keys that are not distinct get equal ranks (not a
-/// permutation): the caller's keys must be a set. Reads keys[0, n) only (masked loads), writes
-/// rank[0, n) (n bytes).
-inline void rank_distinct(const uint64_t* keys, uint32_t n, uint8_t* rank) {
+/// AVX-512, n * ceil(n / 4) 4-lane ones with AVX2, and no branch that
+/// depends on the keys. lbtree's split orders its full leaf's 14, 28, 42 or
+/// 56 keys (1 to 4 blocks) this way: std::sort's insertion sort of random
+/// keys mispredicts about once per key. Keys that are not distinct get
+/// equal ranks (not a permutation): the caller's keys must be a set, or
+/// the caller must check. Reads keys[0, n) only (masked loads), writes
+/// rank[0, n) (n bytes). Returns false, writing nothing, at the scalar
+/// level (search_level(): no AVX2, NVINDEX_SIMD=scalar, ThreadSanitizer),
+/// where counting would take n * n scalar compares: the caller sorts.
+inline bool rank_distinct(const uint64_t* keys, uint32_t n, uint8_t* rank) {
   NVINDEX_DCHECK(n <= kMaxRankKeys);
   switch (search_level()) {
     case Level::kAvx512:
-      return detail::rank_distinct_avx512(keys, n, rank);
+      detail::rank_distinct_avx512(keys, n, rank);
+      return true;
     case Level::kAvx2:
-      return detail::rank_distinct_avx2(keys, n, rank);
+      detail::rank_distinct_avx2(keys, n, rank);
+      return true;
     case Level::kScalar:
       break;
   }
-  detail::rank_distinct_scalar(keys, n, rank);
+  return false;
 }
 
 }  // namespace nvindex::simd

@@ -520,16 +520,14 @@ Status LbTreeT<K>::split_and_insert(const inner::Route& at, K key, uint8_t f, ui
   // on the keys; std::sort's insertion sort of a leaf's random keys was
   // about 4% of an insert's time, mostly mispredicted branches); a leaf
   // whose keys are not distinct (damage: no operation makes one) gives
-  // ranks that are not a permutation and falls back to std::sort. Without
-  // vector compares (simd level scalar: old CPUs, NVINDEX_SIMD=scalar,
-  // ThreadSanitizer) counting is n * n scalar compares, so std::sort stays.
+  // ranks that are not a permutation and falls back to std::sort, as does
+  // a CPU without vector compares (rank_distinct returns false there).
   std::array<const Item*, kSlots * kMaxBlocks + 1> by_key;  // + the new entry
   bool sorted = false;
   if constexpr (!kStringKeys) {
     static_assert(kSlots * kMaxBlocks < simd::kMaxRankKeys);
-    if (simd::search_level() != simd::Level::kScalar) {
-      std::array<uint8_t, kSlots * kMaxBlocks> rank;
-      simd::rank_distinct(words.data(), cnt, rank.data());
+    std::array<uint8_t, kSlots * kMaxBlocks> rank;
+    if (simd::rank_distinct(words.data(), cnt, rank.data())) {
       uint64_t seen = 0;
       for (uint32_t t = 0; t < cnt; ++t) {
         seen |= uint64_t{1} << rank[t];
