@@ -70,10 +70,7 @@ __attribute__((target("avx2,popcnt"))) void rank_distinct_avx2(const uint64_t* k
   for (uint32_t c = 0; c < chunks; ++c) {
     const uint32_t lanes = detail::lanes_left(n, 4 * c, 4);
     valid[c] = (1u << lanes) - 1;
-    const __m256i load = _mm256_cmpgt_epi64(_mm256_set1_epi64x(lanes),
-                                            _mm256_setr_epi64x(0, 1, 2, 3));  // lane < lanes
-    v[c] = _mm256_xor_si256(
-        _mm256_maskload_epi64(reinterpret_cast<const long long*>(keys + 4 * c), load), flip);
+    v[c] = detail::load_flipped_avx2(reinterpret_cast<const long long*>(keys + 4 * c), lanes);
   }
   for (uint32_t i = 0; i < n; ++i) {
     const __m256i k = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(keys[i])), flip);
@@ -94,7 +91,7 @@ __attribute__((target("avx512f,popcnt"))) void rank_distinct_avx512(const uint64
   __mmask8 m[kChunks];
   const uint32_t chunks = (n + 7) / 8;
   for (uint32_t c = 0; c < chunks; ++c) {
-    m[c] = static_cast<__mmask8>((1u << detail::lanes_left(n, 8 * c, 8)) - 1);
+    m[c] = detail::lanes_mask8(n, 8 * c);
     v[c] = _mm512_maskz_loadu_epi64(m[c], keys + 8 * c);  // lanes past n: not read
   }
   for (uint32_t i = 0; i < n; ++i) {

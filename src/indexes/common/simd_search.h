@@ -40,14 +40,30 @@ struct KeyEntry {
 static_assert(sizeof(KeyEntry) == 16);
 
 namespace detail {
-/// Lanes of the step at key i that hold keys < n: min(n - i, lanes), 0 when
-/// i >= n (conditional moves, not branches).
 /// The low n bits set (all 64 for n >= 64): the mask that cuts a whole
 /// node's compare bits to its first n slots (the *Whole searches).
 inline uint64_t low_bits(uint32_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; }
+/// Lanes of the step at key i that hold keys < n: min(n - i, lanes), 0 when
+/// i >= n (conditional moves, not branches).
 inline uint32_t lanes_left(uint32_t n, uint32_t i, uint32_t lanes) {
   const uint32_t left = n > i ? n - i : 0;
   return left < lanes ? left : lanes;
+}
+/// AVX-512 load and compare mask of the eight keys at key i of n: a bit
+/// for each lane below n (0 when i >= n).
+inline __mmask8 lanes_mask8(uint32_t n, uint32_t i) {
+  return static_cast<__mmask8>((1u << lanes_left(n, i, 8)) - 1);
+}
+/// AVX2: the four 8-byte keys at p, of which the first `left` (0..4) are
+/// loaded (the others are not read: a masked load, so a node's last key may
+/// end its allocation) and every lane's sign bit flipped, so that the signed
+/// 64-bit compare orders them unsigned (a lane not loaded reads as 0 before
+/// the flip).
+__attribute__((target("avx2"), always_inline)) inline __m256i load_flipped_avx2(const long long* p,
+                                                                                uint32_t left) {
+  const __m256i load = _mm256_cmpgt_epi64(_mm256_set1_epi64x(left), _mm256_setr_epi64x(0, 1, 2, 3));
+  return _mm256_xor_si256(_mm256_maskload_epi64(p, load),
+                          _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull)));
 }
 }  // namespace detail
 
@@ -269,7 +285,6 @@ struct CountLeAvx2 {
                                                                uint64_t key) {
     const __m256i flip = _mm256_set1_epi64x(static_cast<long long>(0x8000000000000000ull));
     const __m256i kk = _mm256_xor_si256(_mm256_set1_epi64x(static_cast<long long>(key)), flip);
-    const __m256i lanes = _mm256_setr_epi64x(0, 1, 2, 3);
     const auto* w = reinterpret_cast<const long long*>(k);
     uint32_t c = 0;
     // Unrolled where span is a compile-time constant (a descent that knows
@@ -277,8 +292,7 @@ struct CountLeAvx2 {
 #pragma GCC unroll 8
     for (uint32_t i = 0; i < span; i += 4) {
       const uint32_t left = detail::lanes_left(n, i, 4);
-      const __m256i load = _mm256_cmpgt_epi64(_mm256_set1_epi64x(left), lanes);
-      const __m256i v = _mm256_xor_si256(_mm256_maskload_epi64(w + i, load), flip);
+      const __m256i v = detail::load_flipped_avx2(w + i, left);
       const auto gt =
           static_cast<uint32_t>(_mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(v, kk))));
       c += static_cast<uint32_t>(std::popcount(~gt & ((1u << left) - 1)));
@@ -301,7 +315,7 @@ struct CountLeAvx512 {
     if (span <= 32) return unrolled<4>(w, n, kk);
     uint32_t c = 0;
     for (uint32_t i = 0; i < span; i += 8) {
-      const auto valid = static_cast<__mmask8>((1u << detail::lanes_left(n, i, 8)) - 1);
+      const __mmask8 valid = detail::lanes_mask8(n, i);
       const __m512i v = _mm512_maskz_loadu_epi64(valid, w + 8 * i);
       c += static_cast<uint32_t>(
           std::popcount(static_cast<uint32_t>(_mm512_mask_cmple_epu64_mask(valid, v, kk))));

@@ -483,8 +483,9 @@ Status LbTreeT<K>::split_and_insert(const inner::Route& at, K key, uint8_t f, ui
     std::string_view k;
   };
   using Item = std::conditional_t<kStringKeys, StringItem, IntItem>;
-  std::array<Item, kSlots * kMaxBlocks> items;                       // [0, cnt) filled below
-  [[maybe_unused]] std::array<uint64_t, kSlots * kMaxBlocks> words;  // integers: items' keys
+  std::array<Item, kSlots * kMaxBlocks> items;  // [0, cnt) filled below
+  // Integers: the items' keys again, contiguous for rank_distinct's vector loads.
+  [[maybe_unused]] std::array<uint64_t, kSlots * kMaxBlocks> words;
   uint32_t cnt = 0;
   for (uint32_t j = 0; j < blocks_; ++j) {
     const Header h = load_header(l.live_hdr(j, alt));
