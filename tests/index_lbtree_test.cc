@@ -115,8 +115,6 @@ TEST(LbTreeEntryMoving, FullLineZeroIsEmptiedByTheNextInsert) {
   EXPECT_EQ(r.keys, 7u);
 }
 
-// After a split the new leaf holds the upper half in its last slots, so its
-// header line is free in every 256 B block (distributed headers included).
 /// A tree of `size` B leaves (16 MiB pool) holding one full leaf: keys 10,
 /// 20, ..., 10 * capacity, key 10k with value k.
 void fill_one_leaf(uint32_t size, TestIndex* t) {
@@ -127,6 +125,8 @@ void fill_one_leaf(uint32_t size, TestIndex* t) {
   ASSERT_EQ(tree.chain_leaves(), 1u);
 }
 
+// After a split the new leaf holds the upper half in its last slots, so its
+// header line is free in every 256 B block (distributed headers included).
 TEST(LbTreeEntryMoving, NewLeafAfterSplitHasAFreeHeaderLine) {
   for (uint32_t size : {256u, 512u, 768u, 1024u}) {
     TestIndex t;
